@@ -1,0 +1,64 @@
+//! # weft-core
+//!
+//! Allocation-free FEM cloth simulation for microcontrollers and desktops.
+//!
+//! The crate is `#![no_std]`, uses `f32` with `libm` everywhere (so every
+//! target computes the same bits) and never allocates: memory belongs to
+//! the caller.
+//!
+//! ## Layers
+//! - [`math`]: `Vec3`, `Mat3`, symmetric 2×2.
+//! - [`mesh`]: the validated rest mesh (nodes, triangles, static edges,
+//!   bending hinges), built into caller storage ([`mesh::MeshStorage`]).
+//! - [`model`]: what a run never changes — mesh, [`model::Material`],
+//!   [`model::Scene`] (gravity, pins, colliders, wind), [`model::StepParams`].
+//! - [`state`]: what a step changes — positions, velocities, time, solver
+//!   scratch, proximity pairs and counted [`state::Warnings`].
+//! - [`physics`]: the step — StVK membrane and quadratic bending forces with
+//!   their Jacobians, one linearised backward-Euler solve by PCG.
+//! - [`contact`]: the bounded spatial-hash proximity search and the
+//!   collider / self-contact responses.
+//! - [`storage`]: const-generic buffers for static storage.
+//!
+//! ## Example
+//! ```
+//! use weft_core::prelude::*;
+//! let grid = Grid::horizontal(8, 8, 1.0, 1.0, 1.0);
+//! let mut mb = VecMeshStorage::for_counts(grid.counts());
+//! let mesh = Mesh::grid(&grid, mb.storage()).unwrap();
+//! let pins = [Pin::fixed(0, mesh.rest()[0]), Pin::fixed(7, mesh.rest()[7])];
+//! let scene = Scene { pins: &pins, ..Scene::default() };
+//! let model = Model::new(mesh, Material::COTTON, scene, StepParams::default()).unwrap();
+//! let mut sb = VecStateStorage::new(&model, 0);
+//! let mut state = State::new(&model, sb.storage()).unwrap();
+//! let report = weft_core::physics::step(&model, &mut state).unwrap();
+//! assert!(report.converged);
+//! ```
+//! (`VecMeshStorage` / `VecStateStorage` exist with the `alloc` feature; on
+//! a microcontroller use [`storage::MeshBuffers`] and [`storage::StateBuffers`].)
+#![no_std]
+#![deny(unsafe_code)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+pub mod contact;
+pub mod math;
+pub mod mesh;
+pub mod model;
+pub mod physics;
+pub mod state;
+pub mod storage;
+#[cfg(feature = "alloc")]
+pub mod vec_storage;
+
+/// The usual imports.
+pub mod prelude {
+    pub use crate::math::Vec3;
+    pub use crate::mesh::{Grid, Mesh, MeshCounts, MeshError, NodeId};
+    pub use crate::model::{Collider, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind};
+    pub use crate::physics::{step, StepError, StepReport};
+    pub use crate::state::{State, StateSizes};
+    #[cfg(feature = "alloc")]
+    pub use crate::vec_storage::{VecMeshStorage, VecStateStorage};
+}

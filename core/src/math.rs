@@ -1,0 +1,271 @@
+//! Small fixed-size linear algebra in `f32`, using `libm` so that every target
+//! computes the same bits.
+
+use core::ops::{Add, AddAssign, Mul, Neg, Sub, SubAssign};
+
+/// A 3-vector in metres (or m/s, N, ... depending on context).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Vec3 {
+    pub x: f32,
+    pub y: f32,
+    pub z: f32,
+}
+
+impl Vec3 {
+    pub const ZERO: Vec3 = Vec3::new(0.0, 0.0, 0.0);
+
+    #[inline]
+    pub const fn new(x: f32, y: f32, z: f32) -> Self {
+        Vec3 { x, y, z }
+    }
+    #[inline]
+    pub fn dot(self, o: Vec3) -> f32 {
+        self.x * o.x + self.y * o.y + self.z * o.z
+    }
+    #[inline]
+    pub fn cross(self, o: Vec3) -> Vec3 {
+        Vec3::new(
+            self.y * o.z - self.z * o.y,
+            self.z * o.x - self.x * o.z,
+            self.x * o.y - self.y * o.x,
+        )
+    }
+    #[inline]
+    pub fn norm2(self) -> f32 {
+        self.dot(self)
+    }
+    #[inline]
+    pub fn norm(self) -> f32 {
+        libm::sqrtf(self.norm2())
+    }
+    /// Unit vector, or zero for a (near) zero vector.
+    #[inline]
+    pub fn normalized(self) -> Vec3 {
+        let n = self.norm();
+        if n > 1e-20 {
+            self * (1.0 / n)
+        } else {
+            Vec3::ZERO
+        }
+    }
+    #[inline]
+    pub fn is_finite(self) -> bool {
+        self.x.is_finite() && self.y.is_finite() && self.z.is_finite()
+    }
+    #[inline]
+    pub fn to_array(self) -> [f32; 3] {
+        [self.x, self.y, self.z]
+    }
+    #[inline]
+    pub fn from_array(a: [f32; 3]) -> Self {
+        Vec3::new(a[0], a[1], a[2])
+    }
+    /// Outer product `self * o^T`.
+    #[inline]
+    pub fn outer(self, o: Vec3) -> Mat3 {
+        Mat3 {
+            c: [o.x * self, o.y * self, o.z * self],
+        }
+    }
+    #[inline]
+    pub fn get(self, i: usize) -> f32 {
+        match i {
+            0 => self.x,
+            1 => self.y,
+            _ => self.z,
+        }
+    }
+}
+
+impl Add for Vec3 {
+    type Output = Vec3;
+    #[inline]
+    fn add(self, o: Vec3) -> Vec3 {
+        Vec3::new(self.x + o.x, self.y + o.y, self.z + o.z)
+    }
+}
+impl Sub for Vec3 {
+    type Output = Vec3;
+    #[inline]
+    fn sub(self, o: Vec3) -> Vec3 {
+        Vec3::new(self.x - o.x, self.y - o.y, self.z - o.z)
+    }
+}
+impl Neg for Vec3 {
+    type Output = Vec3;
+    #[inline]
+    fn neg(self) -> Vec3 {
+        Vec3::new(-self.x, -self.y, -self.z)
+    }
+}
+impl Mul<f32> for Vec3 {
+    type Output = Vec3;
+    #[inline]
+    fn mul(self, s: f32) -> Vec3 {
+        Vec3::new(self.x * s, self.y * s, self.z * s)
+    }
+}
+impl Mul<Vec3> for f32 {
+    type Output = Vec3;
+    #[inline]
+    fn mul(self, v: Vec3) -> Vec3 {
+        v * self
+    }
+}
+impl AddAssign for Vec3 {
+    #[inline]
+    fn add_assign(&mut self, o: Vec3) {
+        *self = *self + o;
+    }
+}
+impl SubAssign for Vec3 {
+    #[inline]
+    fn sub_assign(&mut self, o: Vec3) {
+        *self = *self - o;
+    }
+}
+
+/// A 3×3 matrix stored by columns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Mat3 {
+    /// Columns.
+    pub c: [Vec3; 3],
+}
+
+impl Mat3 {
+    pub const ZERO: Mat3 = Mat3 {
+        c: [Vec3::ZERO; 3],
+    };
+    pub const IDENTITY: Mat3 = Mat3 {
+        c: [
+            Vec3::new(1.0, 0.0, 0.0),
+            Vec3::new(0.0, 1.0, 0.0),
+            Vec3::new(0.0, 0.0, 1.0),
+        ],
+    };
+    #[inline]
+    pub fn scale(s: f32) -> Mat3 {
+        Mat3::IDENTITY * s
+    }
+    #[inline]
+    pub fn transpose(&self) -> Mat3 {
+        let [a, b, c] = self.c;
+        Mat3 {
+            c: [
+                Vec3::new(a.x, b.x, c.x),
+                Vec3::new(a.y, b.y, c.y),
+                Vec3::new(a.z, b.z, c.z),
+            ],
+        }
+    }
+    #[inline]
+    pub fn mul_vec(&self, v: Vec3) -> Vec3 {
+        self.c[0] * v.x + self.c[1] * v.y + self.c[2] * v.z
+    }
+    /// `self^T * v`.
+    #[inline]
+    pub fn tmul_vec(&self, v: Vec3) -> Vec3 {
+        Vec3::new(self.c[0].dot(v), self.c[1].dot(v), self.c[2].dot(v))
+    }
+    /// Entry at row `r`, column `c`.
+    #[inline]
+    pub fn at(&self, r: usize, c: usize) -> f32 {
+        self.c[c].get(r)
+    }
+    #[inline]
+    pub fn diagonal(&self) -> Vec3 {
+        Vec3::new(self.c[0].x, self.c[1].y, self.c[2].z)
+    }
+    pub fn is_finite(&self) -> bool {
+        self.c.iter().all(|c| c.is_finite())
+    }
+}
+
+impl Add for Mat3 {
+    type Output = Mat3;
+    #[inline]
+    fn add(self, o: Mat3) -> Mat3 {
+        Mat3 {
+            c: [self.c[0] + o.c[0], self.c[1] + o.c[1], self.c[2] + o.c[2]],
+        }
+    }
+}
+impl AddAssign for Mat3 {
+    #[inline]
+    fn add_assign(&mut self, o: Mat3) {
+        *self = *self + o;
+    }
+}
+impl Sub for Mat3 {
+    type Output = Mat3;
+    #[inline]
+    fn sub(self, o: Mat3) -> Mat3 {
+        Mat3 {
+            c: [self.c[0] - o.c[0], self.c[1] - o.c[1], self.c[2] - o.c[2]],
+        }
+    }
+}
+impl Mul<f32> for Mat3 {
+    type Output = Mat3;
+    #[inline]
+    fn mul(self, s: f32) -> Mat3 {
+        Mat3 {
+            c: [self.c[0] * s, self.c[1] * s, self.c[2] * s],
+        }
+    }
+}
+
+/// Symmetric 2×2 matrix `[[a, b], [b, d]]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sym2 {
+    pub a: f32,
+    pub b: f32,
+    pub d: f32,
+}
+
+impl Sym2 {
+    #[inline]
+    pub fn at(&self, r: usize, c: usize) -> f32 {
+        match (r, c) {
+            (0, 0) => self.a,
+            (1, 1) => self.d,
+            _ => self.b,
+        }
+    }
+    #[inline]
+    pub fn trace(&self) -> f32 {
+        self.a + self.d
+    }
+    /// The positive semi-definite part: negative eigenvalues clamped to zero.
+    pub fn positive_part(&self) -> Sym2 {
+        let half_tr = 0.5 * (self.a + self.d);
+        let diff = 0.5 * (self.a - self.d);
+        let rad = libm::sqrtf(diff * diff + self.b * self.b);
+        let l1 = half_tr + rad;
+        let l2 = half_tr - rad;
+        if l2 >= 0.0 {
+            return *self;
+        }
+        if l1 <= 0.0 {
+            return Sym2::default();
+        }
+        // Only l1 > 0 survives: S+ = l1 * u u^T with u the unit eigenvector of l1.
+        let (ux, uy) = if rad > 1e-30 {
+            // (a - l2, b) is parallel to the eigenvector of l1 (or use (b, l1 - a)).
+            let (x, y) = if diff >= 0.0 {
+                (self.a - l2, self.b)
+            } else {
+                (self.b, self.d - l2)
+            };
+            let n = libm::sqrtf(x * x + y * y);
+            (x / n, y / n)
+        } else {
+            (1.0, 0.0)
+        };
+        Sym2 {
+            a: l1 * ux * ux,
+            b: l1 * ux * uy,
+            d: l1 * uy * uy,
+        }
+    }
+}

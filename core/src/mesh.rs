@@ -1,0 +1,434 @@
+//! The cloth's rest mesh: nodes, triangles, unique static edges and bending
+//! hinges. A [`Mesh`] that exists is valid: indices are in range, rest
+//! triangles are not degenerate, static edges are unique and sorted, and
+//! every edge is shared by at most two triangles.
+//!
+//! The mesh does not own memory: its builders fill a caller-provided
+//! [`MeshStorage`] (static arrays on a microcontroller, `Vec`s on a desktop)
+//! and return a read-only view into it.
+
+use crate::math::Vec3;
+
+/// Index of a node. Meshes hold at most `u16::MAX` nodes.
+pub type NodeId = u16;
+
+/// Marks "no triangle" in [`Edge::tris`].
+pub const NO_TRIANGLE: u32 = u32::MAX;
+
+/// A rest triangle with its precomputed finite-element data.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Triangle {
+    /// Node indices, counter-clockwise seen from the front side.
+    pub nodes: [NodeId; 3],
+    /// Static edge index of the edges (0,1), (1,2), (2,0).
+    pub edges: [u16; 3],
+    /// Shape-function gradients in the 2-D rest frame: the deformation
+    /// gradient is `F = Σ x_i b_iᵀ` (a 3×2 matrix).
+    pub grad: [[f32; 2]; 3],
+    /// Rest area (m²).
+    pub area: f32,
+}
+
+/// A static (mesh) edge, `a < b`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Edge {
+    pub a: NodeId,
+    pub b: NodeId,
+    /// The one or two triangles on each side ([`NO_TRIANGLE`] for a border).
+    pub tris: [u32; 2],
+}
+
+/// Two triangles sharing an edge: nodes `[e0, e1, w0, w1]` where `e0–e1` is
+/// the shared edge and `w0`, `w1` the opposite ("wing") nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Hinge {
+    pub nodes: [NodeId; 4],
+    /// Cotangent weights of the quadratic bending model: `Σ k_i x_i` is the
+    /// discrete curvature vector of the hinge, zero for any flat placement.
+    pub k: [f32; 4],
+    /// `1 / (A0 + A1)`, the area normalisation of the hinge energy (so that
+    /// `½ κ_b Σ w |Σ k_i x_i|²` tends to `½ κ_b ∫ (κ₁ + κ₂)² dA`).
+    pub weight: f32,
+}
+
+/// Why a mesh could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MeshError {
+    /// A triangle names a node that does not exist.
+    IndexOutOfRange { triangle: usize, node: usize },
+    /// A triangle repeats a node or has (near) zero rest area.
+    DegenerateTriangle { triangle: usize },
+    /// A rest position is NaN or infinite.
+    NonFinitePosition { node: usize },
+    /// More than two triangles share one edge.
+    NonManifoldEdge { a: NodeId, b: NodeId },
+    /// A storage slice is too small.
+    Capacity { what: &'static str, capacity: usize, needed: usize },
+    /// Grid parameters out of range (fewer than 2×2 nodes, bad size).
+    BadGrid,
+    /// No triangles.
+    Empty,
+}
+
+impl core::fmt::Display for MeshError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MeshError::IndexOutOfRange { triangle, node } => {
+                write!(f, "triangle {triangle} names node {node}, which does not exist")
+            }
+            MeshError::DegenerateTriangle { triangle } => {
+                write!(f, "triangle {triangle} is degenerate (repeated node or zero area)")
+            }
+            MeshError::NonFinitePosition { node } => write!(f, "rest position of node {node} is not finite"),
+            MeshError::NonManifoldEdge { a, b } => write!(f, "edge {a}-{b} is shared by more than two triangles"),
+            MeshError::Capacity { what, capacity, needed } => {
+                write!(f, "{what} storage holds {capacity}, needs at least {needed}")
+            }
+            MeshError::BadGrid => write!(f, "a grid needs at least 2×2 nodes, at most 65535, and a finite positive size"),
+            MeshError::Empty => write!(f, "mesh has no triangles"),
+        }
+    }
+}
+
+/// Counts of the parts of a mesh, to size storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MeshCounts {
+    pub nodes: usize,
+    pub triangles: usize,
+    pub edges: usize,
+    pub hinges: usize,
+}
+
+impl MeshCounts {
+    /// Exact counts of the grid built by [`Mesh::grid`].
+    pub const fn grid(nx: usize, ny: usize) -> MeshCounts {
+        let cells = (nx - 1) * (ny - 1);
+        let edges = (nx - 1) * ny + nx * (ny - 1) + cells;
+        let border = 2 * (nx - 1) + 2 * (ny - 1);
+        MeshCounts {
+            nodes: nx * ny,
+            triangles: 2 * cells,
+            edges,
+            hinges: edges - border,
+        }
+    }
+    /// Upper bounds for a mesh of `nodes` nodes and `triangles` triangles.
+    pub const fn upper_bound(nodes: usize, triangles: usize) -> MeshCounts {
+        MeshCounts {
+            nodes,
+            triangles,
+            edges: 3 * triangles,
+            hinges: 3 * triangles / 2,
+        }
+    }
+}
+
+/// Caller-owned memory a mesh is built into.
+pub struct MeshStorage<'a> {
+    pub rest: &'a mut [Vec3],
+    /// Lumped area per node (m²); mass is `density · node_area`.
+    pub node_area: &'a mut [f32],
+    pub triangles: &'a mut [Triangle],
+    pub edges: &'a mut [Edge],
+    pub hinges: &'a mut [Hinge],
+}
+
+/// A validated, read-only rest mesh.
+#[derive(Clone, Copy, Debug)]
+pub struct Mesh<'a> {
+    rest: &'a [Vec3],
+    node_area: &'a [f32],
+    triangles: &'a [Triangle],
+    edges: &'a [Edge],
+    hinges: &'a [Hinge],
+}
+
+/// A rectangular grid: `nx × ny` nodes from `origin`, spanning `u` (along x
+/// index) and `v` (along y index). Node `(i, j)` has index `j·nx + i`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Grid {
+    pub nx: usize,
+    pub ny: usize,
+    pub origin: Vec3,
+    pub u: Vec3,
+    pub v: Vec3,
+}
+
+impl Grid {
+    /// A horizontal `width × depth` cloth in the x–z plane at height `y`,
+    /// centred on the y axis, front side facing +y.
+    pub fn horizontal(nx: usize, ny: usize, width: f32, depth: f32, y: f32) -> Grid {
+        Grid {
+            nx,
+            ny,
+            origin: Vec3::new(-0.5 * width, y, 0.5 * depth),
+            u: Vec3::new(width, 0.0, 0.0),
+            v: Vec3::new(0.0, 0.0, -depth),
+        }
+    }
+    /// A vertical `width × height` cloth in the x–y plane (z = 0), bottom
+    /// edge at `bottom`, centred on the y axis, front side facing +z.
+    pub fn vertical(nx: usize, ny: usize, width: f32, height: f32, bottom: f32) -> Grid {
+        Grid {
+            nx,
+            ny,
+            origin: Vec3::new(-0.5 * width, bottom, 0.0),
+            u: Vec3::new(width, 0.0, 0.0),
+            v: Vec3::new(0.0, height, 0.0),
+        }
+    }
+    pub fn node(&self, i: usize, j: usize) -> usize {
+        j * self.nx + i
+    }
+    pub fn position(&self, i: usize, j: usize) -> Vec3 {
+        let fu = i as f32 / (self.nx - 1) as f32;
+        let fv = j as f32 / (self.ny - 1) as f32;
+        self.origin + self.u * fu + self.v * fv
+    }
+    pub fn counts(&self) -> MeshCounts {
+        MeshCounts::grid(self.nx, self.ny)
+    }
+    /// Triangle `t` of the grid: two per cell, diagonals alternating in a
+    /// checkerboard so the mesh has no preferred shear direction.
+    fn triangle(&self, t: usize) -> [NodeId; 3] {
+        let cell = t / 2;
+        let i = cell % (self.nx - 1);
+        let j = cell / (self.nx - 1);
+        let n = |a: usize, b: usize| self.node(a, b) as NodeId;
+        let (p00, p10, p01, p11) = (n(i, j), n(i + 1, j), n(i, j + 1), n(i + 1, j + 1));
+        let first = t % 2 == 0;
+        if (i + j) % 2 == 0 {
+            if first { [p00, p10, p11] } else { [p00, p11, p01] }
+        } else if first {
+            [p00, p10, p01]
+        } else {
+            [p10, p11, p01]
+        }
+    }
+}
+
+impl<'a> Mesh<'a> {
+    /// Builds a validated mesh from rest positions and triangles.
+    pub fn from_triangles(
+        positions: &[Vec3],
+        triangles: &[[NodeId; 3]],
+        storage: MeshStorage<'a>,
+    ) -> Result<Mesh<'a>, MeshError> {
+        if positions.len() > storage.rest.len() {
+            return Err(MeshError::Capacity {
+                what: "node",
+                capacity: storage.rest.len(),
+                needed: positions.len(),
+            });
+        }
+        storage.rest[..positions.len()].copy_from_slice(positions);
+        build(positions.len(), triangles.len(), |t| triangles[t], storage)
+    }
+
+    /// Builds a regular grid mesh.
+    pub fn grid(grid: &Grid, storage: MeshStorage<'a>) -> Result<Mesh<'a>, MeshError> {
+        let ok_vec = |v: Vec3| v.is_finite();
+        if grid.nx < 2
+            || grid.ny < 2
+            || grid.nx.saturating_mul(grid.ny) > NodeId::MAX as usize
+            || !ok_vec(grid.origin)
+            || !ok_vec(grid.u)
+            || !ok_vec(grid.v)
+            || grid.u.cross(grid.v).norm() <= 0.0
+        {
+            return Err(MeshError::BadGrid);
+        }
+        let n = grid.nx * grid.ny;
+        if n > storage.rest.len() {
+            return Err(MeshError::Capacity { what: "node", capacity: storage.rest.len(), needed: n });
+        }
+        for j in 0..grid.ny {
+            for i in 0..grid.nx {
+                storage.rest[grid.node(i, j)] = grid.position(i, j);
+            }
+        }
+        let tris = 2 * (grid.nx - 1) * (grid.ny - 1);
+        build(n, tris, |t| grid.triangle(t), storage)
+    }
+
+    pub fn rest(&self) -> &'a [Vec3] {
+        self.rest
+    }
+    pub fn node_area(&self) -> &'a [f32] {
+        self.node_area
+    }
+    pub fn triangles(&self) -> &'a [Triangle] {
+        self.triangles
+    }
+    pub fn edges(&self) -> &'a [Edge] {
+        self.edges
+    }
+    pub fn hinges(&self) -> &'a [Hinge] {
+        self.hinges
+    }
+    pub fn node_count(&self) -> usize {
+        self.rest.len()
+    }
+    pub fn counts(&self) -> MeshCounts {
+        MeshCounts {
+            nodes: self.rest.len(),
+            triangles: self.triangles.len(),
+            edges: self.edges.len(),
+            hinges: self.hinges.len(),
+        }
+    }
+    /// Index of the static edge between `a` and `b`, if there is one
+    /// (binary search over the sorted edges).
+    pub fn edge_index(&self, a: NodeId, b: NodeId) -> Option<usize> {
+        find_edge(self.edges, a, b).ok()
+    }
+    /// Whether `a` and `b` share a static edge.
+    pub fn has_edge(&self, a: NodeId, b: NodeId) -> bool {
+        self.edge_index(a, b).is_some()
+    }
+    /// Shortest rest edge length.
+    pub fn min_edge_length(&self) -> f32 {
+        self.edges
+            .iter()
+            .map(|e| (self.rest[e.b as usize] - self.rest[e.a as usize]).norm())
+            .fold(f32::INFINITY, f32::min)
+    }
+}
+
+fn find_edge(edges: &[Edge], a: NodeId, b: NodeId) -> Result<usize, usize> {
+    let key = if a < b { (a, b) } else { (b, a) };
+    edges.binary_search_by(|e| (e.a, e.b).cmp(&key))
+}
+
+fn build<'a>(
+    n_nodes: usize,
+    n_tris: usize,
+    tri: impl Fn(usize) -> [NodeId; 3],
+    storage: MeshStorage<'a>,
+) -> Result<Mesh<'a>, MeshError> {
+    let MeshStorage { rest, node_area, triangles, edges, hinges } = storage;
+    if n_tris == 0 {
+        return Err(MeshError::Empty);
+    }
+    if n_nodes > NodeId::MAX as usize {
+        return Err(MeshError::Capacity { what: "node (u16 index)", capacity: NodeId::MAX as usize, needed: n_nodes });
+    }
+    if n_tris >= NO_TRIANGLE as usize {
+        return Err(MeshError::Capacity { what: "triangle (u32 index)", capacity: NO_TRIANGLE as usize - 1, needed: n_tris });
+    }
+    for (name, cap) in [("node area", node_area.len()), ("triangle", triangles.len())] {
+        let needed = if name == "triangle" { n_tris } else { n_nodes };
+        if cap < needed {
+            return Err(MeshError::Capacity { what: name, capacity: cap, needed });
+        }
+    }
+    let rest = &rest[..n_nodes];
+    if let Some(node) = rest.iter().position(|p| !p.is_finite()) {
+        return Err(MeshError::NonFinitePosition { node });
+    }
+    let node_area = &mut node_area[..n_nodes];
+    node_area.fill(0.0);
+
+    // Triangles: validate and precompute the rest frame.
+    for t in 0..n_tris {
+        let nodes = tri(t);
+        for &i in &nodes {
+            if i as usize >= n_nodes {
+                return Err(MeshError::IndexOutOfRange { triangle: t, node: i as usize });
+            }
+        }
+        let [p0, p1, p2] = nodes.map(|i| rest[i as usize]);
+        let (e1, e2) = (p1 - p0, p2 - p0);
+        let n = e1.cross(e2);
+        let longest = e1.norm2().max(e2.norm2()).max((p2 - p1).norm2());
+        let area = 0.5 * n.norm();
+        if nodes[0] == nodes[1] || nodes[1] == nodes[2] || nodes[0] == nodes[2] || !(area > 1e-6 * longest) {
+            return Err(MeshError::DegenerateTriangle { triangle: t });
+        }
+        // Orthonormal 2-D frame in the triangle's plane.
+        let ax = e1.normalized();
+        let ay = n.normalized().cross(ax);
+        let (d00, d01) = (e1.dot(ax), e2.dot(ax));
+        let (d10, d11) = (e1.dot(ay), e2.dot(ay));
+        let det = d00 * d11 - d01 * d10;
+        // G = Dm⁻¹; b1 = row 0 of G, b2 = row 1 of G, b0 = −(b1 + b2).
+        let (g00, g01, g10, g11) = (d11 / det, -d01 / det, -d10 / det, d00 / det);
+        let b1 = [g00, g01];
+        let b2 = [g10, g11];
+        let b0 = [-(g00 + g10), -(g01 + g11)];
+        triangles[t] = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
+        for &i in &nodes {
+            node_area[i as usize] += area / 3.0;
+        }
+    }
+
+    // Unique edges, kept sorted by insertion; hinges as second triangles arrive.
+    let mut n_edges = 0usize;
+    let mut n_hinges = 0usize;
+    for t in 0..n_tris {
+        let nodes = triangles[t].nodes;
+        for k in 0..3 {
+            let (a, b, w) = (nodes[k], nodes[(k + 1) % 3], nodes[(k + 2) % 3]);
+            match find_edge(&edges[..n_edges], a, b) {
+                Ok(e) => {
+                    let other = edges[e].tris[0];
+                    if edges[e].tris[1] != NO_TRIANGLE {
+                        return Err(MeshError::NonManifoldEdge { a: edges[e].a, b: edges[e].b });
+                    }
+                    edges[e].tris[1] = t as u32;
+                    if n_hinges >= hinges.len() {
+                        return Err(MeshError::Capacity { what: "hinge", capacity: hinges.len(), needed: n_hinges + 1 });
+                    }
+                    let ot = &triangles[other as usize];
+                    let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
+                    hinges[n_hinges] = make_hinge(rest, [a, b, w0, w], ot.area + triangles[t].area);
+                    n_hinges += 1;
+                }
+                Err(pos) => {
+                    if n_edges >= edges.len() {
+                        return Err(MeshError::Capacity { what: "edge", capacity: edges.len(), needed: n_edges + 1 });
+                    }
+                    edges.copy_within(pos..n_edges, pos + 1);
+                    edges[pos] = Edge { a: a.min(b), b: a.max(b), tris: [t as u32, NO_TRIANGLE] };
+                    n_edges += 1;
+                }
+            }
+        }
+    }
+    if n_edges > u16::MAX as usize {
+        return Err(MeshError::Capacity { what: "edge (u16 index)", capacity: u16::MAX as usize, needed: n_edges });
+    }
+    let edges = &edges[..n_edges];
+    for tr in triangles[..n_tris].iter_mut() {
+        for k in 0..3 {
+            let e = find_edge(edges, tr.nodes[k], tr.nodes[(k + 1) % 3]).unwrap_or(0);
+            tr.edges[k] = e as u16;
+        }
+    }
+    Ok(Mesh {
+        rest,
+        node_area,
+        triangles: &triangles[..n_tris],
+        edges,
+        hinges: &hinges[..n_hinges],
+    })
+}
+
+/// cot of the angle between `u` and `v`.
+fn cot(u: Vec3, v: Vec3) -> f32 {
+    u.dot(v) / u.cross(v).norm()
+}
+
+fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4], area_sum: f32) -> Hinge {
+    let [x0, x1, x2, x3] = nodes.map(|i| rest[i as usize]);
+    // Angles at the edge nodes in triangle A = (x0, x1, x2) and B = (x0, x1, x3).
+    let a0 = cot(x1 - x0, x2 - x0);
+    let a1 = cot(x0 - x1, x2 - x1);
+    let b0 = cot(x1 - x0, x3 - x0);
+    let b1 = cot(x0 - x1, x3 - x1);
+    Hinge {
+        nodes,
+        k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)],
+        weight: 1.0 / area_sum,
+    }
+}

@@ -1,0 +1,348 @@
+//! What never changes during a run: the rest mesh, the material, the scene
+//! (gravity, pins, colliders, wind) and the step parameters. A [`Model`] is
+//! validated once by [`Model::new`]; the step trusts it.
+
+use crate::math::Vec3;
+use crate::mesh::{Mesh, NodeId};
+
+/// Cloth material, SI units.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Material {
+    /// Areal density (kg/m²).
+    pub density: f32,
+    /// Membrane stiffness: Young's modulus × thickness (N/m).
+    pub stretch: f32,
+    /// Poisson ratio, in [0, 0.5).
+    pub poisson: f32,
+    /// Bending stiffness (N·m).
+    pub bending: f32,
+    /// Mass-proportional (Rayleigh) damping (1/s).
+    pub damping_mass: f32,
+    /// Stiffness-proportional (Rayleigh) damping (s).
+    pub damping_stiffness: f32,
+}
+
+impl Material {
+    /// A cotton-like cloth: 0.2 kg/m², 1 kN/m stretch stiffness, ν = 0.3.
+    pub const COTTON: Material = Material {
+        density: 0.2,
+        stretch: 1000.0,
+        poisson: 0.3,
+        bending: 1e-5,
+        damping_mass: 0.05,
+        damping_stiffness: 2e-4,
+    };
+
+    /// Lamé parameters (μ, λ) of the membrane under plane stress (N/m).
+    pub fn lame(&self) -> (f32, f32) {
+        let nu = self.poisson;
+        (self.stretch / (2.0 * (1.0 + nu)), self.stretch * nu / (1.0 - nu * nu))
+    }
+
+    pub fn validate(&self) -> Result<(), ParamError> {
+        positive("material.density", self.density)?;
+        positive("material.stretch", self.stretch)?;
+        range("material.poisson", self.poisson, 0.0, 0.49)?;
+        non_negative("material.bending", self.bending)?;
+        non_negative("material.damping_mass", self.damping_mass)?;
+        non_negative("material.damping_stiffness", self.damping_stiffness)
+    }
+}
+
+impl Default for Material {
+    fn default() -> Self {
+        Material::COTTON
+    }
+}
+
+/// How a pinned node moves. Its target at time `t` is `anchor + offset(t)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PinMotion {
+    Fixed,
+    /// Constant velocity (m/s).
+    Linear { velocity: Vec3 },
+    /// `amplitude · sin(2π · frequency · t)`.
+    Oscillate { amplitude: Vec3, frequency: f32 },
+}
+
+/// A node held on a scripted path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pin {
+    pub node: NodeId,
+    pub anchor: Vec3,
+    pub motion: PinMotion,
+}
+
+impl Pin {
+    pub fn fixed(node: NodeId, anchor: Vec3) -> Pin {
+        Pin { node, anchor, motion: PinMotion::Fixed }
+    }
+    /// Target position at time `t`.
+    pub fn target(&self, t: f32) -> Vec3 {
+        match self.motion {
+            PinMotion::Fixed => self.anchor,
+            PinMotion::Linear { velocity } => self.anchor + velocity * t,
+            PinMotion::Oscillate { amplitude, frequency } => {
+                self.anchor + amplitude * libm::sinf(2.0 * core::f32::consts::PI * frequency * t)
+            }
+        }
+    }
+}
+
+/// Kinematic collider shapes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Shape {
+    /// Half-space `n·x ≥ offset` is free (`normal` need not be unit).
+    Plane { normal: Vec3, offset: f32 },
+    Sphere { center: Vec3, radius: f32 },
+    /// Segment `a`–`b` swept by `radius`.
+    Capsule { a: Vec3, b: Vec3, radius: f32 },
+}
+
+/// A kinematic collider moving at constant `velocity`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Collider {
+    pub shape: Shape,
+    pub velocity: Vec3,
+    /// Distance kept between the cloth's nodes and the surface (m).
+    pub thickness: f32,
+    /// Coulomb friction coefficient.
+    pub friction: f32,
+}
+
+impl Collider {
+    pub fn new(shape: Shape) -> Collider {
+        Collider { shape, velocity: Vec3::ZERO, thickness: 0.005, friction: 0.3 }
+    }
+
+    /// Signed distance of `p` to the surface at time `t` and the outward
+    /// normal there.
+    pub fn distance(&self, p: Vec3, t: f32) -> (f32, Vec3) {
+        let q = p - self.velocity * t;
+        match self.shape {
+            Shape::Plane { normal, offset } => {
+                let n = normal.normalized();
+                (q.dot(n) - offset / normal.norm(), n)
+            }
+            Shape::Sphere { center, radius } => sphere_distance(q, center, radius),
+            Shape::Capsule { a, b, radius } => {
+                let ab = b - a;
+                let len2 = ab.norm2();
+                let s = if len2 > 0.0 { ((q - a).dot(ab) / len2).clamp(0.0, 1.0) } else { 0.0 };
+                sphere_distance(q, a + ab * s, radius)
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), ParamError> {
+        finite_vec("collider.velocity", self.velocity)?;
+        non_negative("collider.thickness", self.thickness)?;
+        non_negative("collider.friction", self.friction)?;
+        match self.shape {
+            Shape::Plane { normal, offset } => {
+                finite_vec("collider.normal", normal)?;
+                finite("collider.offset", offset)?;
+                positive("collider.normal length", normal.norm())
+            }
+            Shape::Sphere { center, radius } => {
+                finite_vec("collider.center", center)?;
+                positive("collider.radius", radius)
+            }
+            Shape::Capsule { a, b, radius } => {
+                finite_vec("collider.a", a)?;
+                finite_vec("collider.b", b)?;
+                positive("collider.radius", radius)
+            }
+        }
+    }
+}
+
+fn sphere_distance(q: Vec3, c: Vec3, r: f32) -> (f32, Vec3) {
+    let d = q - c;
+    let len = d.norm();
+    let n = if len > 1e-12 { d * (1.0 / len) } else { Vec3::new(0.0, 1.0, 0.0) };
+    (len - r, n)
+}
+
+/// Wind acting on each triangle: drag along the normal, lift along the
+/// surface, from the air velocity relative to the triangle.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Wind {
+    /// Mean air velocity (m/s).
+    pub velocity: Vec3,
+    /// Air density (kg/m³).
+    pub air_density: f32,
+    pub drag: f32,
+    pub lift: f32,
+    /// Relative gust amplitude: speed × (1 + gust · sin(2π · gust_frequency · t)).
+    pub gust: f32,
+    pub gust_frequency: f32,
+}
+
+impl Wind {
+    pub fn new(velocity: Vec3) -> Wind {
+        Wind { velocity, air_density: 1.2, drag: 1.0, lift: 0.2, gust: 0.0, gust_frequency: 0.0 }
+    }
+    /// Air velocity at time `t`.
+    pub fn at(&self, t: f32) -> Vec3 {
+        self.velocity * (1.0 + self.gust * libm::sinf(2.0 * core::f32::consts::PI * self.gust_frequency * t))
+    }
+    fn validate(&self) -> Result<(), ParamError> {
+        finite_vec("wind.velocity", self.velocity)?;
+        non_negative("wind.air_density", self.air_density)?;
+        non_negative("wind.drag", self.drag)?;
+        finite("wind.lift", self.lift)?;
+        finite("wind.gust", self.gust)?;
+        non_negative("wind.gust_frequency", self.gust_frequency)
+    }
+}
+
+/// The external world of a simulation.
+#[derive(Clone, Copy, Debug)]
+pub struct Scene<'a> {
+    pub gravity: Vec3,
+    pub pins: &'a [Pin],
+    pub colliders: &'a [Collider],
+    pub wind: Option<Wind>,
+}
+
+impl Default for Scene<'_> {
+    fn default() -> Self {
+        Scene { gravity: Vec3::new(0.0, -9.81, 0.0), pins: &[], colliders: &[], wind: None }
+    }
+}
+
+/// Node–node self-contact of the physics step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SelfContact {
+    /// Pairs of nodes closer than this with no static edge repel (m).
+    pub radius: f32,
+}
+
+/// Integrator parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepParams {
+    /// Time step (s).
+    pub dt: f32,
+    /// Conjugate-gradient iteration limit.
+    pub cg_max_iterations: u32,
+    /// Relative residual at which CG stops.
+    pub cg_tolerance: f32,
+    pub self_contact: Option<SelfContact>,
+}
+
+impl Default for StepParams {
+    fn default() -> Self {
+        StepParams { dt: 1.0 / 60.0, cg_max_iterations: 200, cg_tolerance: 1e-4, self_contact: None }
+    }
+}
+
+impl StepParams {
+    pub fn validate(&self) -> Result<(), ParamError> {
+        range("dt", self.dt, 1e-7, 1.0)?;
+        range("cg_tolerance", self.cg_tolerance, 1e-9, 1.0)?;
+        if self.cg_max_iterations == 0 {
+            return Err(ParamError { name: "cg_max_iterations", problem: Problem::OutOfRange });
+        }
+        if let Some(sc) = self.self_contact {
+            positive("self_contact.radius", sc.radius)?;
+        }
+        Ok(())
+    }
+}
+
+/// A bad parameter: which one, and what is wrong with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub name: &'static str,
+    pub problem: Problem,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    NotFinite,
+    OutOfRange,
+    /// A pin names a node the mesh does not have.
+    NoSuchNode,
+    /// Two pins hold the same node.
+    Duplicate,
+}
+
+impl core::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let what = match self.problem {
+            Problem::NotFinite => "is not finite",
+            Problem::OutOfRange => "is out of range",
+            Problem::NoSuchNode => "names a node the mesh does not have",
+            Problem::Duplicate => "holds a node twice",
+        };
+        write!(f, "{} {}", self.name, what)
+    }
+}
+
+fn finite(name: &'static str, v: f32) -> Result<(), ParamError> {
+    if v.is_finite() { Ok(()) } else { Err(ParamError { name, problem: Problem::NotFinite }) }
+}
+fn finite_vec(name: &'static str, v: Vec3) -> Result<(), ParamError> {
+    if v.is_finite() { Ok(()) } else { Err(ParamError { name, problem: Problem::NotFinite }) }
+}
+fn range(name: &'static str, v: f32, lo: f32, hi: f32) -> Result<(), ParamError> {
+    finite(name, v)?;
+    if v >= lo && v <= hi { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+}
+fn positive(name: &'static str, v: f32) -> Result<(), ParamError> {
+    finite(name, v)?;
+    if v > 0.0 { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+}
+fn non_negative(name: &'static str, v: f32) -> Result<(), ParamError> {
+    finite(name, v)?;
+    if v >= 0.0 { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+}
+
+/// Everything a step reads and never writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Model<'a> {
+    pub mesh: Mesh<'a>,
+    pub material: Material,
+    pub scene: Scene<'a>,
+    pub params: StepParams,
+}
+
+impl<'a> Model<'a> {
+    /// Validates every parameter against the mesh.
+    pub fn new(mesh: Mesh<'a>, material: Material, scene: Scene<'a>, params: StepParams) -> Result<Self, ParamError> {
+        material.validate()?;
+        params.validate()?;
+        finite_vec("gravity", scene.gravity)?;
+        for (k, pin) in scene.pins.iter().enumerate() {
+            if pin.node as usize >= mesh.node_count() {
+                return Err(ParamError { name: "pin.node", problem: Problem::NoSuchNode });
+            }
+            if scene.pins[..k].iter().any(|p| p.node == pin.node) {
+                return Err(ParamError { name: "pin.node", problem: Problem::Duplicate });
+            }
+            finite_vec("pin.anchor", pin.anchor)?;
+            match pin.motion {
+                PinMotion::Fixed => {}
+                PinMotion::Linear { velocity } => finite_vec("pin.velocity", velocity)?,
+                PinMotion::Oscillate { amplitude, frequency } => {
+                    finite_vec("pin.amplitude", amplitude)?;
+                    non_negative("pin.frequency", frequency)?;
+                }
+            }
+        }
+        for c in scene.colliders {
+            c.validate()?;
+        }
+        if let Some(w) = &scene.wind {
+            w.validate()?;
+        }
+        Ok(Model { mesh, material, scene, params })
+    }
+
+    /// Lumped mass of node `i` (kg).
+    #[inline]
+    pub fn mass(&self, i: usize) -> f32 {
+        self.material.density * self.mesh.node_area()[i]
+    }
+}

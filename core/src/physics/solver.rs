@@ -1,0 +1,111 @@
+//! The linear system of one linearised backward-Euler step, stored as
+//! node-diagonal and static-edge 3×3 blocks (the membrane's sparsity), plus
+//! the constant bending Hessian applied matrix-free; and the filtered,
+//! Jacobi-preconditioned conjugate-gradient solver.
+
+use super::bending;
+use crate::math::{Mat3, Vec3};
+use crate::mesh::Mesh;
+
+/// `out = (D + O + s·K_b) p`, with `D` the diagonal blocks, `O` the
+/// symmetric off-diagonal edge blocks (`off[e]` is the block of row `a`,
+/// column `b` of edge `e`) and `K_b` the bending Hessian with stiffness
+/// `bend` (0 skips it).
+pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], out: &mut [Vec3]) {
+    for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
+        *o = d.mul_vec(*pi);
+    }
+    for (e, b) in mesh.edges().iter().zip(off) {
+        let (i, j) = (e.a as usize, e.b as usize);
+        out[i] += b.mul_vec(p[j]);
+        out[j] += b.tmul_vec(p[i]);
+    }
+    if bend != 0.0 {
+        bending::apply(mesh.hinges(), bend, 1.0, p, out);
+    }
+}
+
+#[inline]
+fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
+    // Pairwise by node, accumulated in node order: identical on every target.
+    a.iter().zip(b).map(|(x, y)| x.dot(*y)).sum()
+}
+
+#[inline]
+fn filter(pinned: &[u8], v: &mut [Vec3]) {
+    for (vi, &p) in v.iter_mut().zip(pinned) {
+        if p != 0 {
+            *vi = Vec3::ZERO;
+        }
+    }
+}
+
+/// Result of a solve.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Solve {
+    pub iterations: u32,
+    /// Final ‖r‖ / ‖b‖ (0 for a zero right-hand side).
+    pub residual: f32,
+    pub converged: bool,
+}
+
+/// Scratch and operator of one solve.
+pub struct System<'s, 'm> {
+    pub mesh: &'s Mesh<'m>,
+    pub diag: &'s [Mat3],
+    pub off: &'s [Mat3],
+    pub bend: f32,
+    pub inv_diag: &'s [Vec3],
+    pub pinned: &'s [u8],
+}
+
+impl System<'_, '_> {
+    /// Solves `A y = r` on the free nodes and adds `y` to `x`. On entry `r`
+    /// holds the right-hand side; `p` and `q` are scratch.
+    pub fn pcg(&self, x: &mut [Vec3], r: &mut [Vec3], p: &mut [Vec3], q: &mut [Vec3], max_iter: u32, tol: f32) -> Solve {
+        filter(self.pinned, r);
+        let b_norm = libm::sqrtf(dot(r, r));
+        if !(b_norm > 0.0) {
+            let converged = b_norm == 0.0;
+            return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged };
+        }
+        for ((pi, ri), di) in p.iter_mut().zip(r.iter()).zip(self.inv_diag) {
+            *pi = Vec3::new(ri.x * di.x, ri.y * di.y, ri.z * di.z);
+        }
+        let mut rz = dot(r, p);
+        let mut res = 1.0;
+        let mut it = 0;
+        while it < max_iter {
+            res = libm::sqrtf(dot(r, r)) / b_norm;
+            if !(res > tol) {
+                break;
+            }
+            matvec(self.mesh, self.diag, self.off, self.bend, p, q);
+            filter(self.pinned, q);
+            let pq = dot(p, q);
+            if !(pq > 0.0) {
+                break;
+            }
+            let alpha = rz / pq;
+            for ((xi, ri), (pi, qi)) in x.iter_mut().zip(r.iter_mut()).zip(p.iter().zip(q.iter())) {
+                *xi += *pi * alpha;
+                *ri -= *qi * alpha;
+            }
+            // z = M⁻¹ r, kept in q (no longer needed this iteration).
+            for ((qi, ri), di) in q.iter_mut().zip(r.iter()).zip(self.inv_diag) {
+                *qi = Vec3::new(ri.x * di.x, ri.y * di.y, ri.z * di.z);
+            }
+            let rz_new = dot(r, q);
+            let beta = rz_new / rz;
+            rz = rz_new;
+            for (pi, zi) in p.iter_mut().zip(q.iter()) {
+                *pi = *zi + *pi * beta;
+            }
+            it += 1;
+        }
+        if it == max_iter {
+            res = libm::sqrtf(dot(r, r)) / b_norm;
+        }
+        Solve { iterations: it, residual: res, converged: res <= tol }
+    }
+}

@@ -1,0 +1,231 @@
+//! What a step changes: positions, velocities, time, the solver's scratch
+//! and the proximity pairs, all in caller-provided memory
+//! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
+
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{MeshCounts, NodeId};
+use crate::model::Model;
+
+/// Vec3 slots per node: x, v, force, inverse diagonal, r, p, q, Δv, x_new.
+pub const VEC3_PER_NODE: usize = 9;
+
+/// Sizes of the slices a [`StateStorage`] needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateSizes {
+    pub vec3: usize,
+    pub mat3: usize,
+    pub flags: usize,
+    pub cells: usize,
+    pub order: usize,
+    pub pairs: usize,
+}
+
+impl StateSizes {
+    /// Storage for a mesh of `counts` with room for `pairs` proximity pairs
+    /// and a spatial hash of twice as many buckets as nodes.
+    pub const fn new(counts: MeshCounts, pairs: usize) -> StateSizes {
+        StateSizes {
+            vec3: VEC3_PER_NODE * counts.nodes,
+            mat3: counts.nodes + counts.edges,
+            flags: counts.nodes,
+            cells: 2 * counts.nodes + 1,
+            order: counts.nodes,
+            pairs,
+        }
+    }
+}
+
+/// Caller-owned memory for a [`State`].
+pub struct StateStorage<'a> {
+    pub vec3: &'a mut [Vec3],
+    pub mat3: &'a mut [Mat3],
+    pub flags: &'a mut [u8],
+    /// Spatial hash buckets + 1 (at least 2).
+    pub cells: &'a mut [u32],
+    pub order: &'a mut [NodeId],
+    /// Proximity pairs: self-contact now, the network's dynamic edges later.
+    pub pairs: &'a mut [[NodeId; 2]],
+}
+
+/// Counted problems, never panics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Warnings {
+    /// Proximity pairs that did not fit the pair storage (summed over steps).
+    pub dropped_pairs: u64,
+    /// Steps whose CG stopped at the iteration limit.
+    pub cg_not_converged: u64,
+    /// Steps rejected with a non-finite result (state kept).
+    pub rejected_steps: u64,
+}
+
+/// Why a state could not be made or changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateError {
+    Capacity { what: &'static str, capacity: usize, needed: usize },
+    /// A slice given has the wrong length.
+    Length { expected: usize, got: usize },
+    /// A value is NaN or infinite at this node.
+    NonFinite { node: usize },
+}
+
+impl core::fmt::Display for StateError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            StateError::Capacity { what, capacity, needed } => {
+                write!(f, "{what} storage holds {capacity}, needs {needed}")
+            }
+            StateError::Length { expected, got } => write!(f, "expected {expected} values, got {got}"),
+            StateError::NonFinite { node } => write!(f, "value at node {node} is not finite"),
+        }
+    }
+}
+
+/// Solver and search scratch.
+pub(crate) struct Workspace<'a> {
+    pub force: &'a mut [Vec3],
+    pub inv_diag: &'a mut [Vec3],
+    pub r: &'a mut [Vec3],
+    pub p: &'a mut [Vec3],
+    pub q: &'a mut [Vec3],
+    pub dv: &'a mut [Vec3],
+    pub x_new: &'a mut [Vec3],
+    pub diag: &'a mut [Mat3],
+    pub off: &'a mut [Mat3],
+    pub pinned: &'a mut [u8],
+    pub cells: &'a mut [u32],
+    pub order: &'a mut [NodeId],
+    pub pairs: &'a mut [[NodeId; 2]],
+    pub n_pairs: usize,
+}
+
+/// The changing part of a simulation.
+pub struct State<'a> {
+    pub(crate) x: &'a mut [Vec3],
+    pub(crate) v: &'a mut [Vec3],
+    pub(crate) ws: Workspace<'a>,
+    pub(crate) time: f32,
+    pub(crate) steps: u64,
+    pub warnings: Warnings,
+}
+
+fn take<'a, T>(slice: &mut &'a mut [T], n: usize, what: &'static str, cap: usize, needed: usize) -> Result<&'a mut [T], StateError> {
+    if slice.len() < n {
+        return Err(StateError::Capacity { what, capacity: cap, needed });
+    }
+    let s = core::mem::take(slice);
+    let (head, tail) = s.split_at_mut(n);
+    *slice = tail;
+    Ok(head)
+}
+
+impl<'a> State<'a> {
+    /// A state at rest in the mesh's rest positions.
+    pub fn new(model: &Model, storage: StateStorage<'a>) -> Result<State<'a>, StateError> {
+        let counts = model.mesh.counts();
+        let n = counts.nodes;
+        let need = StateSizes::new(counts, 0);
+        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs } = storage;
+        let (vcap, mcap) = (vec3.len(), mat3.len());
+        let v3 = |v: &mut &'a mut [Vec3]| take(v, n, "vec3", vcap, need.vec3);
+        let x = v3(&mut vec3)?;
+        let v = v3(&mut vec3)?;
+        let force = v3(&mut vec3)?;
+        let inv_diag = v3(&mut vec3)?;
+        let r = v3(&mut vec3)?;
+        let p = v3(&mut vec3)?;
+        let q = v3(&mut vec3)?;
+        let dv = v3(&mut vec3)?;
+        let x_new = v3(&mut vec3)?;
+        let diag = take(&mut mat3, n, "mat3", mcap, need.mat3)?;
+        let off = take(&mut mat3, counts.edges, "mat3", mcap, need.mat3)?;
+        if flags.len() < n {
+            return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
+        }
+        if order.len() < n {
+            return Err(StateError::Capacity { what: "order", capacity: order.len(), needed: n });
+        }
+        if cells.len() < 2 {
+            return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
+        }
+        x.copy_from_slice(model.mesh.rest());
+        v.fill(Vec3::ZERO);
+        Ok(State {
+            x,
+            v,
+            ws: Workspace {
+                force,
+                inv_diag,
+                r,
+                p,
+                q,
+                dv,
+                x_new,
+                diag,
+                off,
+                pinned: &mut flags[..n],
+                cells,
+                order: &mut order[..n],
+                pairs,
+                n_pairs: 0,
+            },
+            time: 0.0,
+            steps: 0,
+            warnings: Warnings::default(),
+        })
+    }
+
+    pub fn positions(&self) -> &[Vec3] {
+        self.x
+    }
+    pub fn velocities(&self) -> &[Vec3] {
+        self.v
+    }
+    /// Simulated time (s).
+    pub fn time(&self) -> f32 {
+        self.time
+    }
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+    /// The proximity pairs found by the last step (self-contact or
+    /// network edges), each `a < b`, sorted.
+    pub fn pairs(&self) -> &[[NodeId; 2]] {
+        &self.ws.pairs[..self.ws.n_pairs]
+    }
+    pub fn node_count(&self) -> usize {
+        self.x.len()
+    }
+
+    /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving
+    /// the state as it was.
+    pub fn set_positions(&mut self, x: &[Vec3]) -> Result<(), StateError> {
+        check(x, self.x.len())?;
+        self.x.copy_from_slice(x);
+        Ok(())
+    }
+    /// Replaces all velocities; rejects NaN/inf and wrong lengths.
+    pub fn set_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
+        check(v, self.v.len())?;
+        self.v.copy_from_slice(v);
+        Ok(())
+    }
+    /// Sets the clock (used when restarting from a recorded state).
+    pub fn set_time(&mut self, t: f32) -> Result<(), StateError> {
+        if !t.is_finite() {
+            return Err(StateError::NonFinite { node: 0 });
+        }
+        self.time = t;
+        Ok(())
+    }
+}
+
+fn check(values: &[Vec3], n: usize) -> Result<(), StateError> {
+    if values.len() != n {
+        return Err(StateError::Length { expected: n, got: values.len() });
+    }
+    if let Some(node) = values.iter().position(|p| !p.is_finite()) {
+        return Err(StateError::NonFinite { node });
+    }
+    Ok(())
+}

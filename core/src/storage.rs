@@ -1,0 +1,97 @@
+//! Fixed-capacity storage owned by value, for `static` or stack placement on
+//! a microcontroller. Sizes are const parameters; [`crate::mesh::MeshCounts`]
+//! and [`crate::state::StateSizes`] compute them in const context:
+//!
+//! ```
+//! use weft_core::{mesh::{MeshCounts, Grid, Mesh}, storage::{MeshBuffers, StateBuffers}, state::StateSizes};
+//! const C: MeshCounts = MeshCounts::grid(8, 8);
+//! const S: StateSizes = StateSizes::new(C, 64);
+//! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
+//! let mesh = Mesh::grid(&Grid::horizontal(8, 8, 1.0, 1.0, 0.0), mb.storage()).unwrap();
+//! let sb: StateBuffers<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }> = StateBuffers::new();
+//! assert_eq!(mesh.counts(), C);
+//! # let _ = sb;
+//! ```
+
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{Edge, Hinge, MeshStorage, NodeId, Triangle};
+use crate::state::StateStorage;
+
+/// Mesh memory for `N` nodes, `T` triangles, `E` edges, `H` hinges.
+pub struct MeshBuffers<const N: usize, const T: usize, const E: usize, const H: usize> {
+    rest: [Vec3; N],
+    node_area: [f32; N],
+    triangles: [Triangle; T],
+    edges: [Edge; E],
+    hinges: [Hinge; H],
+}
+
+impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers<N, T, E, H> {
+    pub const fn new() -> Self {
+        const TRI: Triangle = Triangle { nodes: [0; 3], edges: [0; 3], grad: [[0.0; 2]; 3], area: 0.0 };
+        const EDGE: Edge = Edge { a: 0, b: 0, tris: [0; 2] };
+        const HINGE: Hinge = Hinge { nodes: [0; 4], k: [0.0; 4], weight: 0.0 };
+        MeshBuffers {
+            rest: [Vec3::ZERO; N],
+            node_area: [0.0; N],
+            triangles: [TRI; T],
+            edges: [EDGE; E],
+            hinges: [HINGE; H],
+        }
+    }
+    pub fn storage(&mut self) -> MeshStorage<'_> {
+        MeshStorage {
+            rest: &mut self.rest,
+            node_area: &mut self.node_area,
+            triangles: &mut self.triangles,
+            edges: &mut self.edges,
+            hinges: &mut self.hinges,
+        }
+    }
+}
+
+impl<const N: usize, const T: usize, const E: usize, const H: usize> Default for MeshBuffers<N, T, E, H> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// State memory; sizes from [`crate::state::StateSizes`] (`O` order slots =
+/// `F` flags = nodes).
+pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> {
+    vec3: [Vec3; V],
+    mat3: [Mat3; M],
+    flags: [u8; F],
+    cells: [u32; C],
+    order: [NodeId; F],
+    pairs: [[NodeId; 2]; P],
+}
+
+impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> StateBuffers<V, M, F, C, P> {
+    pub const fn new() -> Self {
+        StateBuffers {
+            vec3: [Vec3::ZERO; V],
+            mat3: [Mat3::ZERO; M],
+            flags: [0; F],
+            cells: [0; C],
+            order: [0; F],
+            pairs: [[0; 2]; P],
+        }
+    }
+    pub fn storage(&mut self) -> StateStorage<'_> {
+        StateStorage {
+            vec3: &mut self.vec3,
+            mat3: &mut self.mat3,
+            flags: &mut self.flags,
+            cells: &mut self.cells,
+            order: &mut self.order,
+            pairs: &mut self.pairs,
+        }
+    }
+}
+
+impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> Default for StateBuffers<V, M, F, C, P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,80 @@
+//! `Vec`-backed storage for desktop use (feature `alloc`).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
+use crate::model::Model;
+use crate::state::{StateSizes, StateStorage};
+
+/// Heap storage for a mesh.
+pub struct VecMeshStorage {
+    rest: Vec<Vec3>,
+    node_area: Vec<f32>,
+    triangles: Vec<Triangle>,
+    edges: Vec<Edge>,
+    hinges: Vec<Hinge>,
+}
+
+impl VecMeshStorage {
+    pub fn for_counts(c: MeshCounts) -> Self {
+        VecMeshStorage {
+            rest: vec![Vec3::ZERO; c.nodes],
+            node_area: vec![0.0; c.nodes],
+            triangles: vec![Triangle::default(); c.triangles],
+            edges: vec![Edge::default(); c.edges],
+            hinges: vec![Hinge::default(); c.hinges],
+        }
+    }
+    /// Enough for any mesh of `nodes` nodes and `triangles` triangles.
+    pub fn for_triangles(nodes: usize, triangles: usize) -> Self {
+        Self::for_counts(MeshCounts::upper_bound(nodes, triangles))
+    }
+    pub fn storage(&mut self) -> MeshStorage<'_> {
+        MeshStorage {
+            rest: &mut self.rest,
+            node_area: &mut self.node_area,
+            triangles: &mut self.triangles,
+            edges: &mut self.edges,
+            hinges: &mut self.hinges,
+        }
+    }
+}
+
+/// Heap storage for a state.
+pub struct VecStateStorage {
+    vec3: Vec<Vec3>,
+    mat3: Vec<Mat3>,
+    flags: Vec<u8>,
+    cells: Vec<u32>,
+    order: Vec<NodeId>,
+    pairs: Vec<[NodeId; 2]>,
+}
+
+impl VecStateStorage {
+    /// Storage for `model` with room for `pairs` proximity pairs.
+    pub fn new(model: &Model, pairs: usize) -> Self {
+        Self::with_sizes(StateSizes::new(model.mesh.counts(), pairs))
+    }
+    pub fn with_sizes(s: StateSizes) -> Self {
+        VecStateStorage {
+            vec3: vec![Vec3::ZERO; s.vec3],
+            mat3: vec![Mat3::ZERO; s.mat3],
+            flags: vec![0; s.flags],
+            cells: vec![0; s.cells],
+            order: vec![0; s.order],
+            pairs: vec![[0; 2]; s.pairs],
+        }
+    }
+    pub fn storage(&mut self) -> StateStorage<'_> {
+        StateStorage {
+            vec3: &mut self.vec3,
+            mat3: &mut self.mat3,
+            flags: &mut self.flags,
+            cells: &mut self.cells,
+            order: &mut self.order,
+            pairs: &mut self.pairs,
+        }
+    }
+}

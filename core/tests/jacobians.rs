@@ -1,0 +1,200 @@
+//! Force Jacobians against central finite differences.
+mod common;
+use common::Rng;
+use weft_core::math::{Mat3, Vec3};
+use weft_core::mesh::{Hinge, Mesh, Triangle};
+use weft_core::physics::{bending, membrane};
+use weft_core::prelude::*;
+
+fn rest_triangle(rng: &mut Rng) -> (Triangle, [Vec3; 3]) {
+    let pos = [Vec3::ZERO, Vec3::new(rng.uniform(0.5, 1.0), 0.0, 0.0), Vec3::new(rng.uniform(-0.2, 0.4), rng.uniform(0.5, 1.0), 0.0)];
+    let mut st = VecMeshStorage::for_triangles(3, 1);
+    let mesh = Mesh::from_triangles(&pos, &[[0, 1, 2]], st.storage()).unwrap();
+    (mesh.triangles()[0], pos)
+}
+
+fn max_abs(m: &Mat3) -> f32 {
+    (0..3).flat_map(|r| (0..3).map(move |c| (r, c))).map(|(r, c)| m.at(r, c).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn membrane_jacobian_matches_finite_differences() {
+    let mut rng = Rng(0x5eed_1234_abcd);
+    let (mu, lambda) = Material::COTTON.lame();
+    for trial in 0..40 {
+        let (tri, rest) = rest_triangle(&mut rng);
+        // Random rotation-free deformation: stretch, shear, out-of-plane, compression.
+        let x: [Vec3; 3] = rest.map(|p| p * rng.uniform(0.7, 1.3) + rng.vec3(0.15));
+        let exact = membrane::element(&tri, x, mu, lambda, false);
+        let eps = 1e-3f32;
+        let mut worst = 0.0f32;
+        let mut scale = 0.0f32;
+        for j in 0..3 {
+            for d in 0..3 {
+                let mut xp = x;
+                let mut xm = x;
+                let mut e = [0.0; 3];
+                e[d] = eps;
+                xp[j] += Vec3::from_array(e);
+                xm[j] -= Vec3::from_array(e);
+                let fp = membrane::element(&tri, xp, mu, lambda, false).force;
+                let fm = membrane::element(&tri, xm, mu, lambda, false).force;
+                for i in 0..3 {
+                    // ∂f_i/∂x_j[d] column = −K_ij[:, d]
+                    let fd = (fp[i] - fm[i]) * (1.0 / (2.0 * eps));
+                    let kij = if i <= j {
+                        exact.stiffness[membrane::block(i, j)]
+                    } else {
+                        exact.stiffness[membrane::block(j, i)].transpose()
+                    };
+                    let col = kij.c[d];
+                    worst = worst.max((fd + col).norm());
+                    scale = scale.max(max_abs(&kij));
+                }
+            }
+        }
+        assert!(worst <= 2e-3 * scale, "trial {trial}: FD mismatch {worst} vs scale {scale}");
+    }
+}
+
+#[test]
+fn membrane_force_is_minus_energy_gradient() {
+    let mut rng = Rng(77);
+    let (mu, lambda) = (300.0, 150.0);
+    for _ in 0..20 {
+        let (tri, rest) = rest_triangle(&mut rng);
+        let x: [Vec3; 3] = rest.map(|p| p * rng.uniform(0.8, 1.2) + rng.vec3(0.1));
+        let f = membrane::element(&tri, x, mu, lambda, false).force;
+        let eps = 1e-3;
+        for j in 0..3 {
+            for d in 0..3 {
+                let mut e = [0.0; 3];
+                e[d] = eps;
+                let (mut xp, mut xm) = (x, x);
+                xp[j] += Vec3::from_array(e);
+                xm[j] -= Vec3::from_array(e);
+                let g = (membrane::energy(&tri, xp, mu, lambda) - membrane::energy(&tri, xm, mu, lambda)) / (2.0 * eps);
+                let fmax = f.iter().map(|v| v.norm()).fold(0.0, f32::max);
+                assert!((f[j].get(d) + g).abs() <= 2e-3 * fmax.max(1e-3), "force {} vs -grad {}", f[j].get(d), -g);
+            }
+        }
+    }
+}
+
+#[test]
+fn definite_stiffness_is_psd_and_exact_in_tension() {
+    let mut rng = Rng(99);
+    let (mu, lambda) = Material::COTTON.lame();
+    for _ in 0..50 {
+        let (tri, rest) = rest_triangle(&mut rng);
+        let compress = rng.uniform(0.5, 1.0);
+        let x: [Vec3; 3] = rest.map(|p| Vec3::new(p.x * compress, p.y, 0.0) + rng.vec3(0.05));
+        let el = membrane::element(&tri, x, mu, lambda, true);
+        let k = |i: usize, j: usize| {
+            if i <= j { el.stiffness[membrane::block(i, j)] } else { el.stiffness[membrane::block(j, i)].transpose() }
+        };
+        for _ in 0..20 {
+            let u = [rng.vec3(1.0), rng.vec3(1.0), rng.vec3(1.0)];
+            let mut quad = 0.0;
+            let mut mag = 0.0;
+            for i in 0..3 {
+                for j in 0..3 {
+                    quad += u[i].dot(k(i, j).mul_vec(u[j]));
+                    mag += max_abs(&k(i, j)) * u[i].norm() * u[j].norm();
+                }
+            }
+            assert!(quad >= -1e-5 * mag, "negative curvature {quad} (scale {mag})");
+        }
+    }
+    // Pure stretch in both directions: S is positive definite, both agree.
+    let (tri, rest) = rest_triangle(&mut rng);
+    let x = rest.map(|p| p * 1.1);
+    let a = membrane::element(&tri, x, mu, lambda, true);
+    let b = membrane::element(&tri, x, mu, lambda, false);
+    assert_eq!(a.stiffness, b.stiffness);
+}
+
+#[test]
+fn bending_jacobian_and_gradient_match_finite_differences() {
+    let grid = Grid::horizontal(4, 4, 0.6, 0.5, 0.0);
+    let mut st = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, st.storage()).unwrap();
+    let mut rng = Rng(4242);
+    let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p + rng.vec3(0.05)).collect();
+    let kb = 0.01;
+    let n = x.len();
+    let energy = |x: &[Vec3]| mesh.hinges().iter().map(|h: &Hinge| bending::energy(h, x, kb)).sum::<f32>();
+    let mut f = vec![Vec3::ZERO; n];
+    bending::apply(mesh.hinges(), kb, -1.0, &x, &mut f);
+    let eps = 1e-3;
+    let fmax = f.iter().map(|v| v.norm()).fold(0.0, f32::max);
+    for j in 0..n {
+        for d in 0..3 {
+            let mut e = [0.0; 3];
+            e[d] = eps;
+            let (mut xp, mut xm) = (x.clone(), x.clone());
+            xp[j] += Vec3::from_array(e);
+            xm[j] -= Vec3::from_array(e);
+            // Gradient of the energy.
+            let g = (energy(&xp) - energy(&xm)) / (2.0 * eps);
+            assert!((f[j].get(d) + g).abs() <= 1e-2 * fmax, "node {j}.{d}: f {} vs -dE {}", f[j].get(d), -g);
+            // Jacobian column: K_b e_jd (apply with scale +1) = −∂f/∂x_jd.
+            let (mut fp, mut fm) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+            bending::apply(mesh.hinges(), kb, -1.0, &xp, &mut fp);
+            bending::apply(mesh.hinges(), kb, -1.0, &xm, &mut fm);
+            let mut unit = vec![Vec3::ZERO; n];
+            unit[j] = Vec3::from_array({
+                let mut a = [0.0; 3];
+                a[d] = 1.0;
+                a
+            });
+            let mut col = vec![Vec3::ZERO; n];
+            bending::apply(mesh.hinges(), kb, 1.0, &unit, &mut col);
+            for i in 0..n {
+                let fd = (fp[i] - fm[i]) * (1.0 / (2.0 * eps));
+                assert!((fd + col[i]).norm() <= 1e-3 * fmax.max(1e-4), "K_b column mismatch at {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn hinge_weights_vanish_on_flat_placements() {
+    // Σk = 0 and Σ k_i X_i = 0 for the rest (flat) positions: an affine map
+    // of the plane costs no bending energy.
+    let grid = Grid::vertical(5, 6, 0.8, 1.1, 0.0);
+    let mut st = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, st.storage()).unwrap();
+    for h in mesh.hinges() {
+        let s: f32 = h.k.iter().sum();
+        assert!(s.abs() < 1e-4, "Σk = {s}");
+        assert!(bending::curvature(h, mesh.rest()).norm() < 1e-5);
+        let sheared: Vec<Vec3> = mesh.rest().iter().map(|p| Vec3::new(p.x + 0.3 * p.y, 2.0 * p.y, p.x - p.y)).collect();
+        assert!(bending::curvature(h, &sheared).norm() < 1e-4);
+    }
+}
+
+#[test]
+fn cylinder_bending_energy_matches_plate_theory() {
+    // Bend a flat strip isometrically into a cylinder of radius R: the
+    // continuum energy is ½ κ_b (1/R)² · area.
+    let (w, d, nx, ny) = (0.5f32, 0.5f32, 21, 21);
+    let grid = Grid::horizontal(nx, ny, w, d, 0.0);
+    let mut st = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, st.storage()).unwrap();
+    let kb = 1e-3;
+    for radius in [0.3f32, 0.6, 1.2] {
+        let x: Vec<Vec3> = mesh
+            .rest()
+            .iter()
+            .map(|p| {
+                let th = p.x / radius;
+                Vec3::new(radius * th.sin(), radius * (1.0 - th.cos()), p.z)
+            })
+            .collect();
+        let e: f32 = mesh.hinges().iter().map(|h| bending::energy(h, &x, kb)).sum();
+        let expected = 0.5 * kb / (radius * radius) * w * d;
+        let rel = (e - expected).abs() / expected;
+        assert!(rel < 0.15, "R = {radius}: discrete {e}, continuum {expected} (rel {rel})");
+    }
+}
