@@ -250,7 +250,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     if !solve.converged {
         state.warnings.cg_not_converged += 1;
     }
-    if !(ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite())) {
+    if !solve.residual.is_finite() || !(ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite())) {
         state.warnings.rejected_steps += 1;
         ws.n_pairs = 0;
         return Err(StepError::NonFinite);

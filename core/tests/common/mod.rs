@@ -1,10 +1,6 @@
 #![allow(dead_code)]
 use weft_core::prelude::*;
 
-/// Owns mesh storage and builds meshes/states for tests.
-pub struct Cloth {
-    pub mesh_storage: VecMeshStorage,
-}
 
 pub fn grid_storage(grid: &Grid) -> VecMeshStorage {
     VecMeshStorage::for_counts(grid.counts())
@@ -27,4 +23,29 @@ impl Rng {
     pub fn vec3(&mut self, s: f32) -> Vec3 {
         Vec3::new(self.uniform(-s, s), self.uniform(-s, s), self.uniform(-s, s))
     }
+}
+
+/// Builds a grid cloth and runs `f` on its model and a fresh state.
+pub fn with_cloth<R>(
+    grid: &Grid,
+    material: Material,
+    scene: Scene,
+    params: StepParams,
+    pairs: usize,
+    f: impl FnOnce(&Model, &mut State) -> R,
+) -> R {
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(grid, ms.storage()).expect("grid");
+    let model = Model::new(mesh, material, scene, params).expect("model");
+    let mut ss = VecStateStorage::new(&model, pairs);
+    let mut state = State::new(&model, ss.storage()).expect("state");
+    f(&model, &mut state)
+}
+
+pub fn no_gravity() -> Scene<'static> {
+    Scene { gravity: Vec3::ZERO, ..Scene::default() }
+}
+
+pub fn momentum(model: &Model, state: &State) -> Vec3 {
+    state.velocities().iter().enumerate().fold(Vec3::ZERO, |acc, (i, v)| acc + *v * model.mass(i))
 }

@@ -1,0 +1,161 @@
+//! Bad meshes, parameters and states give typed errors and leave the state usable.
+mod common;
+use common::*;
+use weft_core::mesh::MeshStorage;
+use weft_core::model::{ParamError, Problem};
+use weft_core::physics::{step, StepError};
+use weft_core::prelude::*;
+use weft_core::state::{StateError, StateStorage};
+
+fn square() -> (Vec<Vec3>, Vec<[u16; 3]>) {
+    (
+        vec![Vec3::new(0.0, 0.0, 0.0), Vec3::new(1.0, 0.0, 0.0), Vec3::new(1.0, 1.0, 0.0), Vec3::new(0.0, 1.0, 0.0)],
+        vec![[0, 1, 2], [0, 2, 3]],
+    )
+}
+
+#[test]
+fn valid_triangle_list_builds_edges_and_hinges() {
+    let (p, t) = square();
+    let mut st = VecMeshStorage::for_triangles(4, 2);
+    let mesh = Mesh::from_triangles(&p, &t, st.storage()).unwrap();
+    assert_eq!(mesh.counts(), MeshCounts { nodes: 4, triangles: 2, edges: 5, hinges: 1 });
+    assert!(mesh.has_edge(2, 0) && !mesh.has_edge(1, 3));
+    let area: f32 = mesh.node_area().iter().sum();
+    assert!((area - 1.0).abs() < 1e-6);
+}
+
+#[test]
+fn grid_counts_are_exact() {
+    for (nx, ny) in [(2, 2), (3, 7), (16, 16), (5, 2)] {
+        let grid = Grid::horizontal(nx, ny, 1.0, 1.0, 0.0);
+        let mut st = VecMeshStorage::for_triangles(nx * ny, 2 * (nx - 1) * (ny - 1));
+        let mesh = Mesh::grid(&grid, st.storage()).unwrap();
+        assert_eq!(mesh.counts(), MeshCounts::grid(nx, ny));
+    }
+}
+
+#[test]
+fn bad_meshes_are_typed_errors() {
+    let (p, _) = square();
+    let mut st = VecMeshStorage::for_triangles(5, 4);
+    assert_eq!(
+        Mesh::from_triangles(&p, &[[0, 1, 7]], st.storage()).unwrap_err(),
+        MeshError::IndexOutOfRange { triangle: 0, node: 7 }
+    );
+    assert_eq!(Mesh::from_triangles(&p, &[[0, 1, 1]], st.storage()).unwrap_err(), MeshError::DegenerateTriangle { triangle: 0 });
+    let collinear = [Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0), Vec3::new(2.0, 0.0, 0.0)];
+    assert_eq!(Mesh::from_triangles(&collinear, &[[0, 1, 2]], st.storage()).unwrap_err(), MeshError::DegenerateTriangle { triangle: 0 });
+    let mut nan = p.clone();
+    nan[2].y = f32::NAN;
+    assert_eq!(Mesh::from_triangles(&nan, &[[0, 1, 2]], st.storage()).unwrap_err(), MeshError::NonFinitePosition { node: 2 });
+    let fan = [Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0), Vec3::new(0.0, 1.0, 0.0), Vec3::new(0.0, -1.0, 0.0), Vec3::new(0.0, 0.0, 1.0)];
+    assert_eq!(
+        Mesh::from_triangles(&fan, &[[0, 1, 2], [0, 1, 3], [0, 1, 4]], st.storage()).unwrap_err(),
+        MeshError::NonManifoldEdge { a: 0, b: 1 }
+    );
+    assert_eq!(Mesh::from_triangles(&p, &[], st.storage()).unwrap_err(), MeshError::Empty);
+    let bad_grid = Grid { nx: 1, ..Grid::horizontal(2, 2, 1.0, 1.0, 0.0) };
+    assert_eq!(Mesh::grid(&bad_grid, st.storage()).unwrap_err(), MeshError::BadGrid);
+    let inf_grid = Grid::horizontal(3, 3, f32::INFINITY, 1.0, 0.0);
+    assert_eq!(Mesh::grid(&inf_grid, st.storage()).unwrap_err(), MeshError::BadGrid);
+}
+
+#[test]
+fn capacity_overflow_is_a_typed_error() {
+    let grid = Grid::horizontal(5, 5, 1.0, 1.0, 0.0);
+    let c = grid.counts();
+    // Each part one slot short.
+    for short in 0..5 {
+        let mut rest = vec![Vec3::ZERO; c.nodes - (short == 0) as usize];
+        let mut area = vec![0.0; c.nodes - (short == 1) as usize];
+        let mut tris = vec![Default::default(); c.triangles - (short == 2) as usize];
+        let mut edges = vec![Default::default(); c.edges - (short == 3) as usize];
+        let mut hinges = vec![Default::default(); c.hinges - (short == 4) as usize];
+        let st = MeshStorage { rest: &mut rest, node_area: &mut area, triangles: &mut tris, edges: &mut edges, hinges: &mut hinges };
+        assert!(matches!(Mesh::grid(&grid, st), Err(MeshError::Capacity { .. })), "short part {short}");
+    }
+    // State storage too small.
+    let mut ms = VecMeshStorage::for_counts(c);
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let model = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).unwrap();
+    let sizes = StateSizes::new(c, 0);
+    let mut vec3 = vec![Vec3::ZERO; sizes.vec3 - 1];
+    let mut mat3 = vec![Default::default(); sizes.mat3];
+    let (mut flags, mut cells, mut order) = (vec![0; sizes.flags], vec![0; sizes.cells], vec![0; sizes.order]);
+    let st = StateStorage { vec3: &mut vec3, mat3: &mut mat3, flags: &mut flags, cells: &mut cells, order: &mut order, pairs: &mut [] };
+    assert!(matches!(State::new(&model, st), Err(StateError::Capacity { what: "vec3", .. })));
+}
+
+#[test]
+fn bad_parameters_name_the_parameter() {
+    let grid = Grid::horizontal(3, 3, 1.0, 1.0, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let err = |m: Material, s: Scene, p: StepParams| Model::new(mesh, m, s, p).unwrap_err();
+    let d = StepParams::default();
+    assert_eq!(err(Material { density: f32::NAN, ..Material::COTTON }, Scene::default(), d), ParamError { name: "material.density", problem: Problem::NotFinite });
+    assert_eq!(err(Material { stretch: -1.0, ..Material::COTTON }, Scene::default(), d).name, "material.stretch");
+    assert_eq!(err(Material { poisson: 0.5, ..Material::COTTON }, Scene::default(), d).name, "material.poisson");
+    assert_eq!(err(Material::COTTON, Scene::default(), StepParams { dt: f32::INFINITY, ..d }).name, "dt");
+    assert_eq!(err(Material::COTTON, Scene::default(), StepParams { dt: 0.0, ..d }).name, "dt");
+    assert_eq!(err(Material::COTTON, Scene { gravity: Vec3::new(0.0, f32::NAN, 0.0), ..Scene::default() }, d).name, "gravity");
+    let pins = [Pin::fixed(9, Vec3::ZERO)];
+    assert_eq!(err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d), ParamError { name: "pin.node", problem: Problem::NoSuchNode });
+    let pins = [Pin::fixed(1, Vec3::ZERO), Pin::fixed(1, Vec3::ZERO)];
+    assert_eq!(err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d).problem, Problem::Duplicate);
+    let col = [Collider::new(Shape::Sphere { center: Vec3::ZERO, radius: -1.0 })];
+    assert_eq!(err(Material::COTTON, Scene { colliders: &col, ..Scene::default() }, d).name, "collider.radius");
+    let col = [Collider::new(Shape::Plane { normal: Vec3::ZERO, offset: 0.0 })];
+    assert!(Model::new(mesh, Material::COTTON, Scene { colliders: &col, ..Scene::default() }, d).is_err());
+    let sc = StepParams { self_contact: Some(SelfContact { radius: f32::NAN }), ..d };
+    assert_eq!(err(Material::COTTON, Scene::default(), sc).name, "self_contact.radius");
+}
+
+#[test]
+fn non_finite_state_input_is_rejected_and_state_kept() {
+    let grid = Grid::horizontal(4, 4, 1.0, 1.0, 0.0);
+    with_cloth(&grid, Material::COTTON, Scene::default(), StepParams::default(), 0, |model, state| {
+        step(model, state).unwrap();
+        let before: Vec<Vec3> = state.positions().to_vec();
+        let mut bad = before.clone();
+        bad[5].x = f32::NAN;
+        assert_eq!(state.set_positions(&bad), Err(StateError::NonFinite { node: 5 }));
+        let mut bad_v = vec![Vec3::ZERO; before.len()];
+        bad_v[3].z = f32::INFINITY;
+        assert_eq!(state.set_velocities(&bad_v), Err(StateError::NonFinite { node: 3 }));
+        assert_eq!(state.set_positions(&before[1..]), Err(StateError::Length { expected: 16, got: 15 }));
+        assert_eq!(state.positions(), &before[..]);
+        assert!(step(model, state).is_ok());
+    });
+}
+
+#[test]
+fn overflowing_step_is_rejected_and_rolled_back() {
+    // Finite but absurd positions overflow f32 in the forces: the step is
+    // refused and the state stays at the last good step.
+    let grid = Grid::horizontal(4, 4, 1.0, 1.0, 0.0);
+    with_cloth(&grid, Material::COTTON, Scene::default(), StepParams::default(), 0, |model, state| {
+        step(model, state).unwrap();
+        let mut x = state.positions().to_vec();
+        x[0] = Vec3::new(1e30, -1e30, 1e30);
+        state.set_positions(&x).unwrap();
+        let t = state.time();
+        assert_eq!(step(model, state), Err(StepError::NonFinite));
+        assert_eq!(state.positions(), &x[..]);
+        assert_eq!(state.time(), t);
+        assert_eq!(state.warnings.rejected_steps, 1);
+    });
+}
+
+#[test]
+fn state_for_another_mesh_is_a_typed_error() {
+    let small = Grid::horizontal(3, 3, 1.0, 1.0, 0.0);
+    let big = Grid::horizontal(4, 4, 1.0, 1.0, 0.0);
+    let mut ms = VecMeshStorage::for_counts(big.counts());
+    let mesh = Mesh::grid(&big, ms.storage()).unwrap();
+    let big_model = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).unwrap();
+    with_cloth(&small, Material::COTTON, Scene::default(), StepParams::default(), 0, |_, state| {
+        assert_eq!(step(&big_model, state), Err(StepError::MeshMismatch));
+    });
+}

@@ -1,0 +1,101 @@
+//! Conservation laws and analytic solutions of the physics step.
+mod common;
+use common::*;
+use weft_core::physics::{energy, step};
+use weft_core::prelude::*;
+
+fn tight() -> StepParams {
+    StepParams { cg_tolerance: 1e-6, cg_max_iterations: 500, ..StepParams::default() }
+}
+
+#[test]
+fn unpinned_cloth_falls_with_g() {
+    let grid = Grid::horizontal(6, 5, 1.0, 0.8, 2.0);
+    let mat = Material { damping_mass: 0.0, ..Material::COTTON };
+    let g = -9.81f32;
+    with_cloth(&grid, mat, Scene::default(), tight(), 0, |model, state| {
+        let h = model.params.dt;
+        let y0: Vec<f32> = state.positions().iter().map(|p| p.y).collect();
+        let n = 30;
+        for _ in 0..n {
+            step(model, state).unwrap();
+        }
+        let t = n as f32 * h;
+        for (i, (p, v)) in state.positions().iter().zip(state.velocities()).enumerate() {
+            assert!((v.y - g * t).abs() < 1e-3 * (g * t).abs(), "node {i}: v {} vs g t {}", v.y, g * t);
+            assert!(v.x.abs() < 1e-4 && v.z.abs() < 1e-4);
+            // Backward Euler: x_n = x_0 + h² g n(n+1)/2, against ½ g t²
+            // it lags by ½ g h t.
+            let drop = p.y - y0[i];
+            let be = g * h * h * (n * (n + 1)) as f32 / 2.0;
+            assert!((drop - be).abs() < 1e-3 * be.abs(), "node {i}: drop {drop} vs {be}");
+            assert!((drop - 0.5 * g * t * t).abs() <= 0.5 * g.abs() * h * t * 1.01);
+        }
+    });
+}
+
+#[test]
+fn momentum_is_conserved_without_external_forces() {
+    let grid = Grid::horizontal(7, 7, 1.0, 1.0, 0.0);
+    let mat = Material { damping_mass: 0.0, ..Material::COTTON };
+    let mut rng = Rng(123);
+    with_cloth(&grid, mat, no_gravity(), tight(), 0, |model, state| {
+        let x: Vec<Vec3> = state.positions().iter().map(|p| *p + rng.vec3(0.03)).collect();
+        let v: Vec<Vec3> = (0..x.len()).map(|_| rng.vec3(0.5)).collect();
+        state.set_positions(&x).unwrap();
+        state.set_velocities(&v).unwrap();
+        let p0 = momentum(model, state);
+        let scale: f32 = v.iter().enumerate().map(|(i, v)| v.norm() * model.mass(i)).sum();
+        for _ in 0..40 {
+            step(model, state).unwrap();
+            let p = momentum(model, state);
+            // Bounded by the CG residual (relative 1e-6 of the elastic impulse).
+            assert!((p - p0).norm() < 1e-3 * scale, "momentum drifted: {:?} -> {:?}", p0, p);
+        }
+    });
+}
+
+#[test]
+fn hanging_strip_matches_bar_elongation() {
+    // A strip hanging from its top edge: a linear-elastic bar under its own
+    // weight stretches by ρ g L² / (2 E t).
+    let (w, l) = (0.04f32, 1.0f32);
+    let grid = Grid::vertical(3, 41, w, l, 0.0);
+    let mat = Material { stretch: 200.0, poisson: 0.0, bending: 1e-7, damping_mass: 2.0, ..Material::COTTON };
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let top = grid.ny - 1;
+    let pins: Vec<Pin> = (0..grid.nx).map(|i| grid.node(i, top)).map(|n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
+    let scene = Scene { pins: &pins, ..Scene::default() };
+    let params = StepParams { dt: 0.02, cg_tolerance: 1e-6, cg_max_iterations: 1000, ..StepParams::default() };
+    let model = Model::new(mesh, mat, scene, params).unwrap();
+    let mut ss = VecStateStorage::new(&model, 0);
+    let mut state = State::new(&model, ss.storage()).unwrap();
+    for _ in 0..1500 {
+        step(&model, &mut state).unwrap();
+    }
+    let bottom: f32 = (0..grid.nx).map(|i| state.positions()[grid.node(i, 0)].y).sum::<f32>() / grid.nx as f32;
+    let elongation = 0.0 - bottom;
+    let analytic = mat.density * 9.81 * l * l / (2.0 * mat.stretch);
+    let err = (elongation - analytic).abs() / analytic;
+    println!("strip elongation {elongation:.6} m, analytic {analytic:.6} m, error {:.2} %", err * 100.0);
+    assert!(err < 0.05, "elongation {elongation} vs analytic {analytic} ({:.1} %)", err * 100.0);
+    let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
+    assert!(v_max < 1e-3, "not settled: |v| = {v_max}");
+}
+
+#[test]
+fn damped_cloth_comes_to_rest_and_loses_energy() {
+    let grid = Grid::horizontal(8, 8, 1.0, 1.0, 0.0);
+    let mut rng = Rng(5);
+    with_cloth(&grid, Material::COTTON, no_gravity(), StepParams::default(), 0, |model, state| {
+        let x: Vec<Vec3> = state.positions().iter().map(|p| *p + rng.vec3(0.05)).collect();
+        state.set_positions(&x).unwrap();
+        let e0 = energy(model, state.positions(), state.velocities()).total();
+        for _ in 0..300 {
+            step(model, state).unwrap();
+        }
+        let e1 = energy(model, state.positions(), state.velocities()).total();
+        assert!(e1 < 0.05 * e0, "energy {e0} -> {e1}");
+    });
+}

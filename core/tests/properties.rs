@@ -1,0 +1,109 @@
+//! Property tests over random cloths, materials, time steps and scenes.
+mod common;
+use common::*;
+use proptest::prelude::*;
+use weft_core::model::{Collider, Shape};
+use weft_core::physics::{energy, step, StepError};
+use weft_core::prelude::*;
+
+fn material() -> impl Strategy<Value = Material> {
+    (0.05f32..1.0, 50.0f32..5000.0, 0.0f32..0.45, 0.0f32..1e-3, 0.0f32..1.0, 1e-5f32..1e-3).prop_map(
+        |(density, stretch, poisson, bending, damping_mass, damping_stiffness)| Material {
+            density,
+            stretch,
+            poisson,
+            bending,
+            damping_mass,
+            damping_stiffness,
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// With damping and no external force, total energy never rises from
+    /// one step to the next.
+    #[test]
+    fn damped_cloth_never_gains_energy(
+        nx in 2usize..10, ny in 2usize..10, size in 0.2f32..2.0,
+        mat in material(), dt in 0.001f32..0.04, seed in any::<u64>(), amp in 0.0f32..0.2,
+    ) {
+        let grid = Grid::horizontal(nx, ny, size, size, 0.0);
+        let mut rng = Rng(seed | 1);
+        let params = StepParams { dt, cg_tolerance: 1e-6, cg_max_iterations: 2000, ..StepParams::default() };
+        with_cloth(&grid, mat, no_gravity(), params, 0, |model, state| {
+            let spacing = size / (nx.max(ny) - 1) as f32;
+            let x: Vec<Vec3> = state.positions().iter().map(|p| *p + rng.vec3(amp * spacing)).collect();
+            let v: Vec<Vec3> = x.iter().map(|_| rng.vec3(0.5)).collect();
+            state.set_positions(&x).unwrap();
+            state.set_velocities(&v).unwrap();
+            let mut e = energy(model, state.positions(), state.velocities()).total();
+            let e0 = e;
+            for k in 0..40 {
+                step(model, state).unwrap();
+                let e1 = energy(model, state.positions(), state.velocities()).total();
+                prop_assert!(e1 <= e + 1e-4 * e0 + 1e-9, "step {}: energy rose {} -> {}", k, e, e1);
+                e = e1;
+            }
+            Ok(())
+        })?;
+    }
+
+    /// Random scenes never panic: every step is finite or a typed error
+    /// that leaves a finite state.
+    #[test]
+    fn random_scenes_stay_finite_or_fail_typed(
+        nx in 2usize..24, ny in 2usize..24, mat in material(), dt in 0.0005f32..0.05,
+        seed in any::<u64>(), n_pins in 0usize..5, n_colliders in 0usize..4, self_contact in any::<bool>(),
+        wind in -20.0f32..20.0,
+    ) {
+        let mut rng = Rng(seed | 1);
+        let grid = Grid::horizontal(nx, ny, rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0), rng.uniform(0.0, 1.0));
+        let n = nx * ny;
+        let mut pins: Vec<Pin> = Vec::new();
+        for _ in 0..n_pins {
+            let node = (rng.next_u64() % n as u64) as u16;
+            if pins.iter().all(|p| p.node != node) {
+                let motion = match rng.next_u64() % 3 {
+                    0 => PinMotion::Fixed,
+                    1 => PinMotion::Linear { velocity: rng.vec3(1.0) },
+                    _ => PinMotion::Oscillate { amplitude: rng.vec3(0.3), frequency: rng.uniform(0.0, 3.0) },
+                };
+                pins.push(Pin { node, anchor: grid.position(node as usize % nx, node as usize / nx), motion });
+            }
+        }
+        let colliders: Vec<Collider> = (0..n_colliders).map(|_| {
+            let shape = match rng.next_u64() % 3 {
+                0 => Shape::Plane { normal: Vec3::new(rng.uniform(-0.3, 0.3), 1.0, rng.uniform(-0.3, 0.3)), offset: rng.uniform(-0.5, 0.2) },
+                1 => Shape::Sphere { center: rng.vec3(0.5), radius: rng.uniform(0.05, 0.6) },
+                _ => Shape::Capsule { a: rng.vec3(0.5), b: rng.vec3(0.5), radius: rng.uniform(0.02, 0.3) },
+            };
+            Collider { shape, velocity: rng.vec3(0.2), thickness: rng.uniform(0.0, 0.02), friction: rng.uniform(0.0, 1.0) }
+        }).collect();
+        let scene = Scene {
+            pins: &pins,
+            colliders: &colliders,
+            wind: Some(Wind { gust: 0.5, gust_frequency: 1.0, ..Wind::new(Vec3::new(wind, 0.0, 0.3 * wind)) }),
+            ..Scene::default()
+        };
+        let spacing = 0.2 / nx as f32;
+        let params = StepParams {
+            dt,
+            self_contact: if self_contact { Some(SelfContact { radius: spacing }) } else { None },
+            ..StepParams::default()
+        };
+        with_cloth(&grid, mat, scene, params, 64, |model, state| {
+            for _ in 0..8 {
+                match step(model, state) {
+                    Ok(_) => {}
+                    Err(StepError::NonFinite) => {}
+                    Err(e) => prop_assert!(false, "unexpected error {:?}", e),
+                }
+                prop_assert!(state.positions().iter().all(|p| p.is_finite()));
+                prop_assert!(state.velocities().iter().all(|p| p.is_finite()));
+            }
+            Ok(())
+        })?;
+    }
+}
