@@ -1,0 +1,6 @@
+//! weft on the desktop: scenario files, the simulation driver, output
+//! writers and the renderer behind the `weft` command.
+
+pub mod render;
+pub mod scenario;
+pub mod sim;

@@ -1,0 +1,171 @@
+//! A small software renderer for previews: flat-shaded cloth triangles
+//! (z-buffered, two-sided) over sphere-traced colliders, and GIF output.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use image::codecs::gif::{GifEncoder, Repeat};
+use image::{Delay, Frame, Rgb, RgbImage, RgbaImage};
+use weft_core::model::{Collider, Shape};
+use weft_core::prelude::*;
+
+/// A pinhole camera.
+#[derive(Clone, Copy, Debug)]
+pub struct Camera {
+    pub eye: Vec3,
+    pub target: Vec3,
+    pub fov_y_deg: f32,
+    pub width: u32,
+    pub height: u32,
+}
+
+struct Basis {
+    right: Vec3,
+    up: Vec3,
+    fwd: Vec3,
+    focal: f32,
+}
+
+impl Camera {
+    fn basis(&self) -> Basis {
+        let fwd = (self.target - self.eye).normalized();
+        let right = fwd.cross(Vec3::new(0.0, 1.0, 0.0)).normalized();
+        let up = right.cross(fwd);
+        let focal = 0.5 * self.height as f32 / (0.5 * self.fov_y_deg.to_radians()).tan();
+        Basis { right, up, fwd, focal }
+    }
+}
+
+impl Basis {
+    /// Screen position and depth of `p`, if in front of the camera.
+    fn project(&self, cam: &Camera, p: Vec3) -> Option<(f32, f32, f32)> {
+        let d = p - cam.eye;
+        let z = d.dot(self.fwd);
+        if z <= 1e-3 {
+            return None;
+        }
+        let sx = 0.5 * cam.width as f32 + self.focal * d.dot(self.right) / z;
+        let sy = 0.5 * cam.height as f32 - self.focal * d.dot(self.up) / z;
+        Some((sx, sy, z))
+    }
+    fn ray(&self, cam: &Camera, px: f32, py: f32) -> Vec3 {
+        let x = (px - 0.5 * cam.width as f32) / self.focal;
+        let y = (0.5 * cam.height as f32 - py) / self.focal;
+        (self.fwd + self.right * x + self.up * y).normalized()
+    }
+}
+
+const LIGHT: Vec3 = Vec3::new(0.4, 0.8, 0.45);
+
+fn shade(color: [f32; 3], n: Vec3) -> Rgb<u8> {
+    let l = LIGHT.normalized();
+    let k = 0.3 + 0.7 * n.dot(l).abs();
+    Rgb(color.map(|c| (c * k).clamp(0.0, 255.0) as u8))
+}
+
+/// Renders one frame.
+pub fn render(cam: &Camera, mesh: &Mesh, x: &[Vec3], colliders: &[Collider], t: f32, cloth: [f32; 3]) -> RgbImage {
+    let (w, h) = (cam.width, cam.height);
+    let b = cam.basis();
+    let mut img = RgbImage::new(w, h);
+    let mut depth = vec![f32::INFINITY; (w * h) as usize];
+    // Background and colliders by sphere tracing each pixel.
+    for py in 0..h {
+        for px in 0..w {
+            let sky = 235.0 - 60.0 * py as f32 / h as f32;
+            img.put_pixel(px, py, Rgb([sky as u8, (sky + 5.0).min(255.0) as u8, 250]));
+            let dir = b.ray(cam, px as f32 + 0.5, py as f32 + 0.5);
+            for c in colliders {
+                if let Some((s, p, n)) = trace(c, cam.eye, dir, t) {
+                    let idx = (py * w + px) as usize;
+                    if s < depth[idx] {
+                        depth[idx] = s;
+                        let color = match c.shape {
+                            Shape::Plane { .. } => {
+                                let check = ((p.x * 4.0).floor() + (p.z * 4.0).floor()) as i64 & 1;
+                                if check == 0 { [150.0, 150.0, 140.0] } else { [190.0, 190.0, 180.0] }
+                            }
+                            _ => [200.0, 120.0, 90.0],
+                        };
+                        img.put_pixel(px, py, shade(color, n));
+                    }
+                }
+            }
+        }
+    }
+    // Cloth triangles, z-buffered; depth is the view distance along the
+    // camera axis (s ≈ z for the colliders, close enough for previews).
+    let back = [cloth[0] * 0.6, cloth[1] * 0.6, cloth[2] * 0.6];
+    for tri in mesh.triangles() {
+        let [a, bb, c] = tri.nodes.map(|i| x[i as usize]);
+        let (Some(pa), Some(pb), Some(pc)) = (b.project(cam, a), b.project(cam, bb), b.project(cam, c)) else {
+            continue;
+        };
+        let n = (bb - a).cross(c - a).normalized();
+        let front = n.dot(cam.eye - a) >= 0.0;
+        let col = shade(if front { cloth } else { back }, n);
+        let area = (pb.0 - pa.0) * (pc.1 - pa.1) - (pb.1 - pa.1) * (pc.0 - pa.0);
+        if area.abs() < 1e-9 {
+            continue;
+        }
+        let minx = pa.0.min(pb.0).min(pc.0).floor().max(0.0) as u32;
+        let maxx = (pa.0.max(pb.0).max(pc.0).ceil().min(w as f32 - 1.0)).max(0.0) as u32;
+        let miny = pa.1.min(pb.1).min(pc.1).floor().max(0.0) as u32;
+        let maxy = (pa.1.max(pb.1).max(pc.1).ceil().min(h as f32 - 1.0)).max(0.0) as u32;
+        for py in miny..=maxy {
+            for px in minx..=maxx {
+                let (sx, sy) = (px as f32 + 0.5, py as f32 + 0.5);
+                let w0 = ((pb.0 - sx) * (pc.1 - sy) - (pb.1 - sy) * (pc.0 - sx)) / area;
+                let w1 = ((pc.0 - sx) * (pa.1 - sy) - (pc.1 - sy) * (pa.0 - sx)) / area;
+                let w2 = 1.0 - w0 - w1;
+                if w0 < 0.0 || w1 < 0.0 || w2 < 0.0 {
+                    continue;
+                }
+                let z = w0 * pa.2 + w1 * pb.2 + w2 * pc.2;
+                let idx = (py * w + px) as usize;
+                if z < depth[idx] {
+                    depth[idx] = z;
+                    img.put_pixel(px, py, col);
+                }
+            }
+        }
+    }
+    img
+}
+
+/// Sphere-traces a collider: (distance along the ray, hit point, normal).
+fn trace(c: &Collider, o: Vec3, d: Vec3, t: f32) -> Option<(f32, Vec3, Vec3)> {
+    let mut s = 0.0;
+    for _ in 0..96 {
+        let p = o + d * s;
+        let (dist, n) = c.distance(p, t);
+        if dist < 1e-3 {
+            return Some((s, p, n));
+        }
+        s += dist;
+        if s > 30.0 {
+            break;
+        }
+    }
+    None
+}
+
+/// Places two images side by side.
+pub fn side_by_side(a: &RgbImage, b: &RgbImage) -> RgbImage {
+    let mut out = RgbImage::new(a.width() + b.width(), a.height().max(b.height()));
+    image::imageops::replace(&mut out, a, 0, 0);
+    image::imageops::replace(&mut out, b, a.width() as i64, 0);
+    out
+}
+
+/// Writes an endlessly looping animated GIF.
+pub fn write_gif(path: &Path, frames: &[RgbImage], frame_ms: u32) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut enc = GifEncoder::new_with_speed(std::io::BufWriter::new(file), 10);
+    enc.set_repeat(Repeat::Infinite)?;
+    for f in frames {
+        let rgba: RgbaImage = image::DynamicImage::ImageRgb8(f.clone()).to_rgba8();
+        enc.encode_frame(Frame::from_parts(rgba, 0, 0, Delay::from_numer_denom_ms(frame_ms, 1)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,473 @@
+//! Scenario files (TOML): cloth, material, time stepping, gravity, pins,
+//! colliders, wind, self-contact and output. Unknown keys and bad values are
+//! errors that name the key.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use weft_core::mesh::Grid;
+use weft_core::model::{Collider, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind};
+use weft_core::prelude::{Mesh, VecMeshStorage, Vec3};
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default)]
+    pub name: String,
+    pub cloth: ClothSpec,
+    #[serde(default)]
+    pub material: MaterialSpec,
+    #[serde(default)]
+    pub time: TimeSpec,
+    #[serde(default)]
+    pub solver: SolverSpec,
+    #[serde(default = "default_gravity")]
+    pub gravity: [f32; 3],
+    #[serde(default, rename = "pin")]
+    pub pins: Vec<PinSpec>,
+    #[serde(default, rename = "collider")]
+    pub colliders: Vec<ColliderSpec>,
+    pub wind: Option<WindSpec>,
+    #[serde(default)]
+    pub self_contact: SelfContactSpec,
+    #[serde(default)]
+    pub output: OutputSpec,
+}
+
+fn default_gravity() -> [f32; 3] {
+    [0.0, -9.81, 0.0]
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Orientation {
+    /// In the x–z plane, rows running towards −z.
+    Horizontal,
+    /// In the x–y plane, rows running up.
+    Vertical,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClothSpec {
+    /// Metres along the grid's columns (x).
+    pub width: f32,
+    /// Metres along the grid's rows (z for horizontal, y for vertical).
+    pub height: f32,
+    /// Nodes `[nx, ny]`.
+    pub resolution: [usize; 2],
+    pub orientation: Orientation,
+    /// Centre of the cloth at rest.
+    #[serde(default)]
+    pub center: [f32; 3],
+}
+
+impl ClothSpec {
+    pub fn grid(&self) -> Grid {
+        let [nx, ny] = self.resolution;
+        let c = Vec3::from_array(self.center);
+        let mut g = match self.orientation {
+            Orientation::Horizontal => Grid::horizontal(nx, ny, self.width, self.height, 0.0),
+            Orientation::Vertical => Grid::vertical(nx, ny, self.width, self.height, -0.5 * self.height),
+        };
+        g.origin += c;
+        g
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaterialSpec {
+    pub density: f32,
+    pub stretch: f32,
+    pub poisson: f32,
+    pub bending: f32,
+    pub damping_mass: f32,
+    pub damping_stiffness: f32,
+}
+
+impl Default for MaterialSpec {
+    fn default() -> Self {
+        let m = Material::COTTON;
+        MaterialSpec {
+            density: m.density,
+            stretch: m.stretch,
+            poisson: m.poisson,
+            bending: m.bending,
+            damping_mass: m.damping_mass,
+            damping_stiffness: m.damping_stiffness,
+        }
+    }
+}
+
+impl From<MaterialSpec> for Material {
+    fn from(m: MaterialSpec) -> Material {
+        Material {
+            density: m.density,
+            stretch: m.stretch,
+            poisson: m.poisson,
+            bending: m.bending,
+            damping_mass: m.damping_mass,
+            damping_stiffness: m.damping_stiffness,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeSpec {
+    /// Frame time step (s).
+    pub dt: f32,
+    /// Physics steps per frame (each of `dt / substeps`).
+    pub substeps: u32,
+    /// Number of frames.
+    pub steps: u32,
+}
+
+impl Default for TimeSpec {
+    fn default() -> Self {
+        TimeSpec { dt: 1.0 / 60.0, substeps: 1, steps: 120 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SolverSpec {
+    pub cg_max_iterations: u32,
+    pub cg_tolerance: f32,
+}
+
+impl Default for SolverSpec {
+    fn default() -> Self {
+        let p = StepParams::default();
+        SolverSpec { cg_max_iterations: p.cg_max_iterations, cg_tolerance: p.cg_tolerance }
+    }
+}
+
+/// Which nodes a pin holds: exactly one of `nodes` or `region`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PinSpec {
+    /// Explicit node indices (`j·nx + i`).
+    pub nodes: Option<Vec<usize>>,
+    /// A named region: `corners`, `corners:top`, `corners:bottom`,
+    /// `corner:top-left` (also `top-right`, `bottom-left`, `bottom-right`),
+    /// `edge:top` (`bottom`, `left`, `right`), `row:J`, `column:I`. Top is
+    /// the last row (j = ny−1).
+    pub region: Option<String>,
+    #[serde(default)]
+    pub motion: MotionSpec,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "lowercase")]
+pub enum MotionSpec {
+    #[default]
+    Fixed,
+    Linear { velocity: [f32; 3] },
+    Oscillate { amplitude: [f32; 3], frequency: f32 },
+}
+
+impl From<MotionSpec> for PinMotion {
+    fn from(m: MotionSpec) -> PinMotion {
+        match m {
+            MotionSpec::Fixed => PinMotion::Fixed,
+            MotionSpec::Linear { velocity } => PinMotion::Linear { velocity: Vec3::from_array(velocity) },
+            MotionSpec::Oscillate { amplitude, frequency } => {
+                PinMotion::Oscillate { amplitude: Vec3::from_array(amplitude), frequency }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ShapeKind {
+    Plane,
+    Sphere,
+    Capsule,
+}
+
+/// A kinematic collider. `plane` takes `normal` and `offset` (free side
+/// `normal·x ≥ offset`), `sphere` takes `center` and `radius`, `capsule`
+/// takes `a`, `b` and `radius`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ColliderSpec {
+    pub kind: ShapeKind,
+    pub normal: Option<[f32; 3]>,
+    pub offset: Option<f32>,
+    pub center: Option<[f32; 3]>,
+    pub radius: Option<f32>,
+    pub a: Option<[f32; 3]>,
+    pub b: Option<[f32; 3]>,
+    #[serde(default)]
+    pub velocity: [f32; 3],
+    #[serde(default = "default_thickness")]
+    pub thickness: f32,
+    #[serde(default = "default_friction")]
+    pub friction: f32,
+}
+
+fn default_thickness() -> f32 {
+    0.005
+}
+fn default_friction() -> f32 {
+    0.3
+}
+
+impl ColliderSpec {
+    pub fn collider(&self) -> Result<Collider> {
+        let v = Vec3::from_array;
+        fn need<T>(x: Option<T>, kind: &str, key: &str) -> Result<T> {
+            x.with_context(|| format!("a {kind} collider needs `{key}`"))
+        }
+        let extra = |keys: &[(&str, bool)]| -> Result<()> {
+            if let Some((k, _)) = keys.iter().find(|(_, present)| *present) {
+                bail!("key `{k}` does not apply to a {:?} collider", self.kind);
+            }
+            Ok(())
+        };
+        let shape = match self.kind {
+            ShapeKind::Plane => {
+                extra(&[("center", self.center.is_some()), ("radius", self.radius.is_some()), ("a", self.a.is_some()), ("b", self.b.is_some())])?;
+                Shape::Plane { normal: v(need(self.normal, "plane", "normal")?), offset: self.offset.unwrap_or(0.0) }
+            }
+            ShapeKind::Sphere => {
+                extra(&[("normal", self.normal.is_some()), ("offset", self.offset.is_some()), ("a", self.a.is_some()), ("b", self.b.is_some())])?;
+                Shape::Sphere { center: v(need(self.center, "sphere", "center")?), radius: need(self.radius, "sphere", "radius")? }
+            }
+            ShapeKind::Capsule => {
+                extra(&[("normal", self.normal.is_some()), ("offset", self.offset.is_some()), ("center", self.center.is_some())])?;
+                Shape::Capsule {
+                    a: v(need(self.a, "capsule", "a")?),
+                    b: v(need(self.b, "capsule", "b")?),
+                    radius: need(self.radius, "capsule", "radius")?,
+                }
+            }
+        };
+        Ok(Collider { shape, velocity: v(self.velocity), thickness: self.thickness, friction: self.friction })
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WindSpec {
+    pub velocity: [f32; 3],
+    #[serde(default = "default_air")]
+    pub air_density: f32,
+    #[serde(default = "default_drag")]
+    pub drag: f32,
+    #[serde(default = "default_lift")]
+    pub lift: f32,
+    #[serde(default)]
+    pub gust: f32,
+    #[serde(default)]
+    pub gust_frequency: f32,
+}
+
+fn default_air() -> f32 {
+    1.2
+}
+fn default_drag() -> f32 {
+    1.0
+}
+fn default_lift() -> f32 {
+    0.2
+}
+
+impl From<WindSpec> for Wind {
+    fn from(w: WindSpec) -> Wind {
+        Wind {
+            velocity: Vec3::from_array(w.velocity),
+            air_density: w.air_density,
+            drag: w.drag,
+            lift: w.lift,
+            gust: w.gust,
+            gust_frequency: w.gust_frequency,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelfContactSpec {
+    pub enabled: bool,
+    /// Contact radius (m); 0 means half the smallest rest edge.
+    pub radius: f32,
+    /// Pair storage; 0 means 8 per node.
+    pub max_pairs: usize,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputSpec {
+    /// Save every n-th frame as OBJ (0: none).
+    pub every: u32,
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        OutputSpec { every: 1 }
+    }
+}
+
+impl Scenario {
+    pub fn parse(text: &str) -> Result<Scenario> {
+        let s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        s.check()?;
+        Ok(s)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Scenario::parse(&text).with_context(|| format!("in scenario {}", path.display()))
+    }
+
+    /// Checks what the core's validation cannot name in TOML terms.
+    fn check(&self) -> Result<()> {
+        let [nx, ny] = self.cloth.resolution;
+        if nx < 2 || ny < 2 || nx * ny > u16::MAX as usize {
+            bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
+        }
+        for (k, v) in [("cloth.width", self.cloth.width), ("cloth.height", self.cloth.height)] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{k} must be a positive number of metres, got {v}");
+            }
+        }
+        if !self.cloth.center.iter().all(|c| c.is_finite()) {
+            bail!("cloth.center must be finite");
+        }
+        if self.time.substeps == 0 {
+            bail!("time.substeps must be at least 1");
+        }
+        if !(self.time.dt.is_finite() && self.time.dt > 0.0) {
+            bail!("time.dt must be a positive number of seconds, got {}", self.time.dt);
+        }
+        for (k, p) in self.pins.iter().enumerate() {
+            self.pin_nodes(p).with_context(|| format!("pin[{k}]"))?;
+        }
+        for (k, c) in self.colliders.iter().enumerate() {
+            c.collider().with_context(|| format!("collider[{k}]"))?;
+        }
+        if self.self_contact.enabled && !(self.self_contact.radius.is_finite() && self.self_contact.radius >= 0.0) {
+            bail!("self_contact.radius must be ≥ 0, got {}", self.self_contact.radius);
+        }
+        Material::from(self.material).validate().map_err(toml_key)?;
+        self.params(1.0).validate().map_err(toml_key)?;
+        // Colliders, wind and pins in core terms, checked against the mesh.
+        self.with_model(|_| Ok(()))
+    }
+
+    /// Nodes held by one pin entry.
+    pub fn pin_nodes(&self, p: &PinSpec) -> Result<Vec<usize>> {
+        let [nx, ny] = self.cloth.resolution;
+        let nodes = match (&p.nodes, &p.region) {
+            (Some(n), None) => n.clone(),
+            (None, Some(r)) => region(r, nx, ny)?,
+            _ => bail!("give exactly one of `nodes` or `region`"),
+        };
+        if let Some(bad) = nodes.iter().find(|&&i| i >= nx * ny) {
+            bail!("nodes: node {bad} does not exist (the cloth has {} nodes)", nx * ny);
+        }
+        Ok(nodes)
+    }
+
+    /// Core step parameters; `min_edge` sizes the default contact radius.
+    pub fn params(&self, min_edge: f32) -> StepParams {
+        let sc = &self.self_contact;
+        StepParams {
+            dt: self.time.dt / self.time.substeps as f32,
+            cg_max_iterations: self.solver.cg_max_iterations,
+            cg_tolerance: self.solver.cg_tolerance,
+            self_contact: sc.enabled.then(|| SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),
+        }
+    }
+
+    /// Proximity pair storage.
+    pub fn max_pairs(&self) -> usize {
+        let [nx, ny] = self.cloth.resolution;
+        if !self.self_contact.enabled {
+            0
+        } else if self.self_contact.max_pairs > 0 {
+            self.self_contact.max_pairs
+        } else {
+            8 * nx * ny
+        }
+    }
+
+    /// Builds the mesh and model and runs `f` on them.
+    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
+        let grid = self.cloth.grid();
+        let mut storage = VecMeshStorage::for_counts(grid.counts());
+        let mesh = Mesh::grid(&grid, storage.storage()).map_err(|e| anyhow::anyhow!("cloth: {e}"))?;
+        let mut pins = Vec::new();
+        for p in &self.pins {
+            for n in self.pin_nodes(p)? {
+                if pins.iter().any(|q: &Pin| q.node as usize == n) {
+                    continue;
+                }
+                pins.push(Pin { node: n as u16, anchor: mesh.rest()[n], motion: p.motion.into() });
+            }
+        }
+        let colliders = self.colliders.iter().map(|c| c.collider()).collect::<Result<Vec<Collider>>>()?;
+        let scene = Scene {
+            gravity: Vec3::from_array(self.gravity),
+            pins: &pins,
+            colliders: &colliders,
+            wind: self.wind.map(Wind::from),
+        };
+        let params = self.params(mesh.min_edge_length());
+        let model = Model::new(mesh, self.material.into(), scene, params).map_err(toml_key)?;
+        f(&model)
+    }
+}
+
+/// Core parameter names → the TOML keys that set them.
+pub fn toml_key(e: ParamError) -> anyhow::Error {
+    let key = match e.name {
+        "dt" => "time.dt (divided by time.substeps)",
+        "cg_tolerance" => "solver.cg_tolerance",
+        "cg_max_iterations" => "solver.cg_max_iterations",
+        n if n.starts_with("collider.") => return anyhow::anyhow!("collider: {e} (key `{}`)", &n["collider.".len()..]),
+        n if n.starts_with("pin.") => return anyhow::anyhow!("pin: {e}"),
+        n => n,
+    };
+    anyhow::anyhow!("{key}: {e}")
+}
+
+fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {
+    let node = |i: usize, j: usize| j * nx + i;
+    let (top, right) = (ny - 1, nx - 1);
+    let v = match r {
+        "corners" => vec![node(0, 0), node(right, 0), node(0, top), node(right, top)],
+        "corners:top" => vec![node(0, top), node(right, top)],
+        "corners:bottom" => vec![node(0, 0), node(right, 0)],
+        "corner:top-left" => vec![node(0, top)],
+        "corner:top-right" => vec![node(right, top)],
+        "corner:bottom-left" => vec![node(0, 0)],
+        "corner:bottom-right" => vec![node(right, 0)],
+        "edge:top" => (0..nx).map(|i| node(i, top)).collect(),
+        "edge:bottom" => (0..nx).map(|i| node(i, 0)).collect(),
+        "edge:left" => (0..ny).map(|j| node(0, j)).collect(),
+        "edge:right" => (0..ny).map(|j| node(right, j)).collect(),
+        _ => {
+            if let Some(j) = r.strip_prefix("row:") {
+                let j: usize = j.parse().with_context(|| format!("region: bad row number in {r:?}"))?;
+                if j >= ny {
+                    bail!("region: row {j} does not exist (rows 0..{ny})");
+                }
+                (0..nx).map(|i| node(i, j)).collect()
+            } else if let Some(i) = r.strip_prefix("column:") {
+                let i: usize = i.parse().with_context(|| format!("region: bad column number in {r:?}"))?;
+                if i >= nx {
+                    bail!("region: column {i} does not exist (columns 0..{nx})");
+                }
+                (0..ny).map(|j| node(i, j)).collect()
+            } else {
+                bail!("region: unknown region {r:?}; use corners, corners:top, corners:bottom, corner:top-left, …, edge:top|bottom|left|right, row:J, column:I")
+            }
+        }
+    };
+    Ok(v)
+}

@@ -1,0 +1,147 @@
+//! Running a scenario: frames of substeps, OBJ frames and a JSON summary.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use weft_core::physics::{self, Energy};
+use weft_core::prelude::*;
+
+use crate::scenario::Scenario;
+
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct EnergyOut {
+    pub kinetic: f32,
+    pub membrane: f32,
+    pub bending: f32,
+    pub gravity: f32,
+    pub total: f32,
+}
+
+impl From<Energy> for EnergyOut {
+    fn from(e: Energy) -> Self {
+        EnergyOut { kinetic: e.kinetic, membrane: e.membrane, bending: e.bending, gravity: e.gravity, total: e.total() }
+    }
+}
+
+/// One frame of the summary (sums and maxima over its substeps).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FrameSummary {
+    pub frame: u32,
+    pub time: f32,
+    pub energy: EnergyOut,
+    pub cg_iterations: u32,
+    pub cg_iterations_max: u32,
+    pub cg_residual_max: f32,
+    pub max_strain: f32,
+    pub contacts: usize,
+    pub self_contacts: usize,
+    pub pairs: usize,
+    pub dropped_pairs: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Summary {
+    pub name: String,
+    pub nodes: usize,
+    pub triangles: usize,
+    pub dt: f32,
+    pub substeps: u32,
+    pub frames: Vec<FrameSummary>,
+    pub cg_iterations_mean: f32,
+    pub cg_not_converged: u64,
+    pub dropped_pairs: u64,
+    pub rejected_steps: u64,
+}
+
+/// Runs `scn`, calling `on_frame(frame, model, state)` after every frame
+/// (frame 0 is the initial state).
+pub fn run(scn: &Scenario, progress: bool, mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>) -> Result<Summary> {
+    scn.with_model(|model| {
+        let mut storage = VecStateStorage::new(model, scn.max_pairs());
+        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
+        let mut summary = Summary {
+            name: scn.name.clone(),
+            nodes: model.mesh.node_count(),
+            triangles: model.mesh.triangles().len(),
+            dt: scn.time.dt,
+            substeps: scn.time.substeps,
+            ..Summary::default()
+        };
+        let bar = if progress && scn.time.steps >= 50 {
+            let b = ProgressBar::new(scn.time.steps as u64);
+            b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} frames {elapsed}/{duration}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+            b
+        } else {
+            ProgressBar::hidden()
+        };
+        summary.frames.push(frame_summary(0, model, &state, &[]));
+        on_frame(0, model, &state)?;
+        let mut reports = Vec::with_capacity(scn.time.substeps as usize);
+        for frame in 1..=scn.time.steps {
+            reports.clear();
+            for sub in 0..scn.time.substeps {
+                let r = physics::step(model, &mut state)
+                    .map_err(|e| anyhow::anyhow!("frame {frame}, substep {sub}: {e}"))?;
+                reports.push(r);
+            }
+            summary.frames.push(frame_summary(frame, model, &state, &reports));
+            on_frame(frame, model, &state)?;
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let steps = (scn.time.steps * scn.time.substeps).max(1) as f32;
+        summary.cg_iterations_mean = summary.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
+        summary.cg_not_converged = state.warnings.cg_not_converged;
+        summary.dropped_pairs = state.warnings.dropped_pairs;
+        summary.rejected_steps = state.warnings.rejected_steps;
+        Ok(summary)
+    })
+}
+
+fn frame_summary(frame: u32, model: &Model, state: &State, reports: &[StepReport]) -> FrameSummary {
+    FrameSummary {
+        frame,
+        time: state.time(),
+        energy: physics::energy(model, state.positions(), state.velocities()).into(),
+        cg_iterations: reports.iter().map(|r| r.cg_iterations).sum(),
+        cg_iterations_max: reports.iter().map(|r| r.cg_iterations).max().unwrap_or(0),
+        cg_residual_max: reports.iter().map(|r| r.residual).fold(0.0, f32::max),
+        max_strain: physics::max_strain(model, state.positions()),
+        contacts: reports.iter().map(|r| r.contacts).sum(),
+        self_contacts: reports.iter().map(|r| r.self_contacts).sum(),
+        pairs: reports.last().map_or(0, |r| r.pairs),
+        dropped_pairs: reports.iter().map(|r| r.dropped_pairs).sum(),
+    }
+}
+
+/// Writes a Wavefront OBJ of the cloth.
+pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    writeln!(w, "# weft cloth, {} nodes", x.len())?;
+    for p in x {
+        writeln!(w, "v {} {} {}", p.x, p.y, p.z)?;
+    }
+    for t in mesh.triangles() {
+        writeln!(w, "f {} {} {}", t.nodes[0] + 1, t.nodes[1] + 1, t.nodes[2] + 1)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// `weft simulate`: OBJ frames and `summary.json` into `out`.
+pub fn simulate(scn: &Scenario, out: &Path, progress: bool) -> Result<Summary> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let every = scn.output.every;
+    let summary = run(scn, progress, |frame, model, state| {
+        if every > 0 && frame % every == 0 {
+            write_obj(&out.join(format!("frame_{frame:05}.obj")), &model.mesh, state.positions())?;
+        }
+        Ok(())
+    })?;
+    let json = serde_json::to_string_pretty(&summary)?;
+    std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
+    Ok(summary)
+}
