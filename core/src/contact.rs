@@ -34,11 +34,7 @@ const NEIGHBOURS: usize = 27;
 #[inline]
 fn cell_of(p: Vec3, inv: f32) -> [i32; 3] {
     // `as` saturates and maps NaN to 0: any input gives a valid cell.
-    [
-        libm::floorf(p.x * inv) as i32,
-        libm::floorf(p.y * inv) as i32,
-        libm::floorf(p.z * inv) as i32,
-    ]
+    [libm::floorf(p.x * inv) as i32, libm::floorf(p.y * inv) as i32, libm::floorf(p.z * inv) as i32]
 }
 
 #[inline]

@@ -38,6 +38,9 @@
 //! a microcontroller use [`storage::MeshBuffers`] and [`storage::StateBuffers`].)
 #![no_std]
 #![deny(unsafe_code)]
+// `!(a > b)` is used on purpose: it is true for NaN, which must take the
+// failure branch.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;

@@ -24,11 +24,7 @@ impl Vec3 {
     }
     #[inline]
     pub fn cross(self, o: Vec3) -> Vec3 {
-        Vec3::new(
-            self.y * o.z - self.z * o.y,
-            self.z * o.x - self.x * o.z,
-            self.x * o.y - self.y * o.x,
-        )
+        Vec3::new(self.y * o.z - self.z * o.y, self.z * o.x - self.x * o.z, self.x * o.y - self.y * o.x)
     }
     #[inline]
     pub fn norm2(self) -> f32 {
@@ -63,9 +59,7 @@ impl Vec3 {
     /// Outer product `self * o^T`.
     #[inline]
     pub fn outer(self, o: Vec3) -> Mat3 {
-        Mat3 {
-            c: [o.x * self, o.y * self, o.z * self],
-        }
+        Mat3 { c: [o.x * self, o.y * self, o.z * self] }
     }
     #[inline]
     pub fn get(self, i: usize) -> f32 {
@@ -133,16 +127,9 @@ pub struct Mat3 {
 }
 
 impl Mat3 {
-    pub const ZERO: Mat3 = Mat3 {
-        c: [Vec3::ZERO; 3],
-    };
-    pub const IDENTITY: Mat3 = Mat3 {
-        c: [
-            Vec3::new(1.0, 0.0, 0.0),
-            Vec3::new(0.0, 1.0, 0.0),
-            Vec3::new(0.0, 0.0, 1.0),
-        ],
-    };
+    pub const ZERO: Mat3 = Mat3 { c: [Vec3::ZERO; 3] };
+    pub const IDENTITY: Mat3 =
+        Mat3 { c: [Vec3::new(1.0, 0.0, 0.0), Vec3::new(0.0, 1.0, 0.0), Vec3::new(0.0, 0.0, 1.0)] };
     #[inline]
     pub fn scale(s: f32) -> Mat3 {
         Mat3::IDENTITY * s
@@ -150,13 +137,7 @@ impl Mat3 {
     #[inline]
     pub fn transpose(&self) -> Mat3 {
         let [a, b, c] = self.c;
-        Mat3 {
-            c: [
-                Vec3::new(a.x, b.x, c.x),
-                Vec3::new(a.y, b.y, c.y),
-                Vec3::new(a.z, b.z, c.z),
-            ],
-        }
+        Mat3 { c: [Vec3::new(a.x, b.x, c.x), Vec3::new(a.y, b.y, c.y), Vec3::new(a.z, b.z, c.z)] }
     }
     #[inline]
     pub fn mul_vec(&self, v: Vec3) -> Vec3 {
@@ -185,9 +166,7 @@ impl Add for Mat3 {
     type Output = Mat3;
     #[inline]
     fn add(self, o: Mat3) -> Mat3 {
-        Mat3 {
-            c: [self.c[0] + o.c[0], self.c[1] + o.c[1], self.c[2] + o.c[2]],
-        }
+        Mat3 { c: [self.c[0] + o.c[0], self.c[1] + o.c[1], self.c[2] + o.c[2]] }
     }
 }
 impl AddAssign for Mat3 {
@@ -200,18 +179,14 @@ impl Sub for Mat3 {
     type Output = Mat3;
     #[inline]
     fn sub(self, o: Mat3) -> Mat3 {
-        Mat3 {
-            c: [self.c[0] - o.c[0], self.c[1] - o.c[1], self.c[2] - o.c[2]],
-        }
+        Mat3 { c: [self.c[0] - o.c[0], self.c[1] - o.c[1], self.c[2] - o.c[2]] }
     }
 }
 impl Mul<f32> for Mat3 {
     type Output = Mat3;
     #[inline]
     fn mul(self, s: f32) -> Mat3 {
-        Mat3 {
-            c: [self.c[0] * s, self.c[1] * s, self.c[2] * s],
-        }
+        Mat3 { c: [self.c[0] * s, self.c[1] * s, self.c[2] * s] }
     }
 }
 
@@ -252,20 +227,12 @@ impl Sym2 {
         // Only l1 > 0 survives: S+ = l1 * u u^T with u the unit eigenvector of l1.
         let (ux, uy) = if rad > 1e-30 {
             // (a - l2, b) is parallel to the eigenvector of l1 (or use (b, l1 - a)).
-            let (x, y) = if diff >= 0.0 {
-                (self.a - l2, self.b)
-            } else {
-                (self.b, self.d - l2)
-            };
+            let (x, y) = if diff >= 0.0 { (self.a - l2, self.b) } else { (self.b, self.d - l2) };
             let n = libm::sqrtf(x * x + y * y);
             (x / n, y / n)
         } else {
             (1.0, 0.0)
         };
-        Sym2 {
-            a: l1 * ux * ux,
-            b: l1 * ux * uy,
-            d: l1 * uy * uy,
-        }
+        Sym2 { a: l1 * ux * ux, b: l1 * ux * uy, d: l1 * uy * uy }
     }
 }

@@ -79,12 +79,18 @@ impl core::fmt::Display for MeshError {
             MeshError::DegenerateTriangle { triangle } => {
                 write!(f, "triangle {triangle} is degenerate (repeated node or zero area)")
             }
-            MeshError::NonFinitePosition { node } => write!(f, "rest position of node {node} is not finite"),
-            MeshError::NonManifoldEdge { a, b } => write!(f, "edge {a}-{b} is shared by more than two triangles"),
+            MeshError::NonFinitePosition { node } => {
+                write!(f, "rest position of node {node} is not finite")
+            }
+            MeshError::NonManifoldEdge { a, b } => {
+                write!(f, "edge {a}-{b} is shared by more than two triangles")
+            }
             MeshError::Capacity { what, capacity, needed } => {
                 write!(f, "{what} storage holds {capacity}, needs at least {needed}")
             }
-            MeshError::BadGrid => write!(f, "a grid needs at least 2×2 nodes, at most 65535, and a finite positive size"),
+            MeshError::BadGrid => {
+                write!(f, "a grid needs at least 2×2 nodes, at most 65535, and a finite positive size")
+            }
             MeshError::Empty => write!(f, "mesh has no triangles"),
         }
     }
@@ -105,21 +111,11 @@ impl MeshCounts {
         let cells = (nx - 1) * (ny - 1);
         let edges = (nx - 1) * ny + nx * (ny - 1) + cells;
         let border = 2 * (nx - 1) + 2 * (ny - 1);
-        MeshCounts {
-            nodes: nx * ny,
-            triangles: 2 * cells,
-            edges,
-            hinges: edges - border,
-        }
+        MeshCounts { nodes: nx * ny, triangles: 2 * cells, edges, hinges: edges - border }
     }
     /// Upper bounds for a mesh of `nodes` nodes and `triangles` triangles.
     pub const fn upper_bound(nodes: usize, triangles: usize) -> MeshCounts {
-        MeshCounts {
-            nodes,
-            triangles,
-            edges: 3 * triangles,
-            hinges: 3 * triangles / 2,
-        }
+        MeshCounts { nodes, triangles, edges: 3 * triangles, hinges: 3 * triangles / 2 }
     }
 }
 
@@ -196,9 +192,13 @@ impl Grid {
         let j = cell / (self.nx - 1);
         let n = |a: usize, b: usize| self.node(a, b) as NodeId;
         let (p00, p10, p01, p11) = (n(i, j), n(i + 1, j), n(i, j + 1), n(i + 1, j + 1));
-        let first = t % 2 == 0;
-        if (i + j) % 2 == 0 {
-            if first { [p00, p10, p11] } else { [p00, p11, p01] }
+        let first = t.is_multiple_of(2);
+        if (i + j).is_multiple_of(2) {
+            if first {
+                [p00, p10, p11]
+            } else {
+                [p00, p11, p01]
+            }
         } else if first {
             [p00, p10, p01]
         } else {
@@ -215,11 +215,7 @@ impl<'a> Mesh<'a> {
         storage: MeshStorage<'a>,
     ) -> Result<Mesh<'a>, MeshError> {
         if positions.len() > storage.rest.len() {
-            return Err(MeshError::Capacity {
-                what: "node",
-                capacity: storage.rest.len(),
-                needed: positions.len(),
-            });
+            return Err(MeshError::Capacity { what: "node", capacity: storage.rest.len(), needed: positions.len() });
         }
         storage.rest[..positions.len()].copy_from_slice(positions);
         build(positions.len(), triangles.len(), |t| triangles[t], storage)
@@ -314,7 +310,11 @@ fn build<'a>(
         return Err(MeshError::Capacity { what: "node (u16 index)", capacity: NodeId::MAX as usize, needed: n_nodes });
     }
     if n_tris >= NO_TRIANGLE as usize {
-        return Err(MeshError::Capacity { what: "triangle (u32 index)", capacity: NO_TRIANGLE as usize - 1, needed: n_tris });
+        return Err(MeshError::Capacity {
+            what: "triangle (u32 index)",
+            capacity: NO_TRIANGLE as usize - 1,
+            needed: n_tris,
+        });
     }
     for (name, cap) in [("node area", node_area.len()), ("triangle", triangles.len())] {
         let needed = if name == "triangle" { n_tris } else { n_nodes };
@@ -330,7 +330,7 @@ fn build<'a>(
     node_area.fill(0.0);
 
     // Triangles: validate and precompute the rest frame.
-    for t in 0..n_tris {
+    for (t, slot) in triangles[..n_tris].iter_mut().enumerate() {
         let nodes = tri(t);
         for &i in &nodes {
             if i as usize >= n_nodes {
@@ -356,7 +356,7 @@ fn build<'a>(
         let b1 = [g00, g01];
         let b2 = [g10, g11];
         let b0 = [-(g00 + g10), -(g01 + g11)];
-        triangles[t] = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
+        *slot = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
         for &i in &nodes {
             node_area[i as usize] += area / 3.0;
         }
@@ -377,7 +377,11 @@ fn build<'a>(
                     }
                     edges[e].tris[1] = t as u32;
                     if n_hinges >= hinges.len() {
-                        return Err(MeshError::Capacity { what: "hinge", capacity: hinges.len(), needed: n_hinges + 1 });
+                        return Err(MeshError::Capacity {
+                            what: "hinge",
+                            capacity: hinges.len(),
+                            needed: n_hinges + 1,
+                        });
                     }
                     let ot = &triangles[other as usize];
                     let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
@@ -405,13 +409,7 @@ fn build<'a>(
             tr.edges[k] = e as u16;
         }
     }
-    Ok(Mesh {
-        rest,
-        node_area,
-        triangles: &triangles[..n_tris],
-        edges,
-        hinges: &hinges[..n_hinges],
-    })
+    Ok(Mesh { rest, node_area, triangles: &triangles[..n_tris], edges, hinges: &hinges[..n_hinges] })
 }
 
 /// cot of the angle between `u` and `v`.
@@ -426,9 +424,5 @@ fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4], area_sum: f32) -> Hinge {
     let a1 = cot(x0 - x1, x2 - x1);
     let b0 = cot(x1 - x0, x3 - x0);
     let b1 = cot(x0 - x1, x3 - x1);
-    Hinge {
-        nodes,
-        k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)],
-        weight: 1.0 / area_sum,
-    }
+    Hinge { nodes, k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)], weight: 1.0 / area_sum }
 }

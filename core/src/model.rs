@@ -60,9 +60,14 @@ impl Default for Material {
 pub enum PinMotion {
     Fixed,
     /// Constant velocity (m/s).
-    Linear { velocity: Vec3 },
+    Linear {
+        velocity: Vec3,
+    },
     /// `amplitude · sin(2π · frequency · t)`.
-    Oscillate { amplitude: Vec3, frequency: f32 },
+    Oscillate {
+        amplitude: Vec3,
+        frequency: f32,
+    },
 }
 
 /// A node held on a scripted path.
@@ -93,10 +98,20 @@ impl Pin {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Shape {
     /// Half-space `n·x ≥ offset` is free (`normal` need not be unit).
-    Plane { normal: Vec3, offset: f32 },
-    Sphere { center: Vec3, radius: f32 },
+    Plane {
+        normal: Vec3,
+        offset: f32,
+    },
+    Sphere {
+        center: Vec3,
+        radius: f32,
+    },
     /// Segment `a`–`b` swept by `radius`.
-    Capsule { a: Vec3, b: Vec3, radius: f32 },
+    Capsule {
+        a: Vec3,
+        b: Vec3,
+        radius: f32,
+    },
 }
 
 /// A kinematic collider moving at constant `velocity`.
@@ -229,11 +244,13 @@ pub struct StepParams {
     /// Relative residual at which CG stops.
     pub cg_tolerance: f32,
     pub self_contact: Option<SelfContact>,
+    /// Energy check: split a step that would add energy.
+    pub energy_check: bool,
 }
 
 impl Default for StepParams {
     fn default() -> Self {
-        StepParams { dt: 1.0 / 60.0, cg_max_iterations: 200, cg_tolerance: 1e-4, self_contact: None }
+        StepParams { dt: 1.0 / 60.0, cg_max_iterations: 200, cg_tolerance: 1e-4, self_contact: None, energy_check: true }
     }
 }
 
@@ -281,22 +298,42 @@ impl core::fmt::Display for ParamError {
 }
 
 fn finite(name: &'static str, v: f32) -> Result<(), ParamError> {
-    if v.is_finite() { Ok(()) } else { Err(ParamError { name, problem: Problem::NotFinite }) }
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(ParamError { name, problem: Problem::NotFinite })
+    }
 }
 fn finite_vec(name: &'static str, v: Vec3) -> Result<(), ParamError> {
-    if v.is_finite() { Ok(()) } else { Err(ParamError { name, problem: Problem::NotFinite }) }
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(ParamError { name, problem: Problem::NotFinite })
+    }
 }
 fn range(name: &'static str, v: f32, lo: f32, hi: f32) -> Result<(), ParamError> {
     finite(name, v)?;
-    if v >= lo && v <= hi { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ParamError { name, problem: Problem::OutOfRange })
+    }
 }
 fn positive(name: &'static str, v: f32) -> Result<(), ParamError> {
     finite(name, v)?;
-    if v > 0.0 { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+    if v > 0.0 {
+        Ok(())
+    } else {
+        Err(ParamError { name, problem: Problem::OutOfRange })
+    }
 }
 fn non_negative(name: &'static str, v: f32) -> Result<(), ParamError> {
     finite(name, v)?;
-    if v >= 0.0 { Ok(()) } else { Err(ParamError { name, problem: Problem::OutOfRange }) }
+    if v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ParamError { name, problem: Problem::OutOfRange })
+    }
 }
 
 /// Everything a step reads and never writes.

@@ -6,8 +6,9 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{MeshCounts, NodeId};
 use crate::model::Model;
 
-/// Vec3 slots per node: x, v, force, inverse diagonal, r, p, q, Δv, x_new.
-pub const VEC3_PER_NODE: usize = 9;
+/// Vec3 slots per node: x, v, force, external force, inverse diagonal, r,
+/// p, q, Δv, x_new.
+pub const VEC3_PER_NODE: usize = 10;
 
 /// Sizes of the slices a [`StateStorage`] needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,16 +57,28 @@ pub struct Warnings {
     pub cg_not_converged: u64,
     /// Steps rejected with a non-finite result (state kept).
     pub rejected_steps: u64,
+    /// Substeps at the finest split that still failed the energy check
+    /// (their shortest velocity change was taken).
+    pub energy_check_failed: u64,
 }
 
 /// Why a state could not be made or changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StateError {
-    Capacity { what: &'static str, capacity: usize, needed: usize },
+    Capacity {
+        what: &'static str,
+        capacity: usize,
+        needed: usize,
+    },
     /// A slice given has the wrong length.
-    Length { expected: usize, got: usize },
+    Length {
+        expected: usize,
+        got: usize,
+    },
     /// A value is NaN or infinite at this node.
-    NonFinite { node: usize },
+    NonFinite {
+        node: usize,
+    },
 }
 
 impl core::fmt::Display for StateError {
@@ -74,7 +87,9 @@ impl core::fmt::Display for StateError {
             StateError::Capacity { what, capacity, needed } => {
                 write!(f, "{what} storage holds {capacity}, needs {needed}")
             }
-            StateError::Length { expected, got } => write!(f, "expected {expected} values, got {got}"),
+            StateError::Length { expected, got } => {
+                write!(f, "expected {expected} values, got {got}")
+            }
             StateError::NonFinite { node } => write!(f, "value at node {node} is not finite"),
         }
     }
@@ -83,6 +98,7 @@ impl core::fmt::Display for StateError {
 /// Solver and search scratch.
 pub(crate) struct Workspace<'a> {
     pub force: &'a mut [Vec3],
+    pub f_ext: &'a mut [Vec3],
     pub inv_diag: &'a mut [Vec3],
     pub r: &'a mut [Vec3],
     pub p: &'a mut [Vec3],
@@ -108,7 +124,13 @@ pub struct State<'a> {
     pub warnings: Warnings,
 }
 
-fn take<'a, T>(slice: &mut &'a mut [T], n: usize, what: &'static str, cap: usize, needed: usize) -> Result<&'a mut [T], StateError> {
+fn take<'a, T>(
+    slice: &mut &'a mut [T],
+    n: usize,
+    what: &'static str,
+    cap: usize,
+    needed: usize,
+) -> Result<&'a mut [T], StateError> {
     if slice.len() < n {
         return Err(StateError::Capacity { what, capacity: cap, needed });
     }
@@ -130,6 +152,7 @@ impl<'a> State<'a> {
         let x = v3(&mut vec3)?;
         let v = v3(&mut vec3)?;
         let force = v3(&mut vec3)?;
+        let f_ext = v3(&mut vec3)?;
         let inv_diag = v3(&mut vec3)?;
         let r = v3(&mut vec3)?;
         let p = v3(&mut vec3)?;
@@ -154,6 +177,7 @@ impl<'a> State<'a> {
             v,
             ws: Workspace {
                 force,
+                f_ext,
                 inv_diag,
                 r,
                 p,

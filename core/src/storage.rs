@@ -90,7 +90,9 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
     }
 }
 
-impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> Default for StateBuffers<V, M, F, C, P> {
+impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> Default
+    for StateBuffers<V, M, F, C, P>
+{
     fn default() -> Self {
         Self::new()
     }

@@ -43,13 +43,28 @@ fn bad_meshes_are_typed_errors() {
         Mesh::from_triangles(&p, &[[0, 1, 7]], st.storage()).unwrap_err(),
         MeshError::IndexOutOfRange { triangle: 0, node: 7 }
     );
-    assert_eq!(Mesh::from_triangles(&p, &[[0, 1, 1]], st.storage()).unwrap_err(), MeshError::DegenerateTriangle { triangle: 0 });
+    assert_eq!(
+        Mesh::from_triangles(&p, &[[0, 1, 1]], st.storage()).unwrap_err(),
+        MeshError::DegenerateTriangle { triangle: 0 }
+    );
     let collinear = [Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0), Vec3::new(2.0, 0.0, 0.0)];
-    assert_eq!(Mesh::from_triangles(&collinear, &[[0, 1, 2]], st.storage()).unwrap_err(), MeshError::DegenerateTriangle { triangle: 0 });
+    assert_eq!(
+        Mesh::from_triangles(&collinear, &[[0, 1, 2]], st.storage()).unwrap_err(),
+        MeshError::DegenerateTriangle { triangle: 0 }
+    );
     let mut nan = p.clone();
     nan[2].y = f32::NAN;
-    assert_eq!(Mesh::from_triangles(&nan, &[[0, 1, 2]], st.storage()).unwrap_err(), MeshError::NonFinitePosition { node: 2 });
-    let fan = [Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0), Vec3::new(0.0, 1.0, 0.0), Vec3::new(0.0, -1.0, 0.0), Vec3::new(0.0, 0.0, 1.0)];
+    assert_eq!(
+        Mesh::from_triangles(&nan, &[[0, 1, 2]], st.storage()).unwrap_err(),
+        MeshError::NonFinitePosition { node: 2 }
+    );
+    let fan = [
+        Vec3::ZERO,
+        Vec3::new(1.0, 0.0, 0.0),
+        Vec3::new(0.0, 1.0, 0.0),
+        Vec3::new(0.0, -1.0, 0.0),
+        Vec3::new(0.0, 0.0, 1.0),
+    ];
     assert_eq!(
         Mesh::from_triangles(&fan, &[[0, 1, 2], [0, 1, 3], [0, 1, 4]], st.storage()).unwrap_err(),
         MeshError::NonManifoldEdge { a: 0, b: 1 }
@@ -72,7 +87,13 @@ fn capacity_overflow_is_a_typed_error() {
         let mut tris = vec![Default::default(); c.triangles - (short == 2) as usize];
         let mut edges = vec![Default::default(); c.edges - (short == 3) as usize];
         let mut hinges = vec![Default::default(); c.hinges - (short == 4) as usize];
-        let st = MeshStorage { rest: &mut rest, node_area: &mut area, triangles: &mut tris, edges: &mut edges, hinges: &mut hinges };
+        let st = MeshStorage {
+            rest: &mut rest,
+            node_area: &mut area,
+            triangles: &mut tris,
+            edges: &mut edges,
+            hinges: &mut hinges,
+        };
         assert!(matches!(Mesh::grid(&grid, st), Err(MeshError::Capacity { .. })), "short part {short}");
     }
     // State storage too small.
@@ -83,7 +104,14 @@ fn capacity_overflow_is_a_typed_error() {
     let mut vec3 = vec![Vec3::ZERO; sizes.vec3 - 1];
     let mut mat3 = vec![Default::default(); sizes.mat3];
     let (mut flags, mut cells, mut order) = (vec![0; sizes.flags], vec![0; sizes.cells], vec![0; sizes.order]);
-    let st = StateStorage { vec3: &mut vec3, mat3: &mut mat3, flags: &mut flags, cells: &mut cells, order: &mut order, pairs: &mut [] };
+    let st = StateStorage {
+        vec3: &mut vec3,
+        mat3: &mut mat3,
+        flags: &mut flags,
+        cells: &mut cells,
+        order: &mut order,
+        pairs: &mut [],
+    };
     assert!(matches!(State::new(&model, st), Err(StateError::Capacity { what: "vec3", .. })));
 }
 
@@ -94,14 +122,23 @@ fn bad_parameters_name_the_parameter() {
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
     let err = |m: Material, s: Scene, p: StepParams| Model::new(mesh, m, s, p).unwrap_err();
     let d = StepParams::default();
-    assert_eq!(err(Material { density: f32::NAN, ..Material::COTTON }, Scene::default(), d), ParamError { name: "material.density", problem: Problem::NotFinite });
+    assert_eq!(
+        err(Material { density: f32::NAN, ..Material::COTTON }, Scene::default(), d),
+        ParamError { name: "material.density", problem: Problem::NotFinite }
+    );
     assert_eq!(err(Material { stretch: -1.0, ..Material::COTTON }, Scene::default(), d).name, "material.stretch");
     assert_eq!(err(Material { poisson: 0.5, ..Material::COTTON }, Scene::default(), d).name, "material.poisson");
     assert_eq!(err(Material::COTTON, Scene::default(), StepParams { dt: f32::INFINITY, ..d }).name, "dt");
     assert_eq!(err(Material::COTTON, Scene::default(), StepParams { dt: 0.0, ..d }).name, "dt");
-    assert_eq!(err(Material::COTTON, Scene { gravity: Vec3::new(0.0, f32::NAN, 0.0), ..Scene::default() }, d).name, "gravity");
+    assert_eq!(
+        err(Material::COTTON, Scene { gravity: Vec3::new(0.0, f32::NAN, 0.0), ..Scene::default() }, d).name,
+        "gravity"
+    );
     let pins = [Pin::fixed(9, Vec3::ZERO)];
-    assert_eq!(err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d), ParamError { name: "pin.node", problem: Problem::NoSuchNode });
+    assert_eq!(
+        err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d),
+        ParamError { name: "pin.node", problem: Problem::NoSuchNode }
+    );
     let pins = [Pin::fixed(1, Vec3::ZERO), Pin::fixed(1, Vec3::ZERO)];
     assert_eq!(err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d).problem, Problem::Duplicate);
     let col = [Collider::new(Shape::Sphere { center: Vec3::ZERO, radius: -1.0 })];

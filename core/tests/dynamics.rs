@@ -65,7 +65,8 @@ fn hanging_strip_matches_bar_elongation() {
     let mut ms = VecMeshStorage::for_counts(grid.counts());
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
     let top = grid.ny - 1;
-    let pins: Vec<Pin> = (0..grid.nx).map(|i| grid.node(i, top)).map(|n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
+    let pins: Vec<Pin> =
+        (0..grid.nx).map(|i| grid.node(i, top)).map(|n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
     let scene = Scene { pins: &pins, ..Scene::default() };
     let params = StepParams { dt: 0.02, cg_tolerance: 1e-6, cg_max_iterations: 1000, ..StepParams::default() };
     let model = Model::new(mesh, mat, scene, params).unwrap();

@@ -7,7 +7,11 @@ use weft_core::physics::{bending, membrane};
 use weft_core::prelude::*;
 
 fn rest_triangle(rng: &mut Rng) -> (Triangle, [Vec3; 3]) {
-    let pos = [Vec3::ZERO, Vec3::new(rng.uniform(0.5, 1.0), 0.0, 0.0), Vec3::new(rng.uniform(-0.2, 0.4), rng.uniform(0.5, 1.0), 0.0)];
+    let pos = [
+        Vec3::ZERO,
+        Vec3::new(rng.uniform(0.5, 1.0), 0.0, 0.0),
+        Vec3::new(rng.uniform(-0.2, 0.4), rng.uniform(0.5, 1.0), 0.0),
+    ];
     let mut st = VecMeshStorage::for_triangles(3, 1);
     let mesh = Mesh::from_triangles(&pos, &[[0, 1, 2]], st.storage()).unwrap();
     (mesh.triangles()[0], pos)
@@ -91,7 +95,11 @@ fn definite_stiffness_is_psd_and_exact_in_tension() {
         let x: [Vec3; 3] = rest.map(|p| Vec3::new(p.x * compress, p.y, 0.0) + rng.vec3(0.05));
         let el = membrane::element(&tri, x, mu, lambda, true);
         let k = |i: usize, j: usize| {
-            if i <= j { el.stiffness[membrane::block(i, j)] } else { el.stiffness[membrane::block(j, i)].transpose() }
+            if i <= j {
+                el.stiffness[membrane::block(i, j)]
+            } else {
+                el.stiffness[membrane::block(j, i)].transpose()
+            }
         };
         for _ in 0..20 {
             let u = [rng.vec3(1.0), rng.vec3(1.0), rng.vec3(1.0)];

@@ -88,7 +88,8 @@ fn self_contact_keeps_a_folding_cloth_apart() {
     let params = StepParams { dt: 1.0 / 240.0, self_contact: Some(SelfContact { radius }), ..StepParams::default() };
     with_cloth(&grid, Material::COTTON, scene, params, 4096, |model, state| {
         // Standing on its bottom edge, slightly bowed: it collapses onto itself.
-        let x: Vec<Vec3> = state.positions().iter().map(|p| Vec3::new(p.x, p.y, 0.05 * (3.0 * p.y).sin() + 0.02 * p.x)).collect();
+        let x: Vec<Vec3> =
+            state.positions().iter().map(|p| Vec3::new(p.x, p.y, 0.05 * (3.0 * p.y).sin() + 0.02 * p.x)).collect();
         state.set_positions(&x).unwrap();
         let mut pairs_seen = 0;
         for _ in 0..600 {

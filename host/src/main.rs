@@ -39,8 +39,17 @@ enum Command {
 /// The drape-over-sphere scenario shipped with weft.
 const DRAPE: &str = include_str!("../scenarios/drape_sphere.toml");
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Simulate { scenario, out, quiet } => {
             let scn = Scenario::load(&scenario)?;
@@ -75,7 +84,14 @@ fn main() -> Result<()> {
             let bar = indicatif::ProgressBar::new(scn.time.steps as u64 + 1);
             let s = sim::run(&scn, false, |frame, model, state| {
                 if frame % 2 == 0 {
-                    frames.push(render::render(&cam, &model.mesh, state.positions(), model.scene.colliders, state.time(), [70.0, 130.0, 220.0]));
+                    frames.push(render::render(
+                        &cam,
+                        &model.mesh,
+                        state.positions(),
+                        model.scene.colliders,
+                        state.time(),
+                        [70.0, 130.0, 220.0],
+                    ));
                 }
                 bar.inc(1);
                 Ok(())

@@ -83,7 +83,11 @@ pub fn render(cam: &Camera, mesh: &Mesh, x: &[Vec3], colliders: &[Collider], t: 
                         let color = match c.shape {
                             Shape::Plane { .. } => {
                                 let check = ((p.x * 4.0).floor() + (p.z * 4.0).floor()) as i64 & 1;
-                                if check == 0 { [150.0, 150.0, 140.0] } else { [190.0, 190.0, 180.0] }
+                                if check == 0 {
+                                    [150.0, 150.0, 140.0]
+                                } else {
+                                    [190.0, 190.0, 180.0]
+                                }
                             }
                             _ => [200.0, 120.0, 90.0],
                         };

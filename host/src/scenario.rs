@@ -5,8 +5,10 @@
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::Grid;
-use weft_core::model::{Collider, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind};
-use weft_core::prelude::{Mesh, VecMeshStorage, Vec3};
+use weft_core::model::{
+    Collider, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
+};
+use weft_core::prelude::{Mesh, Vec3, VecMeshStorage};
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -135,12 +137,14 @@ impl Default for TimeSpec {
 pub struct SolverSpec {
     pub cg_max_iterations: u32,
     pub cg_tolerance: f32,
+    /// Split steps that would add energy (see `weft_core::physics::step`).
+    pub energy_check: bool,
 }
 
 impl Default for SolverSpec {
     fn default() -> Self {
         let p = StepParams::default();
-        SolverSpec { cg_max_iterations: p.cg_max_iterations, cg_tolerance: p.cg_tolerance }
+        SolverSpec { cg_max_iterations: p.cg_max_iterations, cg_tolerance: p.cg_tolerance, energy_check: p.energy_check }
     }
 }
 
@@ -164,8 +168,13 @@ pub struct PinSpec {
 pub enum MotionSpec {
     #[default]
     Fixed,
-    Linear { velocity: [f32; 3] },
-    Oscillate { amplitude: [f32; 3], frequency: f32 },
+    Linear {
+        velocity: [f32; 3],
+    },
+    Oscillate {
+        amplitude: [f32; 3],
+        frequency: f32,
+    },
 }
 
 impl From<MotionSpec> for PinMotion {
@@ -230,15 +239,32 @@ impl ColliderSpec {
         };
         let shape = match self.kind {
             ShapeKind::Plane => {
-                extra(&[("center", self.center.is_some()), ("radius", self.radius.is_some()), ("a", self.a.is_some()), ("b", self.b.is_some())])?;
+                extra(&[
+                    ("center", self.center.is_some()),
+                    ("radius", self.radius.is_some()),
+                    ("a", self.a.is_some()),
+                    ("b", self.b.is_some()),
+                ])?;
                 Shape::Plane { normal: v(need(self.normal, "plane", "normal")?), offset: self.offset.unwrap_or(0.0) }
             }
             ShapeKind::Sphere => {
-                extra(&[("normal", self.normal.is_some()), ("offset", self.offset.is_some()), ("a", self.a.is_some()), ("b", self.b.is_some())])?;
-                Shape::Sphere { center: v(need(self.center, "sphere", "center")?), radius: need(self.radius, "sphere", "radius")? }
+                extra(&[
+                    ("normal", self.normal.is_some()),
+                    ("offset", self.offset.is_some()),
+                    ("a", self.a.is_some()),
+                    ("b", self.b.is_some()),
+                ])?;
+                Shape::Sphere {
+                    center: v(need(self.center, "sphere", "center")?),
+                    radius: need(self.radius, "sphere", "radius")?,
+                }
             }
             ShapeKind::Capsule => {
-                extra(&[("normal", self.normal.is_some()), ("offset", self.offset.is_some()), ("center", self.center.is_some())])?;
+                extra(&[
+                    ("normal", self.normal.is_some()),
+                    ("offset", self.offset.is_some()),
+                    ("center", self.center.is_some()),
+                ])?;
                 Shape::Capsule {
                     a: v(need(self.a, "capsule", "a")?),
                     b: v(need(self.b, "capsule", "b")?),
@@ -380,7 +406,10 @@ impl Scenario {
             dt: self.time.dt / self.time.substeps as f32,
             cg_max_iterations: self.solver.cg_max_iterations,
             cg_tolerance: self.solver.cg_tolerance,
-            self_contact: sc.enabled.then(|| SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),
+            energy_check: self.solver.energy_check,
+            self_contact: sc
+                .enabled
+                .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),
         }
     }
 
@@ -426,14 +455,12 @@ impl Scenario {
 /// Core parameter names → the TOML keys that set them.
 pub fn toml_key(e: ParamError) -> anyhow::Error {
     let key = match e.name {
-        "dt" => "time.dt (divided by time.substeps)",
+        "dt" => "time.dt / time.substeps",
         "cg_tolerance" => "solver.cg_tolerance",
         "cg_max_iterations" => "solver.cg_max_iterations",
-        n if n.starts_with("collider.") => return anyhow::anyhow!("collider: {e} (key `{}`)", &n["collider.".len()..]),
-        n if n.starts_with("pin.") => return anyhow::anyhow!("pin: {e}"),
         n => n,
     };
-    anyhow::anyhow!("{key}: {e}")
+    anyhow::anyhow!("{}", ParamError { name: key, problem: e.problem })
 }
 
 fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {

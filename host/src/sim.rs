@@ -34,6 +34,8 @@ pub struct FrameSummary {
     pub energy: EnergyOut,
     pub cg_iterations: u32,
     pub cg_iterations_max: u32,
+    /// Linear solves (more than `substeps` when the energy check split steps).
+    pub solves: u32,
     pub cg_residual_max: f32,
     pub max_strain: f32,
     pub contacts: usize,
@@ -54,11 +56,16 @@ pub struct Summary {
     pub cg_not_converged: u64,
     pub dropped_pairs: u64,
     pub rejected_steps: u64,
+    pub energy_check_failed: u64,
 }
 
 /// Runs `scn`, calling `on_frame(frame, model, state)` after every frame
 /// (frame 0 is the initial state).
-pub fn run(scn: &Scenario, progress: bool, mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>) -> Result<Summary> {
+pub fn run(
+    scn: &Scenario,
+    progress: bool,
+    mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
+) -> Result<Summary> {
     scn.with_model(|model| {
         let mut storage = VecStateStorage::new(model, scn.max_pairs());
         let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
@@ -72,7 +79,10 @@ pub fn run(scn: &Scenario, progress: bool, mut on_frame: impl FnMut(u32, &Model,
         };
         let bar = if progress && scn.time.steps >= 50 {
             let b = ProgressBar::new(scn.time.steps as u64);
-            b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} frames {elapsed}/{duration}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+            b.set_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} frames {elapsed}/{duration}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
             b
         } else {
             ProgressBar::hidden()
@@ -97,6 +107,7 @@ pub fn run(scn: &Scenario, progress: bool, mut on_frame: impl FnMut(u32, &Model,
         summary.cg_not_converged = state.warnings.cg_not_converged;
         summary.dropped_pairs = state.warnings.dropped_pairs;
         summary.rejected_steps = state.warnings.rejected_steps;
+        summary.energy_check_failed = state.warnings.energy_check_failed;
         Ok(summary)
     })
 }
@@ -108,6 +119,7 @@ fn frame_summary(frame: u32, model: &Model, state: &State, reports: &[StepReport
         energy: physics::energy(model, state.positions(), state.velocities()).into(),
         cg_iterations: reports.iter().map(|r| r.cg_iterations).sum(),
         cg_iterations_max: reports.iter().map(|r| r.cg_iterations).max().unwrap_or(0),
+        solves: reports.iter().map(|r| r.substeps).sum(),
         cg_residual_max: reports.iter().map(|r| r.residual).fold(0.0, f32::max),
         max_strain: physics::max_strain(model, state.positions()),
         contacts: reports.iter().map(|r| r.contacts).sum(),
@@ -119,7 +131,8 @@ fn frame_summary(frame: u32, model: &Model, state: &State, reports: &[StepReport
 
 /// Writes a Wavefront OBJ of the cloth.
 pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    let mut w =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
     writeln!(w, "# weft cloth, {} nodes", x.len())?;
     for p in x {
         writeln!(w, "v {} {} {}", p.x, p.y, p.z)?;

@@ -38,10 +38,7 @@ pub const fn block(i: usize, j: usize) -> usize {
 #[inline]
 pub fn deformation(tri: &Triangle, x: [Vec3; 3]) -> [Vec3; 2] {
     let g = &tri.grad;
-    [
-        x[0] * g[0][0] + x[1] * g[1][0] + x[2] * g[2][0],
-        x[0] * g[0][1] + x[1] * g[1][1] + x[2] * g[2][1],
-    ]
+    [x[0] * g[0][0] + x[1] * g[1][0] + x[2] * g[2][0], x[0] * g[0][1] + x[1] * g[1][1] + x[2] * g[2][1]]
 }
 
 /// Green strain of a triangle.
@@ -91,9 +88,8 @@ pub fn element(tri: &Triangle, x: [Vec3; 3], mu: f32, lambda: f32, definite: boo
     for i in 0..3 {
         for j in i..3 {
             let (bi, bj) = (g[i], g[j]);
-            stiffness[block(i, j)] = (c00 * (bi[0] * bj[0]) + c01 * (bi[0] * bj[1]) + c10 * (bi[1] * bj[0])
-                + c11 * (bi[1] * bj[1]))
-                * a;
+            stiffness[block(i, j)] =
+                (c00 * (bi[0] * bj[0]) + c01 * (bi[0] * bj[1]) + c10 * (bi[1] * bj[0]) + c11 * (bi[1] * bj[1])) * a;
         }
     }
     Element { force, energy, stiffness }

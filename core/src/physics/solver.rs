@@ -26,7 +26,7 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], o
 }
 
 #[inline]
-fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
+pub fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
     // Pairwise by node, accumulated in node order: identical on every target.
     a.iter().zip(b).map(|(x, y)| x.dot(*y)).sum()
 }
@@ -49,20 +49,42 @@ pub struct Solve {
     pub converged: bool,
 }
 
-/// Scratch and operator of one solve.
+/// The operator `A = m_scale·M + c·K` of one solve, with `K` stored as
+/// blocks ([`matvec`]) and `M` the lumped masses `density · node_area`.
 pub struct System<'s, 'm> {
     pub mesh: &'s Mesh<'m>,
     pub diag: &'s [Mat3],
     pub off: &'s [Mat3],
+    /// Bending stiffness κ_b.
     pub bend: f32,
+    pub density: f32,
+    pub m_scale: f32,
+    pub c: f32,
     pub inv_diag: &'s [Vec3],
     pub pinned: &'s [u8],
 }
 
 impl System<'_, '_> {
+    /// `out = A p`.
+    pub fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
+        matvec(self.mesh, self.diag, self.off, self.bend, p, out);
+        let m = self.density * self.m_scale;
+        for ((o, pi), a) in out.iter_mut().zip(p).zip(self.mesh.node_area()) {
+            *o = *o * self.c + *pi * (m * a);
+        }
+    }
+
     /// Solves `A y = r` on the free nodes and adds `y` to `x`. On entry `r`
     /// holds the right-hand side; `p` and `q` are scratch.
-    pub fn pcg(&self, x: &mut [Vec3], r: &mut [Vec3], p: &mut [Vec3], q: &mut [Vec3], max_iter: u32, tol: f32) -> Solve {
+    pub fn pcg(
+        &self,
+        x: &mut [Vec3],
+        r: &mut [Vec3],
+        p: &mut [Vec3],
+        q: &mut [Vec3],
+        max_iter: u32,
+        tol: f32,
+    ) -> Solve {
         filter(self.pinned, r);
         let b_norm = libm::sqrtf(dot(r, r));
         if !(b_norm > 0.0) {
@@ -80,7 +102,7 @@ impl System<'_, '_> {
             if !(res > tol) {
                 break;
             }
-            matvec(self.mesh, self.diag, self.off, self.bend, p, q);
+            self.apply(p, q);
             filter(self.pinned, q);
             let pq = dot(p, q);
             if !(pq > 0.0) {

@@ -1,7 +1,6 @@
 #![allow(dead_code)]
 use weft_core::prelude::*;
 
-
 pub fn grid_storage(grid: &Grid) -> VecMeshStorage {
     VecMeshStorage::for_counts(grid.counts())
 }

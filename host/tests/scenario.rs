@@ -1,0 +1,114 @@
+//! Scenario files: shipped examples run, unknown keys and bad values name the key.
+use weft_host::scenario::Scenario;
+use weft_host::sim;
+
+const MINIMAL: &str = r#"
+[cloth]
+width = 0.5
+height = 0.5
+resolution = [5, 4]
+orientation = "vertical"
+[time]
+steps = 3
+"#;
+
+fn err(text: &str) -> String {
+    format!("{:#}", Scenario::parse(text).unwrap_err())
+}
+
+#[test]
+fn shipped_scenarios_parse_and_run_a_few_frames() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let mut scn = Scenario::load(&path).unwrap();
+        scn.time.steps = 3;
+        let s = sim::run(&scn, false, |_, _, _| Ok(())).unwrap();
+        assert_eq!(s.frames.len(), 4);
+        assert!(s.frames.iter().all(|f| f.energy.total.is_finite()), "{}", path.display());
+        n += 1;
+    }
+    assert!(n >= 4, "expected the four example scenarios");
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    assert!(err(&format!("{MINIMAL}\n[material]\ndensityy = 0.2\n")).contains("densityy"));
+    assert!(err(&format!("colour = 3\n{MINIMAL}")).contains("colour"));
+    let e = err(&format!(
+        "{MINIMAL}\n[[collider]]\nkind = \"sphere\"\ncenter = [0, 0, 0]\nradius = 0.2\nnormal = [0, 1, 0]\n"
+    ));
+    assert!(e.contains("normal"), "{e}");
+    let e = err(&format!("{MINIMAL}\n[[collider]]\nkind = \"cube\"\n"));
+    assert!(e.contains("cube"), "{e}");
+}
+
+#[test]
+fn bad_values_are_named() {
+    let cases = [
+        ("[material]\ndensity = -1.0\n", "material.density"),
+        ("[material]\npoisson = 0.7\n", "material.poisson"),
+        ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
+        ("[[pin]]\nnodes = [99]\n", "node 99"),
+        ("[[pin]]\nregion = \"row:9\"\n", "row 9"),
+        ("[[pin]]\nregion = \"middle\"\n", "middle"),
+        ("[[pin]]\nnodes = [1]\nregion = \"corners\"\n", "exactly one"),
+        ("[[collider]]\nkind = \"sphere\"\ncenter = [0, 0, 0]\n", "radius"),
+        ("[[collider]]\nkind = \"sphere\"\ncenter = [0, 0, 0]\nradius = -2.0\n", "radius"),
+        ("[wind]\nvelocity = [1, 0, 0]\nair_density = -1.0\n", "wind.air_density"),
+        ("[self_contact]\nenabled = true\nradius = -1.0\n", "self_contact.radius"),
+    ];
+    for (extra, key) in cases {
+        let e = err(&format!("{MINIMAL}\n{extra}"));
+        assert!(e.contains(key), "{extra:?}: error {e:?} does not name {key:?}");
+    }
+    let e = err(&MINIMAL.replace("[5, 4]", "[1, 4]"));
+    assert!(e.contains("cloth.resolution"), "{e}");
+    let e = err(&MINIMAL.replace("width = 0.5", "width = -0.5"));
+    assert!(e.contains("cloth.width"), "{e}");
+    let e = err(&format!("{MINIMAL}dt = 0.0\n"));
+    assert!(e.contains("time.dt"), "{e}");
+}
+
+#[test]
+fn regions_select_the_documented_nodes() {
+    let scn = Scenario::parse(MINIMAL).unwrap();
+    let pin = |r: &str| {
+        let p = weft_host::scenario::PinSpec { nodes: None, region: Some(r.into()), motion: Default::default() };
+        scn.pin_nodes(&p).unwrap()
+    };
+    // 5 × 4 nodes, node (i, j) = 5 j + i; top is j = 3.
+    assert_eq!(pin("corners:top"), vec![15, 19]);
+    assert_eq!(pin("corners"), vec![0, 4, 15, 19]);
+    assert_eq!(pin("edge:left"), vec![0, 5, 10, 15]);
+    assert_eq!(pin("row:1"), vec![5, 6, 7, 8, 9]);
+    assert_eq!(pin("column:2"), vec![2, 7, 12, 17]);
+    assert_eq!(pin("corner:bottom-right"), vec![4]);
+}
+
+#[test]
+fn simulate_writes_objs_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let scn = Scenario::parse(&format!("{MINIMAL}\n[output]\nevery = 2\n[[pin]]\nregion = \"corners:top\"\n")).unwrap();
+    let s = sim::simulate(&scn, dir.path(), false).unwrap();
+    let objs: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "obj"))
+        .collect();
+    assert_eq!(objs.len(), 2, "frames 0 and 2 of 0..=3");
+    let obj = std::fs::read_to_string(dir.path().join("frame_00002.obj")).unwrap();
+    assert_eq!(obj.lines().filter(|l| l.starts_with("v ")).count(), 20);
+    assert_eq!(obj.lines().filter(|l| l.starts_with("f ")).count(), 2 * 4 * 3);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
+    let frames = json["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 4);
+    for key in ["energy", "cg_iterations", "max_strain", "dropped_pairs"] {
+        assert!(frames[3].get(key).is_some(), "summary lacks {key}");
+    }
+    // A pinned cloth released from rest under gravity loses potential energy.
+    assert!(frames[3]["energy"]["gravity"].as_f64().unwrap() < frames[0]["energy"]["gravity"].as_f64().unwrap());
+    assert_eq!(s.frames.len(), 4);
+}
