@@ -29,26 +29,27 @@ pub enum ProximityError {
     Length,
 }
 
-const NEIGHBOURS: usize = 27;
-
 #[inline]
 fn cell_of(p: Vec3, inv: f32) -> [i32; 3] {
     // `as` saturates and maps NaN to 0: any input gives a valid cell.
     [libm::floorf(p.x * inv) as i32, libm::floorf(p.y * inv) as i32, libm::floorf(p.z * inv) as i32]
 }
 
+/// Bucket of a cell; `mask` is a power of two minus one.
 #[inline]
-fn bucket(c: [i32; 3], buckets: u32) -> u32 {
+fn bucket(c: [i32; 3], mask: u32) -> u32 {
     let h = (c[0] as u32).wrapping_mul(73_856_093)
         ^ (c[1] as u32).wrapping_mul(19_349_663)
         ^ (c[2] as u32).wrapping_mul(83_492_791);
-    h % buckets
+    // Fold the high bits in: the multipliers leave the low bits weak.
+    (h ^ (h >> 16)) & mask
 }
 
 /// Finds every node pair `(a, b)`, `a < b`, closer than `radius` with no
 /// static edge between them. Pairs are written to `out` in ascending
 /// `(a, b)` order; pairs past `out.len()` are counted as dropped. `cells`
-/// (hash buckets + 1, any length ≥ 2) and `order` (≥ nodes) are scratch.
+/// (hash buckets + 1, any length ≥ 2; the largest power of two of buckets
+/// that fits is used) and `order` (≥ nodes) are scratch.
 /// Deterministic: the same input gives the same output on every target.
 pub fn proximity(
     mesh: &Mesh,
@@ -68,7 +69,9 @@ pub fn proximity(
     if cells.len() < 2 || order.len() < n {
         return Err(ProximityError::Storage);
     }
-    let buckets = (cells.len() - 1).min(u32::MAX as usize) as u32;
+    // The largest power of two of buckets that fits.
+    let avail = (cells.len() - 1).min(1 << 31) as u32;
+    let mask = (1u32 << (31 - avail.leading_zeros())) - 1;
     let inv = 1.0 / radius;
     let r2 = radius * radius;
 
@@ -76,13 +79,13 @@ pub fn proximity(
     // order[start(b)..cells[b]] with start(b) = cells[b - 1] (0 for b = 0).
     cells.fill(0);
     for p in x {
-        cells[bucket(cell_of(*p, inv), buckets) as usize + 1] += 1;
+        cells[bucket(cell_of(*p, inv), mask) as usize + 1] += 1;
     }
     for b in 1..cells.len() {
         cells[b] += cells[b - 1];
     }
     for (i, p) in x.iter().enumerate() {
-        let b = bucket(cell_of(*p, inv), buckets) as usize;
+        let b = bucket(cell_of(*p, inv), mask) as usize;
         order[cells[b] as usize] = i as NodeId;
         cells[b] += 1;
     }
@@ -90,34 +93,31 @@ pub fn proximity(
     let mut found = Proximity::default();
     for (i, &pi) in x.iter().enumerate() {
         let c = cell_of(pi, inv);
-        let mut near = [0u32; NEIGHBOURS];
-        let mut k = 0;
+        let first = found.pairs;
         for dx in -1..=1 {
             for dy in -1..=1 {
                 for dz in -1..=1 {
                     let nc = [c[0].wrapping_add(dx), c[1].wrapping_add(dy), c[2].wrapping_add(dz)];
-                    near[k] = bucket(nc, buckets);
-                    k += 1;
-                }
-            }
-        }
-        near.sort_unstable();
-        let first = found.pairs;
-        for (k, &b) in near.iter().enumerate() {
-            if k > 0 && near[k - 1] == b {
-                continue; // two neighbour cells share a bucket
-            }
-            let start = if b == 0 { 0 } else { cells[b as usize - 1] as usize };
-            for &j in &order[start..cells[b as usize] as usize] {
-                let j = j as usize;
-                if j <= i || (x[j] - pi).norm2() >= r2 || mesh.has_edge(i as NodeId, j as NodeId) {
-                    continue;
-                }
-                if found.pairs < out.len() {
-                    out[found.pairs] = [i as NodeId, j as NodeId];
-                    found.pairs += 1;
-                } else {
-                    found.dropped += 1;
+                    let b = bucket(nc, mask) as usize;
+                    let start = if b == 0 { 0 } else { cells[b - 1] as usize };
+                    for &j in &order[start..cells[b] as usize] {
+                        let j = j as usize;
+                        // A bucket may hold other cells' nodes (hash
+                        // collisions, or two neighbour cells sharing it):
+                        // take each node only from its own cell.
+                        if j <= i || (x[j] - pi).norm2() >= r2 || cell_of(x[j], inv) != nc {
+                            continue;
+                        }
+                        if mesh.has_edge(i as NodeId, j as NodeId) {
+                            continue;
+                        }
+                        if found.pairs < out.len() {
+                            out[found.pairs] = [i as NodeId, j as NodeId];
+                            found.pairs += 1;
+                        } else {
+                            found.dropped += 1;
+                        }
+                    }
                 }
             }
         }

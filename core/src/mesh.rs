@@ -126,6 +126,9 @@ pub struct MeshStorage<'a> {
     pub node_area: &'a mut [f32],
     pub triangles: &'a mut [Triangle],
     pub edges: &'a mut [Edge],
+    /// One entry per node: the edges `(a, ·)` of node `a` start at
+    /// `edge_start[a]` and end where those of `a + 1` start.
+    pub edge_start: &'a mut [u16],
     pub hinges: &'a mut [Hinge],
 }
 
@@ -136,6 +139,7 @@ pub struct Mesh<'a> {
     node_area: &'a [f32],
     triangles: &'a [Triangle],
     edges: &'a [Edge],
+    edge_start: &'a [u16],
     hinges: &'a [Hinge],
 }
 
@@ -273,10 +277,14 @@ impl<'a> Mesh<'a> {
             hinges: self.hinges.len(),
         }
     }
-    /// Index of the static edge between `a` and `b`, if there is one
-    /// (binary search over the sorted edges).
+    /// Index of the static edge between `a` and `b`, if there is one.
+    #[inline]
     pub fn edge_index(&self, a: NodeId, b: NodeId) -> Option<usize> {
-        find_edge(self.edges, a, b).ok()
+        let (a, b) = if a < b { (a, b) } else { (b, a) };
+        let a = a as usize;
+        let lo = self.edge_start[a] as usize;
+        let hi = self.edge_start.get(a + 1).map_or(self.edges.len(), |&e| e as usize);
+        self.edges[lo..hi].iter().position(|e| e.b == b).map(|k| lo + k)
     }
     /// Whether `a` and `b` share a static edge.
     pub fn has_edge(&self, a: NodeId, b: NodeId) -> bool {
@@ -302,7 +310,7 @@ fn build<'a>(
     tri: impl Fn(usize) -> [NodeId; 3],
     storage: MeshStorage<'a>,
 ) -> Result<Mesh<'a>, MeshError> {
-    let MeshStorage { rest, node_area, triangles, edges, hinges } = storage;
+    let MeshStorage { rest, node_area, triangles, edges, edge_start, hinges } = storage;
     if n_tris == 0 {
         return Err(MeshError::Empty);
     }
@@ -316,8 +324,11 @@ fn build<'a>(
             needed: n_tris,
         });
     }
-    for (name, cap) in [("node area", node_area.len()), ("triangle", triangles.len())] {
-        let needed = if name == "triangle" { n_tris } else { n_nodes };
+    for (name, cap, needed) in [
+        ("node area", node_area.len(), n_nodes),
+        ("edge start", edge_start.len(), n_nodes),
+        ("triangle", triangles.len(), n_tris),
+    ] {
         if cap < needed {
             return Err(MeshError::Capacity { what: name, capacity: cap, needed });
         }
@@ -403,13 +414,21 @@ fn build<'a>(
         return Err(MeshError::Capacity { what: "edge (u16 index)", capacity: u16::MAX as usize, needed: n_edges });
     }
     let edges = &edges[..n_edges];
+    let edge_start = &mut edge_start[..n_nodes];
+    let mut e = 0;
+    for (a, start) in edge_start.iter_mut().enumerate() {
+        while e < n_edges && (edges[e].a as usize) < a {
+            e += 1;
+        }
+        *start = e as u16;
+    }
     for tr in triangles[..n_tris].iter_mut() {
         for k in 0..3 {
             let e = find_edge(edges, tr.nodes[k], tr.nodes[(k + 1) % 3]).unwrap_or(0);
             tr.edges[k] = e as u16;
         }
     }
-    Ok(Mesh { rest, node_area, triangles: &triangles[..n_tris], edges, hinges: &hinges[..n_hinges] })
+    Ok(Mesh { rest, node_area, triangles: &triangles[..n_tris], edges, edge_start, hinges: &hinges[..n_hinges] })
 }
 
 /// cot of the angle between `u` and `v`.

@@ -250,7 +250,13 @@ pub struct StepParams {
 
 impl Default for StepParams {
     fn default() -> Self {
-        StepParams { dt: 1.0 / 60.0, cg_max_iterations: 200, cg_tolerance: 1e-4, self_contact: None, energy_check: true }
+        StepParams {
+            dt: 1.0 / 60.0,
+            cg_max_iterations: 200,
+            cg_tolerance: 1e-4,
+            self_contact: None,
+            energy_check: true,
+        }
     }
 }
 

@@ -23,6 +23,7 @@ pub struct MeshBuffers<const N: usize, const T: usize, const E: usize, const H: 
     node_area: [f32; N],
     triangles: [Triangle; T],
     edges: [Edge; E],
+    edge_start: [u16; N],
     hinges: [Hinge; H],
 }
 
@@ -36,6 +37,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers
             node_area: [0.0; N],
             triangles: [TRI; T],
             edges: [EDGE; E],
+            edge_start: [0; N],
             hinges: [HINGE; H],
         }
     }
@@ -45,6 +47,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers
             node_area: &mut self.node_area,
             triangles: &mut self.triangles,
             edges: &mut self.edges,
+            edge_start: &mut self.edge_start,
             hinges: &mut self.hinges,
         }
     }

@@ -14,6 +14,7 @@ pub struct VecMeshStorage {
     node_area: Vec<f32>,
     triangles: Vec<Triangle>,
     edges: Vec<Edge>,
+    edge_start: Vec<u16>,
     hinges: Vec<Hinge>,
 }
 
@@ -24,6 +25,7 @@ impl VecMeshStorage {
             node_area: vec![0.0; c.nodes],
             triangles: vec![Triangle::default(); c.triangles],
             edges: vec![Edge::default(); c.edges],
+            edge_start: vec![0; c.nodes],
             hinges: vec![Hinge::default(); c.hinges],
         }
     }
@@ -37,6 +39,7 @@ impl VecMeshStorage {
             node_area: &mut self.node_area,
             triangles: &mut self.triangles,
             edges: &mut self.edges,
+            edge_start: &mut self.edge_start,
             hinges: &mut self.hinges,
         }
     }

@@ -144,7 +144,11 @@ pub struct SolverSpec {
 impl Default for SolverSpec {
     fn default() -> Self {
         let p = StepParams::default();
-        SolverSpec { cg_max_iterations: p.cg_max_iterations, cg_tolerance: p.cg_tolerance, energy_check: p.energy_check }
+        SolverSpec {
+            cg_max_iterations: p.cg_max_iterations,
+            cg_tolerance: p.cg_tolerance,
+            energy_check: p.energy_check,
+        }
     }
 }
 

@@ -323,7 +323,9 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     }
 
     // Candidate: v⁺ = v + Δv (kept in dv), x⁺ = x + h v⁺.
-    for ((dv, xn), ((xi, vi), &p)) in ws.dv.iter_mut().zip(ws.x_new.iter_mut()).zip(x.iter().zip(v).zip(ws.pinned.iter())) {
+    for ((dv, xn), ((xi, vi), &p)) in
+        ws.dv.iter_mut().zip(ws.x_new.iter_mut()).zip(x.iter().zip(v).zip(ws.pinned.iter()))
+    {
         *dv = *vi + if p != 0 { *dv } else { *dv * scale };
         *xn = *xi + *dv * h;
     }
