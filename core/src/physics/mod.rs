@@ -392,7 +392,8 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         report.cg_iterations += sub.solve.iterations;
         report.residual = report.residual.max(sub.solve.residual);
         report.converged &= sub.solve.converged;
-        if !(sub.finite && sub.passed) && !last_resort {
+        let good = sub.finite && sub.passed;
+        if !good && !last_resort {
             level += 1;
             continue;
         }
