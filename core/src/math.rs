@@ -160,6 +160,20 @@ impl Mat3 {
     pub fn is_finite(&self) -> bool {
         self.c.iter().all(|c| c.is_finite())
     }
+    /// Inverse by the adjugate; `None` when singular or not finite.
+    pub fn inverse(&self) -> Option<Mat3> {
+        let [a, b, c] = self.c;
+        // Rows of the inverse are the cross products of column pairs / det.
+        let r0 = b.cross(c);
+        let r1 = c.cross(a);
+        let r2 = a.cross(b);
+        let det = a.dot(r0);
+        if !(det.abs() > f32::MIN_POSITIVE) || !det.is_finite() {
+            return None;
+        }
+        let inv = 1.0 / det;
+        Some(Mat3 { c: [r0 * inv, r1 * inv, r2 * inv] }.transpose())
+    }
 }
 
 impl Add for Mat3 {
@@ -234,5 +248,33 @@ impl Sym2 {
             (1.0, 0.0)
         };
         Sym2 { a: l1 * ux * ux, b: l1 * ux * uy, d: l1 * uy * uy }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inverse_times_matrix_is_identity() {
+        let m = Mat3 { c: [Vec3::new(4.0, 1.0, 0.5), Vec3::new(1.0, 3.0, -0.2), Vec3::new(0.5, -0.2, 2.0)] };
+        let inv = m.inverse().unwrap();
+        for k in 0..3 {
+            let e = Mat3::IDENTITY.c[k];
+            let back = m.mul_vec(inv.mul_vec(e));
+            assert!((back - e).norm() < 1e-6, "{back:?}");
+        }
+        assert!(Mat3::ZERO.inverse().is_none());
+    }
+
+    #[test]
+    fn positive_part_clamps_negative_eigenvalues() {
+        let s = Sym2 { a: 1.0, b: 2.0, d: 1.0 }; // eigenvalues 3 and −1
+        let p = s.positive_part();
+        // 3 · u uᵀ with u = (1, 1)/√2.
+        assert!((p.a - 1.5).abs() < 1e-6 && (p.b - 1.5).abs() < 1e-6 && (p.d - 1.5).abs() < 1e-6);
+        let pd = Sym2 { a: 2.0, b: 0.5, d: 1.0 };
+        assert_eq!(pd.positive_part(), pd);
+        assert_eq!(Sym2 { a: -1.0, b: 0.0, d: -2.0 }.positive_part(), Sym2::default());
     }
 }

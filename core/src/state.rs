@@ -6,9 +6,10 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{MeshCounts, NodeId};
 use crate::model::Model;
 
-/// Vec3 slots per node: x, v, force, external force, inverse diagonal, r,
-/// p, q, Δv, x_new.
-pub const VEC3_PER_NODE: usize = 10;
+/// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new.
+pub const VEC3_PER_NODE: usize = 9;
+/// Mat3 slots per node (diagonal block, preconditioner); one more per edge.
+pub const MAT3_PER_NODE: usize = 2;
 
 /// Sizes of the slices a [`StateStorage`] needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +28,7 @@ impl StateSizes {
     pub const fn new(counts: MeshCounts, pairs: usize) -> StateSizes {
         StateSizes {
             vec3: VEC3_PER_NODE * counts.nodes,
-            mat3: counts.nodes + counts.edges,
+            mat3: MAT3_PER_NODE * counts.nodes + counts.edges,
             flags: counts.nodes,
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
@@ -99,13 +100,13 @@ impl core::fmt::Display for StateError {
 pub(crate) struct Workspace<'a> {
     pub force: &'a mut [Vec3],
     pub f_ext: &'a mut [Vec3],
-    pub inv_diag: &'a mut [Vec3],
     pub r: &'a mut [Vec3],
     pub p: &'a mut [Vec3],
     pub q: &'a mut [Vec3],
     pub dv: &'a mut [Vec3],
     pub x_new: &'a mut [Vec3],
     pub diag: &'a mut [Mat3],
+    pub precond: &'a mut [Mat3],
     pub off: &'a mut [Mat3],
     pub pinned: &'a mut [u8],
     pub cells: &'a mut [u32],
@@ -153,13 +154,13 @@ impl<'a> State<'a> {
         let v = v3(&mut vec3)?;
         let force = v3(&mut vec3)?;
         let f_ext = v3(&mut vec3)?;
-        let inv_diag = v3(&mut vec3)?;
         let r = v3(&mut vec3)?;
         let p = v3(&mut vec3)?;
         let q = v3(&mut vec3)?;
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
         let diag = take(&mut mat3, n, "mat3", mcap, need.mat3)?;
+        let precond = take(&mut mat3, n, "mat3", mcap, need.mat3)?;
         let off = take(&mut mat3, counts.edges, "mat3", mcap, need.mat3)?;
         if flags.len() < n {
             return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
@@ -178,13 +179,13 @@ impl<'a> State<'a> {
             ws: Workspace {
                 force,
                 f_ext,
-                inv_diag,
                 r,
                 p,
                 q,
                 dv,
                 x_new,
                 diag,
+                precond,
                 off,
                 pinned: &mut flags[..n],
                 cells,

@@ -264,18 +264,21 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     // A = M(1 + hα) + (hβ + h²) K and its inverse diagonal.
     let m_scale = 1.0 + h * alpha;
     let c = h * beta + h * h;
-    for (i, d) in ws.diag.iter().enumerate() {
-        let m = model.mass(i) * m_scale;
-        ws.inv_diag[i] = d.diagonal() * c + Vec3::new(m, m, m);
+    // Block-Jacobi preconditioner: the inverse 3×3 diagonal blocks of A.
+    for (i, (d, pc)) in ws.diag.iter().zip(ws.precond.iter_mut()).enumerate() {
+        *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
     }
     for hg in mesh.hinges() {
         for q in 0..4 {
             let s = c * mat.bending * hg.weight * hg.k[q] * hg.k[q];
-            ws.inv_diag[hg.nodes[q] as usize] += Vec3::new(s, s, s);
+            ws.precond[hg.nodes[q] as usize] += Mat3::scale(s);
         }
     }
-    for d in ws.inv_diag.iter_mut() {
-        *d = Vec3::new(1.0 / d.x, 1.0 / d.y, 1.0 / d.z);
+    for pc in ws.precond.iter_mut() {
+        let d = pc.diagonal();
+        *pc = pc.inverse().unwrap_or(Mat3 {
+            c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
+        });
     }
     let system = solver::System {
         mesh,
@@ -285,7 +288,7 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
         density: mat.density,
         m_scale,
         c,
-        inv_diag: ws.inv_diag,
+        precond: ws.precond,
         pinned: ws.pinned,
     };
 

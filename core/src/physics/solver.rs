@@ -60,7 +60,8 @@ pub struct System<'s, 'm> {
     pub density: f32,
     pub m_scale: f32,
     pub c: f32,
-    pub inv_diag: &'s [Vec3],
+    /// Inverse diagonal blocks of `A` (block-Jacobi preconditioner).
+    pub precond: &'s [Mat3],
     pub pinned: &'s [u8],
 }
 
@@ -91,8 +92,8 @@ impl System<'_, '_> {
             let converged = b_norm == 0.0;
             return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged };
         }
-        for ((pi, ri), di) in p.iter_mut().zip(r.iter()).zip(self.inv_diag) {
-            *pi = Vec3::new(ri.x * di.x, ri.y * di.y, ri.z * di.z);
+        for ((pi, ri), di) in p.iter_mut().zip(r.iter()).zip(self.precond) {
+            *pi = di.mul_vec(*ri);
         }
         let mut rz = dot(r, p);
         let mut res = 1.0;
@@ -114,8 +115,8 @@ impl System<'_, '_> {
                 *ri -= *qi * alpha;
             }
             // z = M⁻¹ r, kept in q (no longer needed this iteration).
-            for ((qi, ri), di) in q.iter_mut().zip(r.iter()).zip(self.inv_diag) {
-                *qi = Vec3::new(ri.x * di.x, ri.y * di.y, ri.z * di.z);
+            for ((qi, ri), di) in q.iter_mut().zip(r.iter()).zip(self.precond) {
+                *qi = di.mul_vec(*ri);
             }
             let rz_new = dot(r, q);
             let beta = rz_new / rz;
