@@ -112,3 +112,13 @@ fn simulate_writes_objs_and_a_summary() {
     assert!(frames[3]["energy"]["gravity"].as_f64().unwrap() < frames[0]["energy"]["gravity"].as_f64().unwrap());
     assert_eq!(s.frames.len(), 4);
 }
+
+#[test]
+fn readme_scenario_example_is_valid() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let block = readme.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in the README");
+    let scn = Scenario::parse(block).unwrap();
+    assert_eq!(scn.pins.len(), 1);
+    assert_eq!(scn.colliders.len(), 1);
+    assert!(scn.wind.is_some() && scn.self_contact.enabled);
+}
