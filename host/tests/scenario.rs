@@ -115,7 +115,8 @@ fn simulate_writes_objs_and_a_summary() {
 
 #[test]
 fn readme_scenario_example_is_valid() {
-    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
     let block = readme.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in the README");
     let scn = Scenario::parse(block).unwrap();
     assert_eq!(scn.pins.len(), 1);
