@@ -49,7 +49,13 @@ pub struct Hinge {
     /// `1 / (A0 + A1)`, the area normalisation of the hinge energy (so that
     /// `½ κ_b Σ w |Σ k_i x_i|²` tends to `½ κ_b ∫ (κ₁ + κ₂)² dA`).
     pub weight: f32,
+    /// Static edge indices of the node pairs (0,1), (0,2), (1,2), (0,3),
+    /// (1,3); the wing pair (2,3) has no edge.
+    pub pair_edges: [u16; 5],
 }
+
+/// The node pairs of a hinge that are static edges, in [`Hinge::pair_edges`] order.
+pub const HINGE_EDGE_PAIRS: [(usize, usize); 5] = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3)];
 
 /// Why a mesh could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -422,6 +428,11 @@ fn build<'a>(
         }
         *start = e as u16;
     }
+    for hg in hinges[..n_hinges].iter_mut() {
+        for (k, (a, b)) in HINGE_EDGE_PAIRS.into_iter().enumerate() {
+            hg.pair_edges[k] = find_edge(edges, hg.nodes[a], hg.nodes[b]).unwrap_or(0) as u16;
+        }
+    }
     for tr in triangles[..n_tris].iter_mut() {
         for k in 0..3 {
             let e = find_edge(edges, tr.nodes[k], tr.nodes[(k + 1) % 3]).unwrap_or(0);
@@ -443,5 +454,5 @@ fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4], area_sum: f32) -> Hinge {
     let a1 = cot(x0 - x1, x2 - x1);
     let b0 = cot(x1 - x0, x3 - x0);
     let b1 = cot(x0 - x1, x3 - x1);
-    Hinge { nodes, k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)], weight: 1.0 / area_sum }
+    Hinge { nodes, k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)], weight: 1.0 / area_sum, pair_edges: [0; 5] }
 }

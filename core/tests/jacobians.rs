@@ -206,3 +206,41 @@ fn cylinder_bending_energy_matches_plate_theory() {
         assert!(rel < 0.15, "R = {radius}: discrete {e}, continuum {expected} (rel {rel})");
     }
 }
+
+#[test]
+fn assembled_stiffness_matches_finite_differences_of_all_forces() {
+    // A uniformly stretched, randomly perturbed cloth (membrane in tension,
+    // where the solver's PSD stiffness is exact) plus bending: the assembled
+    // blocks and the matrix-free wing terms together are −∂f/∂x.
+    use weft_core::math::Mat3;
+    use weft_core::physics::{assemble, solver::matvec};
+    let grid = Grid::horizontal(5, 4, 0.8, 0.6, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let mat = Material { bending: 0.02, ..Material::COTTON };
+    let model = Model::new(mesh, mat, Scene::default(), StepParams::default()).unwrap();
+    let mut rng = Rng(31337);
+    let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.08 + rng.vec3(0.004)).collect();
+    let n = x.len();
+    let forces = |x: &[Vec3]| {
+        let mut f = vec![Vec3::ZERO; n];
+        let (mut d, mut o) = (vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
+        assemble(&model, x, &mut f, &mut d, &mut o);
+        (f, d, o)
+    };
+    let (_, diag, off) = forces(&x);
+    let eps = 1e-3;
+    for _ in 0..6 {
+        let p: Vec<Vec3> = (0..n).map(|_| rng.vec3(1.0)).collect();
+        let mut kp = vec![Vec3::ZERO; n];
+        matvec(&mesh, &diag, &off, mat.bending, &p, &mut kp);
+        let xp: Vec<Vec3> = x.iter().zip(&p).map(|(a, b)| *a + *b * eps).collect();
+        let xm: Vec<Vec3> = x.iter().zip(&p).map(|(a, b)| *a - *b * eps).collect();
+        let (fp, fm) = (forces(&xp).0, forces(&xm).0);
+        let scale = kp.iter().map(|v| v.norm()).fold(0.0, f32::max);
+        for i in 0..n {
+            let fd = (fp[i] - fm[i]) * (-1.0 / (2.0 * eps));
+            assert!((fd - kp[i]).norm() <= 5e-3 * scale, "node {i}: K p {:?} vs FD {:?}", kp[i], fd);
+        }
+    }
+}

@@ -18,6 +18,7 @@ pub mod solver;
 
 use crate::contact;
 use crate::math::{Mat3, Vec3};
+use crate::mesh::HINGE_EDGE_PAIRS;
 use crate::model::Model;
 use crate::state::State;
 
@@ -114,8 +115,9 @@ pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
 }
 
 /// Adds the elastic forces to `force` and the PSD stiffness `K` to the
-/// diagonal and edge blocks (membrane only; bending stays matrix-free).
-fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
+/// diagonal and edge blocks (membrane and bending; the bending wing–wing
+/// terms are applied matrix-free by [`solver::matvec`]).
+pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
     let (mu, lambda) = model.material.lame();
     let mesh = &model.mesh;
     diag.fill(Mat3::ZERO);
@@ -134,7 +136,21 @@ fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], of
             off[e] += if t.nodes[i] < t.nodes[j] { kij } else { kij.transpose() };
         }
     }
-    bending::apply(mesh.hinges(), model.material.bending, -1.0, x, force);
+    // Bending: forces, and its constant Hessian κ_b w k kᵀ ⊗ I on the
+    // diagonal and edge blocks (the wing–wing term stays matrix-free).
+    let kb = model.material.bending;
+    bending::apply(mesh.hinges(), kb, -1.0, x, force);
+    if kb != 0.0 {
+        for hg in mesh.hinges() {
+            let s = kb * hg.weight;
+            for q in 0..4 {
+                diag[hg.nodes[q] as usize] += Mat3::scale(s * hg.k[q] * hg.k[q]);
+            }
+            for (e, (a, b)) in hg.pair_edges.iter().zip(HINGE_EDGE_PAIRS) {
+                off[*e as usize] += Mat3::scale(s * hg.k[a] * hg.k[b]);
+            }
+        }
+    }
 }
 
 /// Aerodynamic drag and lift per triangle, a third to each node.
@@ -267,12 +283,6 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     // Block-Jacobi preconditioner: the inverse 3×3 diagonal blocks of A.
     for (i, (d, pc)) in ws.diag.iter().zip(ws.precond.iter_mut()).enumerate() {
         *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
-    }
-    for hg in mesh.hinges() {
-        for q in 0..4 {
-            let s = c * mat.bending * hg.weight * hg.k[q] * hg.k[q];
-            ws.precond[hg.nodes[q] as usize] += Mat3::scale(s);
-        }
     }
     for pc in ws.precond.iter_mut() {
         let d = pc.diagonal();

@@ -3,14 +3,14 @@
 //! the constant bending Hessian applied matrix-free; and the filtered,
 //! Jacobi-preconditioned conjugate-gradient solver.
 
-use super::bending;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
 
-/// `out = (D + O + s·K_b) p`, with `D` the diagonal blocks, `O` the
-/// symmetric off-diagonal edge blocks (`off[e]` is the block of row `a`,
-/// column `b` of edge `e`) and `K_b` the bending Hessian with stiffness
-/// `bend` (0 skips it).
+/// `out = K p`: `diag` and `off` hold the diagonal and symmetric static-edge
+/// blocks (`off[e]` is the block of row `a`, column `b` of edge `e`) with
+/// the membrane stiffness and every bending term between edge-connected
+/// nodes; the hinges' wing–wing terms (nodes with no edge between them),
+/// with bending stiffness `bend`, are applied here matrix-free.
 pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
@@ -21,7 +21,12 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], o
         out[j] += b.tmul_vec(p[i]);
     }
     if bend != 0.0 {
-        bending::apply(mesh.hinges(), bend, 1.0, p, out);
+        for h in mesh.hinges() {
+            let s = bend * h.weight * h.k[2] * h.k[3];
+            let (i, j) = (h.nodes[2] as usize, h.nodes[3] as usize);
+            out[i] += p[j] * s;
+            out[j] += p[i] * s;
+        }
     }
 }
 
