@@ -212,12 +212,20 @@ fn assembled_stiffness_matches_finite_differences_of_all_forces() {
     // A uniformly stretched, randomly perturbed cloth (membrane in tension,
     // where the solver's PSD stiffness is exact) plus bending: the assembled
     // blocks and the matrix-free wing terms together are −∂f/∂x.
-    use weft_core::math::Mat3;
-    use weft_core::physics::{assemble, solver::matvec};
     let grid = Grid::horizontal(5, 4, 0.8, 0.6, 0.0);
     let mut ms = VecMeshStorage::for_counts(grid.counts());
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
-    let mat = Material { bending: 0.02, ..Material::COTTON };
+    // Membrane-dominated, then bending-dominated.
+    for mat in
+        [Material { bending: 0.02, ..Material::COTTON }, Material { stretch: 1.0, bending: 0.05, ..Material::COTTON }]
+    {
+        check_assembly(mesh, mat);
+    }
+}
+
+fn check_assembly(mesh: Mesh, mat: Material) {
+    use weft_core::math::Mat3;
+    use weft_core::physics::{assemble, solver::matvec};
     let model = Model::new(mesh, mat, Scene::default(), StepParams::default()).unwrap();
     let mut rng = Rng(31337);
     let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.08 + rng.vec3(0.004)).collect();
