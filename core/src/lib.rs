@@ -18,6 +18,7 @@
 //!   their Jacobians, one linearised backward-Euler solve by PCG.
 //! - [`contact`]: the bounded spatial-hash proximity search and the
 //!   collider / self-contact responses.
+//! - [`gnn`]: the correction network's graph and input features.
 //! - [`storage`]: const-generic buffers for static storage.
 //!
 //! ## Example
@@ -46,6 +47,7 @@
 extern crate alloc;
 
 pub mod contact;
+pub mod gnn;
 pub mod math;
 pub mod mesh;
 pub mod model;

@@ -3,7 +3,8 @@
 //! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{MeshCounts, NodeId};
+use crate::contact::{self, Proximity, ProximityError};
+use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new.
@@ -171,6 +172,10 @@ impl<'a> State<'a> {
         if cells.len() < 2 {
             return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
         }
+        flags[..n].fill(0);
+        for pin in model.scene.pins {
+            flags[pin.node as usize] = 1;
+        }
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
         Ok(State {
@@ -220,6 +225,41 @@ impl<'a> State<'a> {
     }
     pub fn node_count(&self) -> usize {
         self.x.len()
+    }
+
+    /// Pinned-node flags of the last step (non-zero: pinned).
+    pub fn pinned(&self) -> &[u8] {
+        self.ws.pinned
+    }
+
+    /// Finds the node pairs closer than `radius` with no static edge in the
+    /// current positions (the network's dynamic edges) into the state's
+    /// pair storage; see [`State::pairs`].
+    pub fn find_pairs(&mut self, mesh: &Mesh, radius: f32) -> Result<Proximity, ProximityError> {
+        self.ws.n_pairs = 0;
+        let found = contact::proximity(mesh, self.x, radius, self.ws.cells, self.ws.order, self.ws.pairs)?;
+        self.ws.n_pairs = found.pairs;
+        self.warnings.dropped_pairs += found.dropped as u64;
+        Ok(found)
+    }
+
+    /// Adds a correction to positions and velocities of the free nodes
+    /// (pinned nodes stay on their targets). A correction with NaN/inf or
+    /// the wrong length is rejected and the state left as it was.
+    pub fn apply_correction(&mut self, dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
+        check(dx, self.x.len())?;
+        check(dv, self.v.len())?;
+        let overflow = self.x.iter().zip(dx).chain(self.v.iter().zip(dv)).position(|(a, b)| !(*a + *b).is_finite());
+        if let Some(k) = overflow {
+            return Err(StateError::NonFinite { node: k % self.x.len() });
+        }
+        for (i, ((x, v), (ddx, ddv))) in self.x.iter_mut().zip(self.v.iter_mut()).zip(dx.iter().zip(dv)).enumerate() {
+            if self.ws.pinned[i] == 0 {
+                *x += *ddx;
+                *v += *ddv;
+            }
+        }
+        Ok(())
     }
 
     /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving
