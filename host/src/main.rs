@@ -6,6 +6,11 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use weft_core::prelude::Vec3;
 use weft_host::render::{self, Camera};
+use weft_host::dataset::{self, DatasetSpec};
+use weft_host::families::Family;
+use weft_host::eval;
+use weft_host::gnn::{GnnConfig, Trained};
+use weft_host::train::{self, TrainOptions};
 use weft_host::scenario::Scenario;
 use weft_host::sim;
 
@@ -28,6 +33,83 @@ enum Command {
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
+    },
+    /// Build the coarse/fine training data set (fine simulations of every
+    /// scenario family, restricted to the coarse nodes).
+    Generate {
+        #[arg(short, long, default_value = "data")]
+        out: PathBuf,
+        /// Trajectories per family.
+        #[arg(long, default_value_t = 14)]
+        per_family: u64,
+        /// Frames per trajectory.
+        #[arg(long, default_value_t = 200)]
+        steps: u32,
+        /// Coarse grid nodes per side.
+        #[arg(long, default_value_t = 16)]
+        coarse: usize,
+        /// Fine grid refinement factor.
+        #[arg(long, default_value_t = 4)]
+        k: usize,
+        /// Fine physics steps per coarse frame.
+        #[arg(long, default_value_t = 4)]
+        time_substeps: u32,
+        /// Family kept out of training.
+        #[arg(long, value_enum, default_value = "flag")]
+        heldout: Family,
+        /// Offset added to every seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Train the correction network on a data set (resumable).
+    Train {
+        #[arg(short, long, default_value = "data")]
+        data: PathBuf,
+        /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
+        #[arg(short, long, default_value = "checkpoints/weft-gnn")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 20_000)]
+        steps: usize,
+        #[arg(long, default_value_t = 4)]
+        batch: usize,
+        #[arg(long, default_value_t = 1e-3)]
+        lr: f32,
+        #[arg(long, default_value_t = 16)]
+        latent: usize,
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Dynamic-edge radius (m).
+        #[arg(long, default_value_t = 0.05)]
+        radius: f32,
+        /// Continue from the checkpoint at --out.
+        #[arg(long)]
+        resume: bool,
+        /// Also export the result to weights/ (float weights + normalisation).
+        #[arg(long)]
+        export: Option<PathBuf>,
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Roll out plain coarse, corrected coarse and a plain 2× finer mesh
+    /// against the fine reference: report.json and rmse.png.
+    Eval {
+        /// A scenario file (its fine reference is simulated here) ...
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+        /// ... or a data set split (test, val, heldout, train).
+        #[arg(long, default_value = "test")]
+        split: String,
+        #[arg(short, long, default_value = "data")]
+        data: PathBuf,
+        /// Trained model stem; without it only the plain columns are filled.
+        #[arg(short, long, default_value = "weights/weft-gnn")]
+        model: PathBuf,
+        #[arg(long, default_value_t = 200)]
+        steps: usize,
+        #[arg(short, long, default_value = "eval")]
+        out: PathBuf,
     },
     /// Drape a cloth over a sphere and write an animated GIF.
     Demo {
@@ -70,6 +152,116 @@ fn run(cli: Cli) -> Result<()> {
                 s.dropped_pairs,
                 out.display()
             );
+        }
+        Command::Generate { out, per_family, steps, coarse, k, time_substeps, heldout, seed, quiet } => {
+            let spec = DatasetSpec {
+                coarse,
+                k,
+                time_substeps,
+                steps,
+                per_family,
+                heldout: Some(heldout),
+                seed,
+                ..DatasetSpec::default()
+            };
+            let t0 = std::time::Instant::now();
+            let index = dataset::generate(&spec, &out, !quiet)?;
+            let fine: f32 = index.trajectories.iter().map(|t| t.fine_seconds).sum();
+            println!(
+                "{} trajectories ({} failed) in {:.1} s wall, {:.1} s of fine simulation; wrote {}",
+                index.trajectories.len(),
+                index.failed.len(),
+                t0.elapsed().as_secs_f32(),
+                fine,
+                out.display()
+            );
+            for f in &index.failed {
+                println!("failed: {f}");
+            }
+        }
+        Command::Train { data, out, steps, batch, lr, latent, rounds, radius, resume, export, quiet } => {
+            let opts = TrainOptions {
+                data,
+                out: out.clone(),
+                steps,
+                batch,
+                lr,
+                config: GnnConfig { latent, rounds, radius, ..GnnConfig::default() },
+                resume,
+                progress: !quiet,
+                ..TrainOptions::default()
+            };
+            let (model, log) = train::train(&opts)?;
+            let first = log.history.first().copied().unwrap_or_default();
+            let last = log.history.last().copied().unwrap_or_default();
+            println!(
+                "{} parameters, {} steps in {:.1} s ({:.1} steps/s); loss {:.4} → {:.4}, validation {:.4} → {:.4}; checkpoint {}",
+                model.meta.parameters,
+                steps,
+                log.seconds,
+                (last.0 - first.0 + opts.every.min(steps)) as f32 / log.seconds.max(1e-3),
+                first.1,
+                last.1,
+                first.2,
+                last.2,
+                out.display()
+            );
+            if let Some(stem) = export {
+                model.save(&stem)?;
+                println!("exported {}.{{safetensors,json}}", stem.display());
+            }
+        }
+        Command::Eval { scenario, split, data, model, steps, out } => {
+            let dev = candle_core::Device::Cpu;
+            let trained = if model.with_extension("json").exists() { Some(Trained::load(&model, &dev)?) } else { None };
+            if trained.is_none() {
+                eprintln!("no model at {} — plain columns only", model.display());
+            }
+            let trajs = match &scenario {
+                Some(path) => {
+                    let mut scn = Scenario::load(path)?;
+                    scn.time.steps = steps as u32;
+                    scn.time.substeps = 1;
+                    let spec = DatasetSpec::default();
+                    let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps)?;
+                    vec![dataset::Trajectory { scenario: scn, family: Family::Hang, seed: 0, split: "scenario".into(), x, v, fine_seconds: secs }]
+                }
+                None => dataset::load_split(&data, Some(&split))?,
+            };
+            if trajs.is_empty() {
+                anyhow::bail!("nothing to evaluate in split {split:?} of {}", data.display());
+            }
+            let bar = indicatif::ProgressBar::new(trajs.len() as u64);
+            let mut rollouts = Vec::new();
+            for t in &trajs {
+                rollouts.push(eval::evaluate(t, trained.as_ref(), steps)?);
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+            let rep = eval::report(rollouts, steps);
+            std::fs::create_dir_all(&out)?;
+            std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
+            eval::plot(&rep, &out.join("rmse.png"))?;
+            println!(
+                "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), 2× finer {:.4} m; \
+                 s/step plain {:.2e}, corrected {:.2e}, 2× finer {:.2e}, fine {:.2e} (corrected/fine {:.4}); wrote {}",
+                rep.rollouts.len(),
+                rep.overall_plain,
+                rep.overall_corrected,
+                rep.ratio_corrected_plain,
+                rep.overall_fine2,
+                rep.cost_plain,
+                rep.cost_corrected,
+                rep.cost_fine2,
+                rep.cost_fine,
+                rep.cost_corrected / rep.cost_fine,
+                out.display()
+            );
+            for r in &rep.rollouts {
+                for f in &r.failures {
+                    println!("{}: {f}", r.name);
+                }
+            }
         }
         Command::Demo { out } => {
             let scn = Scenario::parse(DRAPE)?;

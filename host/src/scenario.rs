@@ -62,6 +62,9 @@ pub struct ClothSpec {
     /// Centre of the cloth at rest.
     #[serde(default)]
     pub center: [f32; 3],
+    /// Rotation about the centre, degrees about x, then y, then z.
+    #[serde(default)]
+    pub rotation: [f32; 3],
 }
 
 impl ClothSpec {
@@ -72,9 +75,23 @@ impl ClothSpec {
             Orientation::Horizontal => Grid::horizontal(nx, ny, self.width, self.height, 0.0),
             Orientation::Vertical => Grid::vertical(nx, ny, self.width, self.height, -0.5 * self.height),
         };
-        g.origin += c;
+        let rot = |p: Vec3| rotate(p, self.rotation);
+        g.origin = c + rot(g.origin);
+        g.u = rot(g.u);
+        g.v = rot(g.v);
         g
     }
+}
+
+/// Rotates `p` by `deg` degrees about x, then y, then z.
+fn rotate(p: Vec3, deg: [f32; 3]) -> Vec3 {
+    let [ax, ay, az] = deg.map(f32::to_radians);
+    let (s, c) = ax.sin_cos();
+    let p = Vec3::new(p.x, c * p.y - s * p.z, s * p.y + c * p.z);
+    let (s, c) = ay.sin_cos();
+    let p = Vec3::new(c * p.x + s * p.z, p.y, -s * p.x + c * p.z);
+    let (s, c) = az.sin_cos();
+    Vec3::new(c * p.x - s * p.y, s * p.x + c * p.y, p.z)
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
@@ -365,8 +382,8 @@ impl Scenario {
                 bail!("{k} must be a positive number of metres, got {v}");
             }
         }
-        if !self.cloth.center.iter().all(|c| c.is_finite()) {
-            bail!("cloth.center must be finite");
+        if !self.cloth.center.iter().chain(&self.cloth.rotation).all(|c| c.is_finite()) {
+            bail!("cloth.center and cloth.rotation must be finite");
         }
         if self.time.substeps == 0 {
             bail!("time.substeps must be at least 1");
@@ -427,6 +444,39 @@ impl Scenario {
         } else {
             8 * nx * ny
         }
+    }
+
+    /// The same cloth on a grid `k` times finer (`(n − 1)·k + 1` nodes per
+    /// side, so it contains every node of this one), with `time_substeps`
+    /// times more physics steps per frame. Pins given by region cover the
+    /// same region; pins given by node map to the same places.
+    pub fn refined(&self, k: usize, time_substeps: u32) -> Scenario {
+        let [nx, ny] = self.cloth.resolution;
+        let mut s = self.clone();
+        s.cloth.resolution = [(nx - 1) * k + 1, (ny - 1) * k + 1];
+        s.time.substeps = self.time.substeps * time_substeps;
+        for p in &mut s.pins {
+            if let Some(nodes) = &mut p.nodes {
+                for n in nodes.iter_mut() {
+                    *n = self.refine_node(*n, k);
+                }
+            }
+            if let Some(r) = &mut p.region {
+                for prefix in ["row:", "column:"] {
+                    if let Some(idx) = r.strip_prefix(prefix).and_then(|i| i.parse::<usize>().ok()) {
+                        *r = format!("{prefix}{}", idx * k);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// Index of coarse node `n` on the grid `k` times finer.
+    pub fn refine_node(&self, n: usize, k: usize) -> usize {
+        let [nx, _] = self.cloth.resolution;
+        let (i, j) = (n % nx, n / nx);
+        (j * k) * ((nx - 1) * k + 1) + i * k
     }
 
     /// Builds the mesh and model and runs `f` on them.

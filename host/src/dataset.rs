@@ -1,0 +1,238 @@
+//! Coarse/fine training data.
+//!
+//! A trajectory is a fine simulation (self-contact on, `k` times finer grid,
+//! `time_substeps` physics steps per frame) of a family scenario, restricted
+//! to the coarse grid's nodes (every fine node `(i·k, j·k)`), saved per
+//! frame. One file per trajectory, in safetensors:
+//!
+//! | tensor | shape | meaning |
+//! | --- | --- | --- |
+//! | `x` | `[frames + 1, n·n, 3]` f32 | restricted fine positions (m) |
+//! | `v` | `[frames + 1, n·n, 3]` f32 | restricted fine velocities (m/s) |
+//!
+//! and metadata (strings): `format` = `weft-trajectory-1`, `family`,
+//! `seed`, `split` (`train`, `val`, `test`, or `heldout` for the family kept
+//! out of training), `k`, `time_substeps`, `fine_seconds` (wall time of the
+//! fine simulation) and `scenario` — the coarse scenario as TOML, from which
+//! the coarse model is rebuilt. `index.json` lists the files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use weft_core::prelude::Vec3;
+
+use crate::families::{self, Family};
+use crate::scenario::Scenario;
+use crate::sim;
+
+pub const FORMAT: &str = "weft-trajectory-1";
+
+/// What `weft generate` builds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DatasetSpec {
+    /// Coarse grid nodes per side.
+    pub coarse: usize,
+    /// Refinement factor of the fine grid.
+    pub k: usize,
+    /// Fine physics steps per coarse frame.
+    pub time_substeps: u32,
+    /// Frames per trajectory.
+    pub steps: u32,
+    /// Coarse frame time (s).
+    pub dt: f32,
+    /// Trajectories per family (seeds `0..per_family`).
+    pub per_family: u64,
+    /// Family kept out of training.
+    pub heldout: Option<Family>,
+    /// Offset added to every seed.
+    pub seed: u64,
+}
+
+impl Default for DatasetSpec {
+    fn default() -> Self {
+        DatasetSpec { coarse: 16, k: 4, time_substeps: 4, steps: 200, dt: 1.0 / 60.0, per_family: 14, heldout: Some(Family::Flag), seed: 0 }
+    }
+}
+
+/// Split of a seed: of every 7 seeds, 5 train, 1 validation, 1 test.
+pub fn split_of(spec: &DatasetSpec, family: Family, seed: u64) -> &'static str {
+    if Some(family) == spec.heldout {
+        return "heldout";
+    }
+    match seed % 7 {
+        0..=4 => "train",
+        5 => "val",
+        _ => "test",
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IndexEntry {
+    pub file: String,
+    pub family: Family,
+    pub seed: u64,
+    pub split: String,
+    pub fine_seconds: f32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Index {
+    pub spec: DatasetSpec,
+    pub trajectories: Vec<IndexEntry>,
+    /// Trajectories whose fine simulation failed, with the reason.
+    pub failed: Vec<String>,
+}
+
+/// A loaded trajectory.
+#[derive(Clone, Debug)]
+pub struct Trajectory {
+    pub scenario: Scenario,
+    pub family: Family,
+    pub seed: u64,
+    pub split: String,
+    /// `[frame][node]`.
+    pub x: Vec<Vec<Vec3>>,
+    pub v: Vec<Vec<Vec3>>,
+    pub fine_seconds: f32,
+}
+
+/// Runs the fine simulation of `coarse` and restricts it to the coarse nodes.
+pub fn fine_reference(coarse: &Scenario, k: usize, time_substeps: u32) -> Result<(Vec<Vec<Vec3>>, Vec<Vec<Vec3>>, f32)> {
+    let mut fine = coarse.refined(k, time_substeps);
+    fine.self_contact.enabled = true;
+    let n = coarse.cloth.resolution[0] * coarse.cloth.resolution[1];
+    let map: Vec<usize> = (0..n).map(|i| coarse.refine_node(i, k)).collect();
+    let (mut xs, mut vs) = (Vec::new(), Vec::new());
+    let t0 = std::time::Instant::now();
+    sim::run(&fine, false, |_, _, state| {
+        xs.push(map.iter().map(|&i| state.positions()[i]).collect());
+        vs.push(map.iter().map(|&i| state.velocities()[i]).collect());
+        Ok(())
+    })?;
+    Ok((xs, vs, t0.elapsed().as_secs_f32()))
+}
+
+fn flatten(frames: &[Vec<Vec3>]) -> Vec<u8> {
+    frames.iter().flatten().flat_map(|p| p.to_array()).flat_map(f32::to_le_bytes).collect()
+}
+
+/// Writes one trajectory file.
+pub fn write_trajectory(path: &Path, t: &Trajectory, spec: &DatasetSpec) -> Result<()> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let (frames, nodes) = (t.x.len(), t.x.first().map_or(0, |f| f.len()));
+    let (xb, vb) = (flatten(&t.x), flatten(&t.v));
+    let shape = vec![frames, nodes, 3];
+    let tensors = vec![
+        ("x".to_string(), TensorView::new(Dtype::F32, shape.clone(), &xb)?),
+        ("v".to_string(), TensorView::new(Dtype::F32, shape, &vb)?),
+    ];
+    let meta: HashMap<String, String> = [
+        ("format", FORMAT.to_string()),
+        ("family", t.family.name().to_string()),
+        ("seed", t.seed.to_string()),
+        ("split", t.split.clone()),
+        ("k", spec.k.to_string()),
+        ("time_substeps", spec.time_substeps.to_string()),
+        ("fine_seconds", t.fine_seconds.to_string()),
+        ("scenario", toml::to_string(&t.scenario)?),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    safetensors::serialize_to_file(tensors, Some(meta), path)?;
+    Ok(())
+}
+
+/// Reads one trajectory file.
+pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)?;
+    let meta = header.metadata().clone().unwrap_or_default();
+    let get = |k: &str| meta.get(k).cloned().with_context(|| format!("{}: metadata lacks `{k}`", path.display()));
+    if get("format")? != FORMAT {
+        bail!("{}: not a {FORMAT} file", path.display());
+    }
+    let st = safetensors::SafeTensors::deserialize(&bytes)?;
+    let frames = |name: &str| -> Result<Vec<Vec<Vec3>>> {
+        let t = st.tensor(name)?;
+        let shape = t.shape().to_vec();
+        if shape.len() != 3 || shape[2] != 3 {
+            bail!("{}: tensor {name} has shape {shape:?}", path.display());
+        }
+        let vals: Vec<f32> = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(vals.chunks_exact(shape[1] * 3).map(|f| f.chunks_exact(3).map(|p| Vec3::new(p[0], p[1], p[2])).collect()).collect())
+    };
+    let family = match get("family")?.as_str() {
+        "hang" => Family::Hang,
+        "drape" => Family::Drape,
+        "flag" => Family::Flag,
+        "fold" => Family::Fold,
+        f => bail!("{}: unknown family {f}", path.display()),
+    };
+    Ok(Trajectory {
+        scenario: Scenario::parse(&get("scenario")?)?,
+        family,
+        seed: get("seed")?.parse()?,
+        split: get("split")?,
+        x: frames("x")?,
+        v: frames("v")?,
+        fine_seconds: get("fine_seconds")?.parse().unwrap_or(0.0),
+    })
+}
+
+/// `weft generate`: every family × seed, in parallel, into `out`.
+pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index> {
+    std::fs::create_dir_all(out)?;
+    let jobs: Vec<(Family, u64)> =
+        Family::ALL.iter().flat_map(|&f| (0..spec.per_family).map(move |s| (f, s + spec.seed))).collect();
+    let bar = if progress { ProgressBar::new(jobs.len() as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} trajectories {elapsed}/{duration} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let results: Vec<Result<IndexEntry, String>> = jobs
+        .par_iter()
+        .map(|&(family, seed)| {
+            let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
+            let r = (|| -> Result<IndexEntry> {
+                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps)?;
+                let split = split_of(spec, family, seed).to_string();
+                let file = format!("{}_{seed:04}.safetensors", family.name());
+                let t = Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
+                write_trajectory(&out.join(&file), &t, spec)?;
+                Ok(IndexEntry { file, family, seed, split, fine_seconds: secs })
+            })();
+            bar.inc(1);
+            r.map_err(|e| format!("{}-{seed}: {e:#}", family.name()))
+        })
+        .collect();
+    bar.finish_and_clear();
+    let mut index = Index { spec: spec.clone(), trajectories: Vec::new(), failed: Vec::new() };
+    for r in results {
+        match r {
+            Ok(e) => index.trajectories.push(e),
+            Err(e) => index.failed.push(e),
+        }
+    }
+    std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&index)?)?;
+    Ok(index)
+}
+
+/// Loads the index of a dataset folder.
+pub fn load_index(dir: &Path) -> Result<Index> {
+    let p = dir.join("index.json");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {} (run `weft generate` first)", p.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Loads every trajectory of `split` (all when `None`).
+pub fn load_split(dir: &Path, split: Option<&str>) -> Result<Vec<Trajectory>> {
+    let index = load_index(dir)?;
+    let files: Vec<PathBuf> =
+        index.trajectories.iter().filter(|e| split.is_none_or(|s| e.split == s)).map(|e| dir.join(&e.file)).collect();
+    files.par_iter().map(|f| read_trajectory(f)).collect()
+}

@@ -1,0 +1,217 @@
+//! `weft eval`: rollouts of the plain coarse step, the corrected coarse step
+//! and a plain mesh twice as fine, against the fine reference.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use candle_core::Device;
+use image::{Rgb, RgbImage};
+use serde::{Deserialize, Serialize};
+use weft_core::physics;
+use weft_core::prelude::*;
+
+use crate::dataset::Trajectory;
+use crate::gnn::{self, Trained};
+use crate::scenario::Scenario;
+
+/// One rollout's errors and costs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Rollout {
+    pub name: String,
+    pub family: String,
+    pub split: String,
+    /// Position RMSE (m) over the coarse nodes per step, against the fine
+    /// reference restricted to them.
+    pub rmse_plain: Vec<f32>,
+    pub rmse_corrected: Vec<f32>,
+    pub rmse_fine2: Vec<f32>,
+    /// Mean over steps.
+    pub mean_plain: f32,
+    pub mean_corrected: f32,
+    pub mean_fine2: f32,
+    /// Seconds per coarse step.
+    pub cost_plain: f64,
+    pub cost_corrected: f64,
+    pub cost_fine2: f64,
+    pub cost_fine: f64,
+    /// Set when a rollout stopped early (non-finite state).
+    pub failures: Vec<String>,
+}
+
+fn rmse(a: &[Vec3], b: &[Vec3]) -> f32 {
+    (a.iter().zip(b).map(|(p, q)| (*p - *q).norm2()).sum::<f32>() / a.len().max(1) as f32).sqrt()
+}
+
+fn mean(v: &[f32]) -> f32 {
+    v.iter().sum::<f32>() / v.len().max(1) as f32
+}
+
+/// Runs `scn` for `steps` steps, calling `after_step` (which may correct
+/// the state); returns per-step positions at `nodes` and seconds per step.
+fn rollout(
+    scn: &Scenario,
+    steps: usize,
+    nodes: &[usize],
+    pairs: usize,
+    mut after_step: impl FnMut(&Model, &mut State) -> Result<()>,
+) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+    scn.with_model(|model| {
+        let mut storage = VecStateStorage::new(model, pairs.max(1));
+        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut out = vec![nodes.iter().map(|&i| state.positions()[i]).collect::<Vec<_>>()];
+        let t0 = Instant::now();
+        let mut failure = None;
+        for t in 0..steps {
+            let r = physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("{e}")).and_then(|_| after_step(model, &mut state));
+            if let Err(e) = r {
+                failure = Some(format!("step {t}: {e:#}"));
+                break;
+            }
+            out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
+        }
+        Ok((out, t0.elapsed().as_secs_f64() / steps.max(1) as f64, failure))
+    })
+}
+
+/// Evaluates one trajectory (its fine reference is `traj.x`).
+pub fn evaluate(traj: &Trajectory, model: Option<&Trained>, steps: usize) -> Result<Rollout> {
+    let scn = &traj.scenario;
+    let steps = steps.min(traj.x.len() - 1);
+    let n = traj.x[0].len();
+    let all: Vec<usize> = (0..n).collect();
+    let mut r = Rollout {
+        name: scn.name.clone(),
+        family: traj.family.name().into(),
+        split: traj.split.clone(),
+        cost_fine: traj.fine_seconds as f64 / (traj.x.len() - 1) as f64,
+        ..Rollout::default()
+    };
+    let errors = |xs: &[Vec<Vec3>]| -> Vec<f32> { xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect() };
+
+    let (xs, cost, fail) = rollout(scn, steps, &all, 0, |_, _| Ok(()))?;
+    (r.rmse_plain, r.cost_plain) = (errors(&xs), cost);
+    r.failures.extend(fail.map(|f| format!("plain: {f}")));
+
+    let fine2 = scn.refined(2, 1);
+    let map: Vec<usize> = (0..n).map(|i| scn.refine_node(i, 2)).collect();
+    let (xs, cost, fail) = rollout(&fine2, steps, &map, 0, |_, _| Ok(()))?;
+    (r.rmse_fine2, r.cost_fine2) = (errors(&xs), cost);
+    r.failures.extend(fail.map(|f| format!("fine2: {f}")));
+
+    if let Some(m) = model {
+        let dev = Device::Cpu;
+        let cfg = m.meta.config;
+        let (xs, cost, fail) = rollout(scn, steps, &all, cfg.pairs_per_node * n, |model, state| {
+            let g = gnn::graph_of(model, state, &cfg)?;
+            let (dx, dv) = m.gnn.correct(&g, &m.meta.normalizer, &dev)?;
+            state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))
+        })?;
+        (r.rmse_corrected, r.cost_corrected) = (errors(&xs), cost);
+        r.failures.extend(fail.map(|f| format!("corrected: {f}")));
+    }
+    r.mean_plain = mean(&r.rmse_plain);
+    r.mean_corrected = mean(&r.rmse_corrected);
+    r.mean_fine2 = mean(&r.rmse_fine2);
+    Ok(r)
+}
+
+/// Everything `weft eval` writes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Report {
+    pub steps: usize,
+    pub rollouts: Vec<Rollout>,
+    /// Per-step RMSE averaged over the rollouts.
+    pub mean_rmse_plain: Vec<f32>,
+    pub mean_rmse_corrected: Vec<f32>,
+    pub mean_rmse_fine2: Vec<f32>,
+    /// Averages over steps and rollouts.
+    pub overall_plain: f32,
+    pub overall_corrected: f32,
+    pub overall_fine2: f32,
+    /// corrected / plain.
+    pub ratio_corrected_plain: f32,
+    pub ratio_corrected_fine2: f32,
+    /// Mean seconds per coarse step.
+    pub cost_plain: f64,
+    pub cost_corrected: f64,
+    pub cost_fine2: f64,
+    pub cost_fine: f64,
+}
+
+fn per_step(rollouts: &[Rollout], pick: impl Fn(&Rollout) -> &Vec<f32>) -> Vec<f32> {
+    let len = rollouts.iter().map(|r| pick(r).len()).max().unwrap_or(0);
+    (0..len)
+        .map(|t| {
+            let vals: Vec<f32> = rollouts.iter().filter_map(|r| pick(r).get(t).copied()).collect();
+            mean(&vals)
+        })
+        .collect()
+}
+
+pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
+    let m = |f: fn(&Rollout) -> f64| rollouts.iter().map(f).sum::<f64>() / rollouts.len().max(1) as f64;
+    let mut rep = Report {
+        steps,
+        mean_rmse_plain: per_step(&rollouts, |r| &r.rmse_plain),
+        mean_rmse_corrected: per_step(&rollouts, |r| &r.rmse_corrected),
+        mean_rmse_fine2: per_step(&rollouts, |r| &r.rmse_fine2),
+        cost_plain: m(|r| r.cost_plain),
+        cost_corrected: m(|r| r.cost_corrected),
+        cost_fine2: m(|r| r.cost_fine2),
+        cost_fine: m(|r| r.cost_fine),
+        ..Report::default()
+    };
+    rep.overall_plain = mean(&rollouts.iter().map(|r| r.mean_plain).collect::<Vec<_>>());
+    rep.overall_corrected = mean(&rollouts.iter().map(|r| r.mean_corrected).collect::<Vec<_>>());
+    rep.overall_fine2 = mean(&rollouts.iter().map(|r| r.mean_fine2).collect::<Vec<_>>());
+    rep.ratio_corrected_plain = rep.overall_corrected / rep.overall_plain;
+    rep.ratio_corrected_fine2 = rep.overall_corrected / rep.overall_fine2;
+    rep.rollouts = rollouts;
+    rep
+}
+
+/// Line plot of the per-step mean RMSE: plain coarse red, corrected blue,
+/// plain 2× finer green; x is the step, y is linear from 0 to the largest
+/// value (grid lines every fifth of the range and every 50 steps).
+pub fn plot(rep: &Report, path: &Path) -> Result<()> {
+    let (w, h, m) = (800u32, 400u32, 30u32);
+    let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
+    let series: [(&Vec<f32>, Rgb<u8>); 3] = [
+        (&rep.mean_rmse_plain, Rgb([200, 40, 40])),
+        (&rep.mean_rmse_corrected, Rgb([40, 80, 220])),
+        (&rep.mean_rmse_fine2, Rgb([40, 160, 60])),
+    ];
+    let ymax = series.iter().flat_map(|(s, _)| s.iter().copied()).fold(1e-9f32, f32::max);
+    let n = series.iter().map(|(s, _)| s.len()).max().unwrap_or(1).max(2);
+    let px = |t: usize| m + ((w - 2 * m) as f32 * t as f32 / (n - 1) as f32) as u32;
+    let py = |y: f32| h - m - ((h - 2 * m) as f32 * (y / ymax).clamp(0.0, 1.0)) as u32;
+    for k in 0..=5 {
+        let y = py(ymax * k as f32 / 5.0);
+        for x in m..w - m {
+            img.put_pixel(x, y, Rgb([225, 225, 225]));
+        }
+    }
+    for t in (0..n).step_by(50) {
+        for y in m..h - m {
+            img.put_pixel(px(t), y, Rgb([225, 225, 225]));
+        }
+    }
+    for (s, c) in series {
+        for t in 1..s.len() {
+            let (x0, y0, x1, y1) = (px(t - 1) as f32, py(s[t - 1]) as f32, px(t) as f32, py(s[t]) as f32);
+            let k = ((x1 - x0).abs().max((y1 - y0).abs()) as usize).max(1);
+            for i in 0..=k {
+                let f = i as f32 / k as f32;
+                let (x, y) = ((x0 + f * (x1 - x0)) as u32, (y0 + f * (y1 - y0)) as u32);
+                for (dx, dy) in [(0, 0), (1, 0), (0, 1)] {
+                    if x + dx < w && y + dy < h {
+                        img.put_pixel(x + dx, y + dy, c);
+                    }
+                }
+            }
+        }
+    }
+    img.save(path)?;
+    Ok(())
+}

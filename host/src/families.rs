@@ -1,0 +1,198 @@
+//! Scenario families with randomised parameters for training and
+//! evaluating the correction network. Every scenario is a pure function of
+//! (family, seed, resolution): the same seed gives the same cloth.
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{
+    ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario, SelfContactSpec,
+    ShapeKind, SolverSpec, TimeSpec, WindSpec,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Hanging from pins that swing.
+    Hang,
+    /// Dropped over a sphere or a capsule on the ground.
+    Drape,
+    /// A flag held on one edge in gusting wind.
+    Flag,
+    /// Dropped tilted onto the ground, where it folds.
+    Fold,
+}
+
+impl Family {
+    pub const ALL: [Family; 4] = [Family::Hang, Family::Drape, Family::Flag, Family::Fold];
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Hang => "hang",
+            Family::Drape => "drape",
+            Family::Flag => "flag",
+            Family::Fold => "fold",
+        }
+    }
+}
+
+/// SplitMix64: a small, well-mixed, portable seeded generator.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f32 {
+        let u1 = self.range(1e-7, 1.0);
+        let u2 = self.range(0.0, 1.0);
+        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+    }
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[(self.next_u64() % items.len() as u64) as usize]
+    }
+}
+
+fn material(rng: &mut Rng) -> MaterialSpec {
+    MaterialSpec {
+        density: rng.range(0.12, 0.3),
+        stretch: rng.range(600.0, 1500.0),
+        poisson: rng.range(0.2, 0.4),
+        bending: rng.range(4e-6, 4e-5),
+        ..MaterialSpec::default()
+    }
+}
+
+fn ground() -> ColliderSpec {
+    ColliderSpec {
+        kind: ShapeKind::Plane,
+        normal: Some([0.0, 1.0, 0.0]),
+        offset: Some(0.0),
+        center: None,
+        radius: None,
+        a: None,
+        b: None,
+        velocity: [0.0; 3],
+        thickness: 0.005,
+        friction: 0.5,
+    }
+}
+
+/// The scenario of `family` for `seed` on an `n × n` grid, `steps` frames
+/// of `dt` seconds (one physics step per frame).
+pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Scenario {
+    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(family as u64));
+    let size = rng.range(0.8, 1.2);
+    let mut cloth = ClothSpec {
+        width: size,
+        height: size * rng.range(0.85, 1.15),
+        resolution: [n, n],
+        orientation: Orientation::Vertical,
+        center: [0.0, 1.2, 0.0],
+        rotation: [0.0, rng.range(-30.0, 30.0), 0.0],
+    };
+    let mut pins = Vec::new();
+    let mut colliders = Vec::new();
+    let mut wind = None;
+    match family {
+        Family::Hang => {
+            let region = rng.pick(&["corners:top", "edge:top", "corner:top-left", "corner:top-right"]);
+            let amp = rng.range(0.0, 0.25);
+            let dir = rng.range(0.0, std::f32::consts::TAU);
+            pins.push(PinSpec {
+                nodes: None,
+                region: Some(region.into()),
+                motion: MotionSpec::Oscillate {
+                    amplitude: [amp * dir.cos(), 0.3 * amp * rng.range(-1.0, 1.0), amp * dir.sin()],
+                    frequency: rng.range(0.3, 1.5),
+                },
+            });
+            cloth.rotation[0] = rng.range(-20.0, 20.0);
+        }
+        Family::Drape => {
+            cloth.orientation = Orientation::Horizontal;
+            let r = rng.range(0.18, 0.32);
+            let (ox, oz) = (rng.range(-0.15, 0.15), rng.range(-0.15, 0.15));
+            cloth.center = [ox * 0.5, 2.0 * r + rng.range(0.05, 0.3), oz * 0.5];
+            cloth.rotation = [rng.range(-10.0, 10.0), rng.range(0.0, 90.0), rng.range(-10.0, 10.0)];
+            let mut c = ground();
+            if rng.range(0.0, 1.0) < 0.6 {
+                c.kind = ShapeKind::Sphere;
+                c.center = Some([ox, r, oz]);
+            } else {
+                c.kind = ShapeKind::Capsule;
+                let half = rng.range(0.2, 0.5);
+                let a = rng.range(0.0, std::f32::consts::PI);
+                c.a = Some([ox - half * a.cos(), r, oz - half * a.sin()]);
+                c.b = Some([ox + half * a.cos(), r, oz + half * a.sin()]);
+            }
+            c.normal = None;
+            c.offset = None;
+            c.radius = Some(r);
+            c.friction = rng.range(0.2, 0.6);
+            colliders.push(c);
+            colliders.push(ground());
+        }
+        Family::Flag => {
+            cloth.center = [0.5 * size, 1.5, 0.0];
+            cloth.rotation = [0.0, 0.0, 0.0];
+            pins.push(PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed });
+            let speed = rng.range(3.0, 9.0);
+            let yaw = rng.range(-0.5, 0.5);
+            wind = Some(WindSpec {
+                velocity: [speed * yaw.cos(), rng.range(-0.5, 0.5), speed * yaw.sin()],
+                air_density: 1.2,
+                drag: 1.0,
+                lift: rng.range(0.1, 0.4),
+                gust: rng.range(0.0, 0.5),
+                gust_frequency: rng.range(0.3, 1.5),
+            });
+        }
+        Family::Fold => {
+            cloth.center = [0.0, rng.range(0.35, 0.8), 0.0];
+            cloth.rotation = [rng.range(-60.0, 60.0), rng.range(0.0, 90.0), rng.range(-60.0, 60.0)];
+            colliders.push(ground());
+        }
+    }
+    let mut scn = Scenario {
+        name: format!("{}-{seed}", family.name()),
+        cloth,
+        material: material(&mut rng),
+        time: TimeSpec { dt, substeps: 1, steps },
+        solver: SolverSpec::default(),
+        gravity: [0.0, -9.81, 0.0],
+        pins,
+        colliders,
+        wind,
+        self_contact: SelfContactSpec::default(),
+        output: OutputSpec { every: 0 },
+    };
+    lift_clear(&mut scn);
+    scn
+}
+
+/// Raises the cloth until every node is at least 3 cm clear of every
+/// collider, so no scenario starts in contact.
+fn lift_clear(scn: &mut Scenario) {
+    let colliders: Vec<_> = scn.colliders.iter().filter_map(|c| c.collider().ok()).collect();
+    for _ in 0..200 {
+        let grid = scn.cloth.grid();
+        let clear = (0..grid.ny)
+            .flat_map(|j| (0..grid.nx).map(move |i| (i, j)))
+            .all(|(i, j)| colliders.iter().all(|c| c.distance(grid.position(i, j), 0.0).0 >= 0.03));
+        if clear {
+            return;
+        }
+        scn.cloth.center[1] += 0.02;
+    }
+}

@@ -1,0 +1,375 @@
+//! The correction network on the host (float, candle): graph samples, the
+//! model, training and inference.
+//!
+//! Architecture (all MLPs are `Linear → ReLU → Linear`):
+//! - node encoder: node features ([`NODE_FEATURES`]) → latent `L`
+//! - edge encoder: edge features ([`EDGE_FEATURES`]) → `L`
+//! - `rounds` × processor: edge update `e ← e + MLP([e, h_sender, h_receiver])`,
+//!   then node update `h ← h + MLP([h, Σ_incoming e])` (the last one is a
+//!   node update)
+//! - decoder: a position head and a velocity head, `L → L → 3` each,
+//!   giving Δx and Δv in normalised units.
+//!
+//! Inputs and targets are normalised by statistics of the training data,
+//! which travel with the weights ([`Normalizer`]).
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
+use serde::{Deserialize, Serialize};
+use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
+use weft_core::physics;
+use weft_core::prelude::*;
+
+use crate::dataset::Trajectory;
+use crate::families::Rng;
+
+/// Shape of the network and of its graph.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GnnConfig {
+    /// Latent width `L`.
+    pub latent: usize,
+    /// Processor rounds (edge update + node update each).
+    pub rounds: usize,
+    /// Dynamic-edge radius `r` (m).
+    pub radius: f32,
+    /// Dynamic pairs stored per node (more are dropped and counted).
+    pub pairs_per_node: usize,
+}
+
+impl Default for GnnConfig {
+    fn default() -> Self {
+        GnnConfig { latent: 16, rounds: 2, radius: 0.05, pairs_per_node: 8 }
+    }
+}
+
+impl GnnConfig {
+    /// Multiply-accumulates of one forward pass on `nodes` nodes and
+    /// `edges` directed edges, with the processor's first edge layer
+    /// factorised (`W[e, h_s, h_r] = W_e e + W_s h_s + W_r h_r`, the node
+    /// terms computed once per node).
+    pub fn macs(&self, nodes: usize, edges: usize) -> usize {
+        let l = self.latent;
+        let node_enc = NODE_FEATURES * l + l * l;
+        let edge_enc = EDGE_FEATURES * l + l * l;
+        let edge_upd = 2 * l * l; // W_e e and the second layer, per edge
+        let edge_upd_node = 2 * l * l; // W_s h and W_r h, per node
+        let node_upd = 2 * l * l + l * l;
+        let heads = 2 * (l * l + 3 * l);
+        nodes * (node_enc + self.rounds * (edge_upd_node + node_upd) + heads) + edges * (edge_enc + self.rounds * edge_upd)
+    }
+}
+
+/// Mean and standard deviation per feature.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Stats {
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+}
+
+impl Stats {
+    fn from_rows<const K: usize>(rows: &[[f32; K]]) -> Stats {
+        let n = rows.len().max(1) as f64;
+        let mut mean = [0f64; K];
+        for r in rows {
+            for k in 0..K {
+                mean[k] += r[k] as f64 / n;
+            }
+        }
+        let mut var = [0f64; K];
+        for r in rows {
+            for k in 0..K {
+                var[k] += (r[k] as f64 - mean[k]).powi(2) / n;
+            }
+        }
+        Stats {
+            mean: mean.iter().map(|&m| m as f32).collect(),
+            // Constant features (e.g. no pins in the data) keep unit scale.
+            std: var.iter().map(|&v| if v > 1e-12 { v.sqrt() as f32 } else { 1.0 }).collect(),
+        }
+    }
+    fn apply(&self, x: f32, k: usize) -> f32 {
+        (x - self.mean[k]) / self.std[k]
+    }
+}
+
+/// Normalisation of inputs and targets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Normalizer {
+    pub node: Stats,
+    pub edge: Stats,
+    /// Δx (3) then Δv (3).
+    pub target: Stats,
+}
+
+/// One graph: inputs in physical units, and (for training) targets.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub nodes: Vec<[f32; NODE_FEATURES]>,
+    pub edges: Vec<[f32; EDGE_FEATURES]>,
+    pub endpoints: Vec<[NodeId; 2]>,
+    /// 1 for free nodes, 0 for pinned ones (not corrected).
+    pub free: Vec<f32>,
+    /// Δx then Δv per node.
+    pub targets: Vec<[f32; 6]>,
+    pub dropped_pairs: usize,
+}
+
+/// The graph of the current state of `state` (after a physics step): finds
+/// the dynamic edges and computes features.
+pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Graph> {
+    let found = state.find_pairs(&model.mesh, cfg.radius).map_err(|e| anyhow::anyhow!("dynamic edges: {e:?}"))?;
+    let pairs = state.pairs();
+    let ne = features::edge_count(&model.mesh, pairs.len());
+    let mut g = Graph {
+        nodes: vec![[0.0; NODE_FEATURES]; state.node_count()],
+        edges: vec![[0.0; EDGE_FEATURES]; ne],
+        endpoints: vec![[0; 2]; ne],
+        free: state.pinned().iter().map(|&p| if p != 0 { 0.0 } else { 1.0 }).collect(),
+        targets: Vec::new(),
+        dropped_pairs: found.dropped,
+    };
+    features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
+    features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
+    features::node_features(state.positions(), state.velocities(), state.pinned(), &mut g.nodes);
+    Ok(g)
+}
+
+/// Input noise of training samples (m and m/s), as in MeshGraphNets.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Noise {
+    pub position: f32,
+    pub velocity: f32,
+}
+
+/// A training sample: from the restricted fine state at frame `t` (plus
+/// noise), one coarse step and its graph; the targets take the step's
+/// result to the restricted fine state at `t + 1`.
+pub fn sample(traj: &Trajectory, t: usize, cfg: &GnnConfig, noise: Noise, rng: &mut Rng) -> Result<Graph> {
+    let scn = &traj.scenario;
+    scn.with_model(|model| {
+        let n = model.mesh.node_count();
+        let mut storage = VecStateStorage::new(model, cfg.pairs_per_node * n);
+        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pinned = state.pinned().to_vec();
+        let jitter = |p: Vec3, s: f32, rng: &mut Rng| p + Vec3::new(rng.normal(), rng.normal(), rng.normal()) * s;
+        let x: Vec<Vec3> = traj.x[t]
+            .iter()
+            .zip(&pinned)
+            .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.position, rng) })
+            .collect();
+        let v: Vec<Vec3> = traj.v[t]
+            .iter()
+            .zip(&pinned)
+            .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.velocity, rng) })
+            .collect();
+        state.set_positions(&x).map_err(|e| anyhow::anyhow!("{e}"))?;
+        state.set_velocities(&v).map_err(|e| anyhow::anyhow!("{e}"))?;
+        state.set_time(t as f32 * scn.time.dt).map_err(|e| anyhow::anyhow!("{e}"))?;
+        physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
+        let mut g = graph_of(model, &mut state, cfg)?;
+        g.targets = (0..n)
+            .map(|i| {
+                let dx = traj.x[t + 1][i] - state.positions()[i];
+                let dv = traj.v[t + 1][i] - state.velocities()[i];
+                [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
+            })
+            .collect();
+        Ok(g)
+    })
+}
+
+/// Normalisation statistics from a set of samples.
+pub fn normalizer(samples: &[Graph]) -> Normalizer {
+    let nodes: Vec<_> = samples.iter().flat_map(|g| g.nodes.iter().copied()).collect();
+    let edges: Vec<_> = samples.iter().flat_map(|g| g.edges.iter().copied()).collect();
+    let targets: Vec<_> = samples
+        .iter()
+        .flat_map(|g| g.targets.iter().zip(&g.free).filter(|(_, &f)| f > 0.0).map(|(t, _)| *t))
+        .collect();
+    Normalizer { node: Stats::from_rows(&nodes), edge: Stats::from_rows(&edges), target: Stats::from_rows(&targets) }
+}
+
+/// Tensors of a batch of graphs (node indices offset per graph).
+pub struct Batch {
+    pub nodes: Tensor,
+    pub edges: Tensor,
+    pub senders: Tensor,
+    pub receivers: Tensor,
+    pub free: Tensor,
+    pub targets: Option<Tensor>,
+    pub n_nodes: usize,
+}
+
+impl Batch {
+    pub fn new(graphs: &[Graph], norm: &Normalizer, dev: &Device) -> Result<Batch> {
+        let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut offset = 0u32;
+        for g in graphs {
+            for r in &g.nodes {
+                nodes.extend(r.iter().enumerate().map(|(k, &x)| norm.node.apply(x, k)));
+            }
+            for r in &g.edges {
+                edges.extend(r.iter().enumerate().map(|(k, &x)| norm.edge.apply(x, k)));
+            }
+            for &[s, r] in &g.endpoints {
+                snd.push(s as u32 + offset);
+                rcv.push(r as u32 + offset);
+            }
+            free.extend_from_slice(&g.free);
+            for r in &g.targets {
+                tgt.extend(r.iter().enumerate().map(|(k, &x)| norm.target.apply(x, k)));
+            }
+            offset += g.nodes.len() as u32;
+        }
+        let (n, e) = (offset as usize, snd.len());
+        Ok(Batch {
+            nodes: Tensor::from_vec(nodes, (n, NODE_FEATURES), dev)?,
+            edges: Tensor::from_vec(edges, (e, EDGE_FEATURES), dev)?,
+            senders: Tensor::from_vec(snd, e, dev)?,
+            receivers: Tensor::from_vec(rcv, e, dev)?,
+            free: Tensor::from_vec(free, (n, 1), dev)?,
+            targets: if tgt.len() == n * 6 { Some(Tensor::from_vec(tgt, (n, 6), dev)?) } else { None },
+            n_nodes: n,
+        })
+    }
+}
+
+/// `Linear → ReLU → Linear`.
+pub struct Mlp {
+    pub l1: Linear,
+    pub l2: Linear,
+}
+
+impl Mlp {
+    fn new(vb: VarBuilder, input: usize, hidden: usize, output: usize) -> Result<Mlp> {
+        Ok(Mlp { l1: linear(input, hidden, vb.pp("l1"))?, l2: linear(hidden, output, vb.pp("l2"))? })
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.l2.forward(&self.l1.forward(x)?.relu()?)?)
+    }
+}
+
+/// The network.
+pub struct Gnn {
+    pub cfg: GnnConfig,
+    pub node_enc: Mlp,
+    pub edge_enc: Mlp,
+    pub edge_mlp: Vec<Mlp>,
+    pub node_mlp: Vec<Mlp>,
+    pub head_x: Mlp,
+    pub head_v: Mlp,
+}
+
+impl Gnn {
+    pub fn new(vb: VarBuilder, cfg: GnnConfig) -> Result<Gnn> {
+        let l = cfg.latent;
+        Ok(Gnn {
+            cfg,
+            node_enc: Mlp::new(vb.pp("node_enc"), NODE_FEATURES, l, l)?,
+            edge_enc: Mlp::new(vb.pp("edge_enc"), EDGE_FEATURES, l, l)?,
+            edge_mlp: (0..cfg.rounds).map(|r| Mlp::new(vb.pp(format!("edge_mlp{r}")), 3 * l, l, l)).collect::<Result<_>>()?,
+            node_mlp: (0..cfg.rounds).map(|r| Mlp::new(vb.pp(format!("node_mlp{r}")), 2 * l, l, l)).collect::<Result<_>>()?,
+            head_x: Mlp::new(vb.pp("head_x"), l, l, 3)?,
+            head_v: Mlp::new(vb.pp("head_v"), l, l, 3)?,
+        })
+    }
+
+    /// Normalised `[Δx, Δv]`, shape `[nodes, 6]`.
+    pub fn forward(&self, b: &Batch) -> Result<Tensor> {
+        let mut h = self.node_enc.forward(&b.nodes)?;
+        let mut e = self.edge_enc.forward(&b.edges)?;
+        for (em, nm) in self.edge_mlp.iter().zip(&self.node_mlp) {
+            let hs = h.index_select(&b.senders, 0)?;
+            let hr = h.index_select(&b.receivers, 0)?;
+            e = (&e + em.forward(&Tensor::cat(&[&e, &hs, &hr], 1)?)?)?;
+            let agg = Tensor::zeros((b.n_nodes, self.cfg.latent), DType::F32, h.device())?.index_add(&b.receivers, &e, 0)?;
+            h = (&h + nm.forward(&Tensor::cat(&[&h, &agg], 1)?)?)?;
+        }
+        Ok(Tensor::cat(&[&self.head_x.forward(&h)?, &self.head_v.forward(&h)?], 1)?)
+    }
+
+    /// Mean squared error over free nodes of the normalised targets.
+    pub fn loss(&self, b: &Batch) -> Result<Tensor> {
+        let Some(t) = &b.targets else { bail!("batch has no targets") };
+        let d = (self.forward(b)? - t)?.sqr()?.broadcast_mul(&b.free)?;
+        let count = b.free.sum_all()?.to_scalar::<f32>()?.max(1.0) * 6.0;
+        Ok((d.sum_all()? / count as f64)?)
+    }
+
+    /// Corrections `(Δx, Δv)` in physical units (zero on pinned nodes).
+    pub fn correct(&self, g: &Graph, norm: &Normalizer, dev: &Device) -> Result<(Vec<Vec3>, Vec<Vec3>)> {
+        let b = Batch::new(std::slice::from_ref(g), norm, dev)?;
+        let out = self.forward(&b)?.to_vec2::<f32>()?;
+        let t = &norm.target;
+        let un = |row: &[f32], k: usize| row[k] * t.std[k] + t.mean[k];
+        let mut dx = Vec::with_capacity(out.len());
+        let mut dv = Vec::with_capacity(out.len());
+        for (row, &f) in out.iter().zip(&g.free) {
+            dx.push(Vec3::new(un(row, 0), un(row, 1), un(row, 2)) * f);
+            dv.push(Vec3::new(un(row, 3), un(row, 4), un(row, 5)) * f);
+        }
+        Ok((dx, dv))
+    }
+}
+
+/// A trained network with everything needed to use it.
+pub struct Trained {
+    pub varmap: VarMap,
+    pub gnn: Gnn,
+    pub meta: ModelMeta,
+}
+
+/// What travels with the weights (`*.json` beside `*.safetensors`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ModelMeta {
+    pub format: String,
+    pub config: GnnConfig,
+    pub normalizer: Normalizer,
+    pub noise: Noise,
+    /// Adam steps taken.
+    pub steps: usize,
+    pub train_loss: f32,
+    pub val_loss: f32,
+    pub parameters: usize,
+}
+
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-1";
+
+impl Trained {
+    pub fn new(meta: ModelMeta, dev: &Device) -> Result<Trained> {
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, dev);
+        let gnn = Gnn::new(vb, meta.config)?;
+        Ok(Trained { varmap, gnn, meta })
+    }
+
+    /// Loads `stem.safetensors` and `stem.json`.
+    pub fn load(stem: &Path, dev: &Device) -> Result<Trained> {
+        let json = stem.with_extension("json");
+        let meta: ModelMeta = serde_json::from_str(
+            &std::fs::read_to_string(&json).with_context(|| format!("reading {} (train a model first)", json.display()))?,
+        )?;
+        if meta.format != MODEL_FORMAT {
+            bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format);
+        }
+        let mut t = Trained::new(meta, dev)?;
+        t.varmap.load(stem.with_extension("safetensors"))?;
+        Ok(t)
+    }
+
+    pub fn save(&self, stem: &Path) -> Result<()> {
+        if let Some(dir) = stem.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        self.varmap.save(stem.with_extension("safetensors"))?;
+        std::fs::write(stem.with_extension("json"), serde_json::to_string_pretty(&self.meta)?)?;
+        Ok(())
+    }
+
+    pub fn parameters(&self) -> usize {
+        self.varmap.all_vars().iter().map(|v| v.elem_count()).sum()
+    }
+}

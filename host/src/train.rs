@@ -1,0 +1,168 @@
+//! `weft train`: Adam on the correction network, with checkpoints and resume.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use candle_core::Device;
+use candle_nn::{AdamW, Optimizer, ParamsAdamW};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{self, Trajectory};
+use crate::families::Rng;
+use crate::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, MODEL_FORMAT};
+
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    pub data: PathBuf,
+    /// Checkpoint path stem (`.safetensors` + `.json` are written).
+    pub out: PathBuf,
+    pub steps: usize,
+    pub batch: usize,
+    pub lr: f32,
+    pub lr_final: f32,
+    pub config: GnnConfig,
+    pub noise: Noise,
+    pub resume: bool,
+    pub seed: u64,
+    /// Validate and checkpoint every this many steps.
+    pub every: usize,
+    pub progress: bool,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            data: "data".into(),
+            out: "checkpoints/weft-gnn".into(),
+            steps: 20_000,
+            batch: 4,
+            lr: 1e-3,
+            lr_final: 2e-5,
+            config: GnnConfig::default(),
+            noise: Noise { position: 1e-3, velocity: 0.03 },
+            resume: false,
+            seed: 1,
+            every: 500,
+            progress: true,
+        }
+    }
+}
+
+/// Loss history.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TrainLog {
+    /// `(step, mean training loss since the last entry, validation loss)`.
+    pub history: Vec<(usize, f32, f32)>,
+    pub seconds: f32,
+}
+
+fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
+    let k = (rng.next_u64() % trajs.len() as u64) as usize;
+    let t = (rng.next_u64() % (trajs[k].x.len() as u64 - 1)) as usize;
+    (k, t)
+}
+
+fn samples(trajs: &[Trajectory], picks: &[(usize, usize, u64)], cfg: &GnnConfig, noise: Noise) -> Result<Vec<Graph>> {
+    picks.par_iter().map(|&(k, t, s)| gnn::sample(&trajs[k], t, cfg, noise, &mut Rng::new(s))).collect()
+}
+
+/// Trains (or resumes) and returns the model and its loss history.
+pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
+    let dev = Device::Cpu;
+    let train = dataset::load_split(&opts.data, Some("train"))?;
+    let val = dataset::load_split(&opts.data, Some("val"))?;
+    if train.is_empty() {
+        bail!("no training trajectories in {}", opts.data.display());
+    }
+    let mut rng = Rng::new(opts.seed);
+    let val_set = if val.is_empty() { &train } else { &val };
+    let val_picks: Vec<_> = (0..32).map(|i| {
+        let (k, t) = draw(val_set, &mut rng);
+        (k, t, i)
+    }).collect();
+    let no_noise = Noise { position: 0.0, velocity: 0.0 };
+    let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise)?;
+
+    let (mut model, start) = if opts.resume && opts.out.with_extension("json").exists() {
+        let m = Trained::load(&opts.out, &dev)?;
+        let s = m.meta.steps;
+        (m, s)
+    } else {
+        // Normalisation from noisy training samples.
+        let picks: Vec<_> = (0..256).map(|i| {
+            let (k, t) = draw(&train, &mut rng);
+            (k, t, 1_000_000 + i)
+        }).collect();
+        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise)?);
+        let meta = ModelMeta {
+            format: MODEL_FORMAT.into(),
+            config: opts.config,
+            normalizer: stats,
+            noise: opts.noise,
+            steps: 0,
+            train_loss: f32::NAN,
+            val_loss: f32::NAN,
+            parameters: 0,
+        };
+        (Trained::new(meta, &dev)?, 0)
+    };
+    model.meta.parameters = model.parameters();
+    let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
+    let mut opt = AdamW::new(model.varmap.all_vars(), ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() })?;
+
+    let bar = if opts.progress { ProgressBar::new(opts.steps as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps {elapsed}/{duration} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_position(start as u64);
+    let mut log = TrainLog::default();
+    let t0 = std::time::Instant::now();
+    let (mut acc, mut acc_n) = (0.0f32, 0usize);
+    let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
+    for step in start..opts.steps {
+        // Cosine decay from lr to lr_final.
+        let f = step as f32 / opts.steps.max(1) as f32;
+        let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
+        opt.set_learning_rate(lr as f64);
+        let picks: Vec<_> = (0..opts.batch)
+            .map(|_| {
+                let (k, t) = draw(&train, &mut step_rng);
+                (k, t, step_rng.next_u64())
+            })
+            .collect();
+        let graphs = samples(&train, &picks, &opts.config, opts.noise)?;
+        let batch = Batch::new(&graphs, &model.meta.normalizer, &dev)?;
+        let loss = model.gnn.loss(&batch)?;
+        opt.backward_step(&loss)?;
+        acc += loss.to_scalar::<f32>()?;
+        acc_n += 1;
+        bar.inc(1);
+        let last = step + 1 == opts.steps;
+        if (step + 1) % opts.every == 0 || last {
+            let v = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
+            let tr = acc / acc_n.max(1) as f32;
+            log.history.push((step + 1, tr, v));
+            bar.set_message(format!("loss {tr:.4} val {v:.4}"));
+            (acc, acc_n) = (0.0, 0);
+            model.meta.steps = step + 1;
+            model.meta.train_loss = tr;
+            model.meta.val_loss = v;
+            model.save(&opts.out)?;
+        }
+    }
+    bar.finish_and_clear();
+    log.seconds = t0.elapsed().as_secs_f32();
+    let log_path = opts.out.with_extension("log.json");
+    let mut all: TrainLog = std::fs::read_to_string(&log_path)
+        .ok()
+        .filter(|_| opts.resume)
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.history.extend(log.history.iter().copied());
+    all.seconds += log.seconds;
+    std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
+    Ok((model, log))
+}
