@@ -20,10 +20,14 @@ pub struct Material {
     pub damping_mass: f32,
     /// Stiffness-proportional (Rayleigh) damping (s).
     pub damping_stiffness: f32,
+    /// Factor on compressive principal strains, in (0, 1]: cloth buckles
+    /// rather than compresses; 1 is plain St. Venant–Kirchhoff.
+    pub compression: f32,
 }
 
 impl Material {
-    /// A cotton-like cloth: 0.2 kg/m², 1 kN/m stretch stiffness, ν = 0.3.
+    /// A cotton-like cloth: 0.2 kg/m², 1 kN/m stretch stiffness, ν = 0.3,
+    /// compression counted at 5 %.
     pub const COTTON: Material = Material {
         density: 0.2,
         stretch: 1000.0,
@@ -31,6 +35,7 @@ impl Material {
         bending: 1e-5,
         damping_mass: 0.05,
         damping_stiffness: 2e-4,
+        compression: 0.05,
     };
 
     /// Lamé parameters (μ, λ) of the membrane under plane stress (N/m).
@@ -39,8 +44,15 @@ impl Material {
         (self.stretch / (2.0 * (1.0 + nu)), self.stretch * nu / (1.0 - nu * nu))
     }
 
+    /// The membrane law of this material.
+    pub fn membrane(&self) -> crate::physics::membrane::Membrane {
+        let (mu, lambda) = self.lame();
+        crate::physics::membrane::Membrane { mu, lambda, compression: self.compression }
+    }
+
     pub fn validate(&self) -> Result<(), ParamError> {
         positive("material.density", self.density)?;
+        range("material.compression", self.compression, 1e-4, 1.0)?;
         positive("material.stretch", self.stretch)?;
         range("material.poisson", self.poisson, 0.0, 0.49)?;
         non_negative("material.bending", self.bending)?;

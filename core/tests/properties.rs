@@ -7,14 +7,15 @@ use weft_core::physics::{energy, step, StepError};
 use weft_core::prelude::*;
 
 fn material() -> impl Strategy<Value = Material> {
-    (0.05f32..1.0, 50.0f32..5000.0, 0.0f32..0.45, 0.0f32..1e-3, 0.0f32..1.0, 1e-5f32..1e-3).prop_map(
-        |(density, stretch, poisson, bending, damping_mass, damping_stiffness)| Material {
+    (0.05f32..1.0, 50.0f32..5000.0, 0.0f32..0.45, 0.0f32..1e-3, 0.0f32..1.0, 1e-5f32..1e-3, 0.01f32..1.0).prop_map(
+        |(density, stretch, poisson, bending, damping_mass, damping_stiffness, compression)| Material {
             density,
             stretch,
             poisson,
             bending,
             damping_mass,
             damping_stiffness,
+            compression,
         },
     )
 }

@@ -103,6 +103,8 @@ pub struct MaterialSpec {
     pub bending: f32,
     pub damping_mass: f32,
     pub damping_stiffness: f32,
+    /// Factor on compressive principal strains (cloth buckles).
+    pub compression: f32,
 }
 
 impl Default for MaterialSpec {
@@ -115,6 +117,7 @@ impl Default for MaterialSpec {
             bending: m.bending,
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
+            compression: m.compression,
         }
     }
 }
@@ -128,6 +131,7 @@ impl From<MaterialSpec> for Material {
             bending: m.bending,
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
+            compression: m.compression,
         }
     }
 }

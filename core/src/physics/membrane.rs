@@ -1,18 +1,38 @@
-//! St. Venant–Kirchhoff membrane element on a linear triangle.
+//! Membrane element on a linear triangle: St. Venant–Kirchhoff with
+//! softened compression.
 //!
-//! `F = Σ x_i b_iᵀ` (3×2), Green strain `E = ½(FᵀF − I)`, energy density
-//! `ψ = μ E:E + ½λ (tr E)²`, first Piola stress `P = F S` with
-//! `S = 2μE + λ tr(E) I`. Node forces are `f_i = −A P b_i`.
+//! `F = Σ x_i b_iᵀ` (3×2), Green strain `E = ½(FᵀF − I)` with principal
+//! strains `e₁, e₂` (directions `n₁, n₂`). Cloth buckles rather than
+//! compresses, so compressive principal strains count with a factor
+//! `c ∈ (0, 1]`: `g(e) = e` for `e ≥ 0`, `c·e` for `e < 0`, and
 //!
-//! The stiffness block `K_ij = ∂²W/∂x_i∂x_j = A Σ_kl b_i[k] b_j[l] C_kl` with
-//! `C_kl = S_lk I + μ F_l F_kᵀ + μ δ_kl F Fᵀ + λ F_k F_lᵀ`. Only the first
-//! (geometric) term can be indefinite: the others sum to
-//! `2μ|sym(FᵀU)|² + λ tr(FᵀU)² ≥ 0`. Replacing `S` there by its positive
-//! part gives the positive semi-definite stiffness the solver uses; it is
-//! exact whenever the element is in tension.
+//! `ψ = μ (g(e₁)² + g(e₂)²) + ½λ (g(e₁) + g(e₂))²`,
+//!
+//! which is exactly StVK (`μ E:E + ½λ (tr E)²`) for `c = 1` or in tension.
+//! Second Piola stress `S = Σ_k f_k n_k n_kᵀ` with
+//! `f_k = ∂ψ/∂e_k = g'(e_k)(2μ g(e_k) + λ(g₁ + g₂))`; node forces
+//! `f_i = −A F S b_i`.
+//!
+//! Tangent: `dS = Σ_kl f_kl (n_lᵀ dE n_l) n_k n_kᵀ + ρ (n₁ᵀ dE n₂)(n₁n₂ᵀ + n₂n₁ᵀ)`
+//! with `f_kl = g'_k (2μ g'_k δ_kl + λ g'_l)` and `ρ = (f₁ − f₂)/(e₁ − e₂)`.
+//! The stiffness block `K_ij = A Σ_kl b_i[k] b_j[l] C_kl` with
+//! `C_kl = S_lk I + Σ_mp (D[sym(e_l e_pᵀ)])_mk F_m F_pᵀ`. The material part
+//! is positive semi-definite when `ρ ≥ 0` (`[f_kl]` always is), the
+//! geometric part `S_lk I` when `S` is; the solver's stiffness clamps `ρ` at
+//! zero and uses the positive part of `S`, exact whenever the element is
+//! in tension.
 
 use crate::math::{Mat3, Sym2, Vec3};
 use crate::mesh::Triangle;
+
+/// Membrane parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Membrane {
+    pub mu: f32,
+    pub lambda: f32,
+    /// Compression factor `c` of compressive principal strains.
+    pub compression: f32,
+}
 
 /// Forces, energy and the stiffness blocks `K_ij` (i ≤ j, row-major upper
 /// triangle: 00, 01, 02, 11, 12, 22) of one element.
@@ -47,50 +67,115 @@ pub fn green_strain(f: [Vec3; 2]) -> Sym2 {
     Sym2 { a: 0.5 * (f[0].dot(f[0]) - 1.0), b: 0.5 * f[0].dot(f[1]), d: 0.5 * (f[1].dot(f[1]) - 1.0) }
 }
 
-/// Energy only.
-pub fn energy(tri: &Triangle, x: [Vec3; 3], mu: f32, lambda: f32) -> f32 {
-    let e = green_strain(deformation(tri, x));
-    let tr = e.trace();
-    tri.area * (mu * (e.a * e.a + 2.0 * e.b * e.b + e.d * e.d) + 0.5 * lambda * tr * tr)
+/// Eigen-decomposition of a symmetric 2×2: `(e₁, e₂, n₁)` with `e₁ ≥ e₂`
+/// and `n₂ = (−n₁.y, n₁.x)`.
+#[inline]
+fn eigen(s: Sym2) -> (f32, f32, [f32; 2]) {
+    let half_tr = 0.5 * (s.a + s.d);
+    let diff = 0.5 * (s.a - s.d);
+    let rad = libm::sqrtf(diff * diff + s.b * s.b);
+    let n1 = if rad > 1e-30 {
+        let (x, y) = if diff >= 0.0 { (diff + rad, s.b) } else { (s.b, rad - diff) };
+        let n = libm::sqrtf(x * x + y * y);
+        [x / n, y / n]
+    } else {
+        [1.0, 0.0]
+    };
+    (half_tr + rad, half_tr - rad, n1)
 }
 
-/// Forces, energy and stiffness. With `definite`, the stiffness is the
-/// positive semi-definite one; otherwise the exact Hessian.
-pub fn element(tri: &Triangle, x: [Vec3; 3], mu: f32, lambda: f32, definite: bool) -> Element {
-    let f = deformation(tri, x);
-    let e = green_strain(f);
-    let tr = e.trace();
-    let s = Sym2 { a: 2.0 * mu * e.a + lambda * tr, b: 2.0 * mu * e.b, d: 2.0 * mu * e.d + lambda * tr };
-    let energy = tri.area * (mu * (e.a * e.a + 2.0 * e.b * e.b + e.d * e.d) + 0.5 * lambda * tr * tr);
-    let p = [f[0] * s.a + f[1] * s.b, f[0] * s.b + f[1] * s.d];
-    let g = &tri.grad;
-    let a = tri.area;
-    let mut force = [Vec3::ZERO; 3];
-    for (i, fi) in force.iter_mut().enumerate() {
-        *fi = -(p[0] * g[i][0] + p[1] * g[i][1]) * a;
+/// The scalar parts of the constitutive law at principal strains `e`.
+struct Spectral {
+    /// `g'(e_k)`.
+    dg: [f32; 2],
+    /// `f_k = ∂ψ/∂e_k`.
+    f: [f32; 2],
+    energy: f32,
+}
+
+impl Membrane {
+    fn spectral(&self, e: [f32; 2]) -> Spectral {
+        let c = self.compression;
+        let dg = e.map(|x| if x >= 0.0 { 1.0 } else { c });
+        let g = [e[0] * dg[0], e[1] * dg[1]];
+        let tr = g[0] + g[1];
+        let f = [dg[0] * (2.0 * self.mu * g[0] + self.lambda * tr), dg[1] * (2.0 * self.mu * g[1] + self.lambda * tr)];
+        Spectral { dg, f, energy: self.mu * (g[0] * g[0] + g[1] * g[1]) + 0.5 * self.lambda * tr * tr }
     }
 
-    let sg = if definite { s.positive_part() } else { s };
-    let fft = f[0].outer(f[0]) + f[1].outer(f[1]);
-    // C_kl for (k, l) in (0,0), (0,1), (1,1); C_10 = C_01ᵀ.
-    let c = |k: usize, l: usize| -> Mat3 {
-        let mut m = Mat3::scale(sg.at(l, k)) + f[l].outer(f[k]) * mu + f[k].outer(f[l]) * lambda;
-        if k == l {
-            m += fft * mu;
-        }
-        m
-    };
-    let c00 = c(0, 0);
-    let c01 = c(0, 1);
-    let c10 = c01.transpose();
-    let c11 = c(1, 1);
-    let mut stiffness = [Mat3::ZERO; 6];
-    for i in 0..3 {
-        for j in i..3 {
-            let (bi, bj) = (g[i], g[j]);
-            stiffness[block(i, j)] =
-                (c00 * (bi[0] * bj[0]) + c01 * (bi[0] * bj[1]) + c10 * (bi[1] * bj[0]) + c11 * (bi[1] * bj[1])) * a;
-        }
+    /// Energy only.
+    pub fn energy(&self, tri: &Triangle, x: [Vec3; 3]) -> f32 {
+        let (e1, e2, _) = eigen(green_strain(deformation(tri, x)));
+        tri.area * self.spectral([e1, e2]).energy
     }
-    Element { force, energy, stiffness }
+
+    /// Forces, energy and stiffness. With `definite`, the stiffness is the
+    /// positive semi-definite one; otherwise the exact Hessian.
+    pub fn element(&self, tri: &Triangle, x: [Vec3; 3], definite: bool) -> Element {
+        let f = deformation(tri, x);
+        let (e1, e2, n1) = eigen(green_strain(f));
+        let n2 = [-n1[1], n1[0]];
+        let sp = self.spectral([e1, e2]);
+        let outer = |u: [f32; 2], v: [f32; 2]| Sym2 { a: u[0] * v[0], b: 0.5 * (u[0] * v[1] + u[1] * v[0]), d: u[1] * v[1] };
+        let add = |p: Sym2, q: Sym2, s: f32| Sym2 { a: p.a + s * q.a, b: p.b + s * q.b, d: p.d + s * q.d };
+        let zero = Sym2::default();
+        let (p11, p22, p12) = (outer(n1, n1), outer(n2, n2), outer(n1, n2));
+        let s = add(add(zero, p11, sp.f[0]), p22, sp.f[1]);
+
+        let energy = tri.area * sp.energy;
+        let p = [f[0] * s.a + f[1] * s.b, f[0] * s.b + f[1] * s.d];
+        let gr = &tri.grad;
+        let a = tri.area;
+        let mut force = [Vec3::ZERO; 3];
+        for (i, fi) in force.iter_mut().enumerate() {
+            *fi = -(p[0] * gr[i][0] + p[1] * gr[i][1]) * a;
+        }
+
+        // Tangent D applied to the symmetric basis B00, B11, B01.
+        let (mu, lambda) = (self.mu, self.lambda);
+        let fkl = |k: usize, l: usize| sp.dg[k] * (2.0 * mu * sp.dg[k] * (k == l) as u8 as f32 + lambda * sp.dg[l]);
+        let mut rho = if (e1 - e2).abs() > 1e-6 * (e1.abs() + e2.abs()) + 1e-12 {
+            (sp.f[0] - sp.f[1]) / (e1 - e2)
+        } else {
+            fkl(0, 0) - fkl(0, 1)
+        };
+        if definite {
+            rho = rho.max(0.0);
+        }
+        let tangent = |de: Sym2| -> Sym2 {
+            let q = |u: [f32; 2], v: [f32; 2]| u[0] * (de.a * v[0] + de.b * v[1]) + u[1] * (de.b * v[0] + de.d * v[1]);
+            let (a1, a2, b) = (q(n1, n1), q(n2, n2), q(n1, n2));
+            let mut r = add(zero, p11, fkl(0, 0) * a1 + fkl(0, 1) * a2);
+            r = add(r, p22, fkl(1, 0) * a1 + fkl(1, 1) * a2);
+            add(r, p12, 2.0 * rho * b)
+        };
+        let basis = [Sym2 { a: 1.0, b: 0.0, d: 0.0 }, Sym2 { a: 0.0, b: 0.0, d: 1.0 }, Sym2 { a: 0.0, b: 0.5, d: 0.0 }];
+        let q = basis.map(tangent);
+        let q_lp = |l: usize, p: usize| if l == p { q[l] } else { q[2] };
+
+        let sg = if definite { s.positive_part() } else { s };
+        // C_kl = S_lk I + Σ_mp Q_lp[m][k] F_m F_pᵀ
+        let c = |k: usize, l: usize| -> Mat3 {
+            let mut m = Mat3::scale(sg.at(l, k));
+            for mm in 0..2 {
+                for pp in 0..2 {
+                    let coef = q_lp(l, pp).at(mm, k);
+                    if coef != 0.0 {
+                        m += f[mm].outer(f[pp]) * coef;
+                    }
+                }
+            }
+            m
+        };
+        let (c00, c01, c10, c11) = (c(0, 0), c(0, 1), c(1, 0), c(1, 1));
+        let mut stiffness = [Mat3::ZERO; 6];
+        for i in 0..3 {
+            for j in i..3 {
+                let (bi, bj) = (gr[i], gr[j]);
+                stiffness[block(i, j)] =
+                    (c00 * (bi[0] * bj[0]) + c01 * (bi[0] * bj[1]) + c10 * (bi[1] * bj[0]) + c11 * (bi[1] * bj[1])) * a;
+            }
+        }
+        Element { force, energy, stiffness }
+    }
 }

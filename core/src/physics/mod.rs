@@ -82,7 +82,7 @@ impl Energy {
 
 /// Energy of positions `x` and velocities `v`.
 pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
-    let (mu, lambda) = model.material.lame();
+    let mem = model.material.membrane();
     let mesh = &model.mesh;
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
@@ -91,7 +91,7 @@ pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
         e.gravity -= m * model.scene.gravity.dot(*xi);
     }
     for t in mesh.triangles() {
-        e.membrane += membrane::energy(t, t.nodes.map(|i| x[i as usize]), mu, lambda);
+        e.membrane += mem.energy(t, t.nodes.map(|i| x[i as usize]));
     }
     for h in mesh.hinges() {
         e.bending += bending::energy(h, x, model.material.bending);
@@ -118,12 +118,12 @@ pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
 /// diagonal and edge blocks (membrane and bending; the bending wing–wing
 /// terms are applied matrix-free by [`solver::matvec`]).
 pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
-    let (mu, lambda) = model.material.lame();
+    let mem = model.material.membrane();
     let mesh = &model.mesh;
     diag.fill(Mat3::ZERO);
     off.fill(Mat3::ZERO);
     for t in mesh.triangles() {
-        let el = membrane::element(t, t.nodes.map(|i| x[i as usize]), mu, lambda, true);
+        let el = mem.element(t, t.nodes.map(|i| x[i as usize]), true);
         for i in 0..3 {
             let ni = t.nodes[i] as usize;
             force[ni] += el.force[i];
@@ -194,10 +194,10 @@ struct EnergyCheck<'s, 'm> {
 impl EnergyCheck<'_, '_> {
     fn elastic(&self, x: &[Vec3]) -> f32 {
         let m = self.model;
-        let (mu, lambda) = m.material.lame();
+        let mem = m.material.membrane();
         let mut e = 0.0;
         for t in m.mesh.triangles() {
-            e += membrane::energy(t, t.nodes.map(|i| x[i as usize]), mu, lambda);
+            e += mem.energy(t, t.nodes.map(|i| x[i as usize]));
         }
         for hg in m.mesh.hinges() {
             e += bending::energy(hg, x, m.material.bending);
