@@ -53,7 +53,9 @@ impl Default for TrainOptions {
 /// Loss history.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TrainLog {
-    /// `(step, mean training loss since the last entry, validation loss)`.
+    /// `(step, mean training loss since the last entry, validation loss)`;
+    /// the first entry is the untrained (or resumed) model, both losses on
+    /// the validation samples.
     pub history: Vec<(usize, f32, f32)>,
     pub seconds: f32,
 }
@@ -119,6 +121,8 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     );
     bar.set_position(start as u64);
     let mut log = TrainLog::default();
+    let v0 = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
+    log.history.push((start, v0, v0));
     let t0 = std::time::Instant::now();
     let (mut acc, mut acc_n) = (0.0f32, 0usize);
     let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));

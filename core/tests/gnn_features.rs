@@ -1,0 +1,83 @@
+//! The network's input features.
+mod common;
+use common::*;
+use weft_core::gnn::features::{edge_count, edge_endpoints, edge_features, node_features, EDGE_FEATURES, NODE_FEATURES};
+use weft_core::prelude::*;
+
+#[test]
+fn edge_features_follow_the_method() {
+    let grid = Grid::horizontal(4, 3, 0.6, 0.4, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let mut rng = Rng(9);
+    let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.1 + rng.vec3(0.02)).collect();
+    let pairs = [[0u16, 10u16]];
+    let r = 0.07;
+    let ne = edge_count(&mesh, pairs.len());
+    assert_eq!(ne, 2 * (mesh.edges().len() + 1));
+    let mut ends = vec![[0u16; 2]; ne];
+    let mut f = vec![[0.0f32; EDGE_FEATURES]; ne];
+    edge_endpoints(&mesh, &pairs, &mut ends);
+    edge_features(&mesh, &x, &pairs, r, &mut f);
+    for (k, (&[s, t], row)) in ends.iter().zip(&f).enumerate() {
+        let (s, t) = (s as usize, t as usize);
+        let now = x[t] - x[s];
+        let cur = Vec3::new(row[4], row[5], row[6]);
+        assert!((cur * row[7] - now).norm() < 1e-5, "edge {k}: current direction × length");
+        if k < 2 * mesh.edges().len() {
+            let rest = mesh.rest()[t] - mesh.rest()[s];
+            assert!((Vec3::new(row[0], row[1], row[2]) * row[3] - rest).norm() < 1e-5, "edge {k}: rest");
+            assert_eq!(row[8], 0.0);
+        } else {
+            // Dynamic: rest direction = current direction, rest length = r.
+            assert_eq!(&row[0..3], &row[4..7]);
+            assert_eq!(row[3], r);
+            assert_eq!(row[8], 1.0);
+        }
+    }
+    // Both directions of each edge.
+    assert_eq!(ends[0], [ends[1][1], ends[1][0]]);
+}
+
+#[test]
+fn node_features_are_translation_invariant() {
+    let mut rng = Rng(4);
+    let x: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
+    let v: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
+    let pinned: Vec<u8> = (0..20).map(|i| (i % 7 == 0) as u8).collect();
+    let shifted: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(3.0, -2.0, 0.5)).collect();
+    let (mut a, mut b) = (vec![[0.0; NODE_FEATURES]; 20], vec![[0.0; NODE_FEATURES]; 20]);
+    node_features(&x, &v, &pinned, &mut a);
+    node_features(&shifted, &v, &pinned, &mut b);
+    for (ra, rb) in a.iter().zip(&b) {
+        for k in 0..NODE_FEATURES {
+            assert!((ra[k] - rb[k]).abs() < 1e-5);
+        }
+    }
+    assert_eq!(a[7][6], 1.0);
+    assert_eq!(a[8][6], 0.0);
+    assert_eq!(&a[3][0..3], &v[3].to_array());
+}
+
+#[test]
+fn corrections_skip_pinned_nodes_and_reject_non_finite() {
+    let grid = Grid::horizontal(3, 3, 1.0, 1.0, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let pins = [Pin::fixed(4, mesh.rest()[4])];
+    let model = Model::new(mesh, Material::COTTON, Scene { pins: &pins, ..Scene::default() }, StepParams::default()).unwrap();
+    let mut ss = VecStateStorage::new(&model, 8);
+    let mut state = State::new(&model, ss.storage()).unwrap();
+    let before = state.positions().to_vec();
+    let d = vec![Vec3::new(0.0, 0.01, 0.0); 9];
+    state.apply_correction(&d, &d).unwrap();
+    for i in 0..9 {
+        let moved = (state.positions()[i] - before[i]).norm();
+        assert_eq!(moved == 0.0, i == 4, "node {i}");
+    }
+    let mut bad = d.clone();
+    bad[2].x = f32::NAN;
+    let now = state.positions().to_vec();
+    assert!(state.apply_correction(&bad, &d).is_err());
+    assert_eq!(state.positions(), &now[..]);
+}
