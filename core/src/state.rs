@@ -2,8 +2,8 @@
 //! and the proximity pairs, all in caller-provided memory
 //! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
 
-use crate::math::{Mat3, Vec3};
 use crate::contact::{self, Proximity, ProximityError};
+use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 

@@ -1,7 +1,9 @@
 //! The network's input features.
 mod common;
 use common::*;
-use weft_core::gnn::features::{edge_count, edge_endpoints, edge_features, node_features, EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{
+    edge_count, edge_endpoints, edge_features, node_features, EDGE_FEATURES, NODE_FEATURES,
+};
 use weft_core::prelude::*;
 
 #[test]
@@ -65,7 +67,8 @@ fn corrections_skip_pinned_nodes_and_reject_non_finite() {
     let mut ms = VecMeshStorage::for_counts(grid.counts());
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
     let pins = [Pin::fixed(4, mesh.rest()[4])];
-    let model = Model::new(mesh, Material::COTTON, Scene { pins: &pins, ..Scene::default() }, StepParams::default()).unwrap();
+    let model =
+        Model::new(mesh, Material::COTTON, Scene { pins: &pins, ..Scene::default() }, StepParams::default()).unwrap();
     let mut ss = VecStateStorage::new(&model, 8);
     let mut state = State::new(&model, ss.storage()).unwrap();
     let before = state.positions().to_vec();

@@ -3,8 +3,8 @@ mod common;
 use common::Rng;
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{Hinge, Mesh, Triangle};
-use weft_core::physics::membrane::{self, Membrane};
 use weft_core::physics::bending;
+use weft_core::physics::membrane::{self, Membrane};
 use weft_core::prelude::*;
 
 fn rest_triangle(rng: &mut Rng) -> (Triangle, [Vec3; 3]) {

@@ -54,7 +54,16 @@ pub struct DatasetSpec {
 
 impl Default for DatasetSpec {
     fn default() -> Self {
-        DatasetSpec { coarse: 16, k: 4, time_substeps: 4, steps: 200, dt: 1.0 / 60.0, per_family: 14, heldout: Some(Family::Flag), seed: 0 }
+        DatasetSpec {
+            coarse: 16,
+            k: 4,
+            time_substeps: 4,
+            steps: 200,
+            dt: 1.0 / 60.0,
+            per_family: 14,
+            heldout: Some(Family::Flag),
+            seed: 0,
+        }
     }
 }
 
@@ -101,7 +110,11 @@ pub struct Trajectory {
 }
 
 /// Runs the fine simulation of `coarse` and restricts it to the coarse nodes.
-pub fn fine_reference(coarse: &Scenario, k: usize, time_substeps: u32) -> Result<(Vec<Vec<Vec3>>, Vec<Vec<Vec3>>, f32)> {
+pub fn fine_reference(
+    coarse: &Scenario,
+    k: usize,
+    time_substeps: u32,
+) -> Result<(Vec<Vec<Vec3>>, Vec<Vec<Vec3>>, f32)> {
     let mut fine = coarse.refined(k, time_substeps);
     fine.self_contact.enabled = true;
     let n = coarse.cloth.resolution[0] * coarse.cloth.resolution[1];
@@ -164,7 +177,10 @@ pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
             bail!("{}: tensor {name} has shape {shape:?}", path.display());
         }
         let vals: Vec<f32> = t.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Ok(vals.chunks_exact(shape[1] * 3).map(|f| f.chunks_exact(3).map(|p| Vec3::new(p[0], p[1], p[2])).collect()).collect())
+        Ok(vals
+            .chunks_exact(shape[1] * 3)
+            .map(|f| f.chunks_exact(3).map(|p| Vec3::new(p[0], p[1], p[2])).collect())
+            .collect())
     };
     let family = match get("family")?.as_str() {
         "hang" => Family::Hang,
@@ -202,7 +218,8 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
                 let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps)?;
                 let split = split_of(spec, family, seed).to_string();
                 let file = format!("{}_{seed:04}.safetensors", family.name());
-                let t = Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
+                let t =
+                    Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
                 write_trajectory(&out.join(&file), &t, spec)?;
                 Ok(IndexEntry { file, family, seed, split, fine_seconds: secs })
             })();
@@ -225,7 +242,8 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
 /// Loads the index of a dataset folder.
 pub fn load_index(dir: &Path) -> Result<Index> {
     let p = dir.join("index.json");
-    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {} (run `weft generate` first)", p.display()))?;
+    let text =
+        std::fs::read_to_string(&p).with_context(|| format!("reading {} (run `weft generate` first)", p.display()))?;
     Ok(serde_json::from_str(&text)?)
 }
 

@@ -63,7 +63,9 @@ fn rollout(
         let t0 = Instant::now();
         let mut failure = None;
         for t in 0..steps {
-            let r = physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("{e}")).and_then(|_| after_step(model, &mut state));
+            let r = physics::step(model, &mut state)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .and_then(|_| after_step(model, &mut state));
             if let Err(e) = r {
                 failure = Some(format!("step {t}: {e:#}"));
                 break;

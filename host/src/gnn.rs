@@ -5,8 +5,9 @@
 //! - node encoder: node features ([`NODE_FEATURES`]) → latent `L`
 //! - edge encoder: edge features ([`EDGE_FEATURES`]) → `L`
 //! - `rounds` × processor: edge update `e ← e + MLP([e, h_sender, h_receiver])`,
-//!   then node update `h ← h + MLP([h, Σ_incoming e])` (the last one is a
-//!   node update)
+//!   then node update `h ← h + MLP([h, mean_incoming e])` (the last one is
+//!   a node update; the mean keeps the message size independent of how
+//!   many dynamic edges a node has)
 //! - decoder: a position head and a velocity head, `L → L → 3` each,
 //!   giving Δx and Δv in normalised units.
 //!
@@ -58,7 +59,8 @@ impl GnnConfig {
         let edge_upd_node = 2 * l * l; // W_s h and W_r h, per node
         let node_upd = 2 * l * l + l * l;
         let heads = 2 * (l * l + 3 * l);
-        nodes * (node_enc + self.rounds * (edge_upd_node + node_upd) + heads) + edges * (edge_enc + self.rounds * edge_upd)
+        nodes * (node_enc + self.rounds * (edge_upd_node + node_upd) + heads)
+            + edges * (edge_enc + self.rounds * edge_upd)
     }
 }
 
@@ -144,30 +146,60 @@ pub struct Noise {
     pub velocity: f32,
 }
 
+/// Rollout before a training sample (the "pushforward" of unrolled
+/// training): the input state is reached by `steps` corrected coarse steps
+/// of the current network from the fine state, so the network learns to
+/// correct its own errors. No gradient flows through these steps.
+pub struct Unroll<'a> {
+    pub gnn: &'a Gnn,
+    pub norm: &'a Normalizer,
+    pub steps: usize,
+}
+
 /// A training sample: from the restricted fine state at frame `t` (plus
-/// noise), one coarse step and its graph; the targets take the step's
-/// result to the restricted fine state at `t + 1`.
-pub fn sample(traj: &Trajectory, t: usize, cfg: &GnnConfig, noise: Noise, rng: &mut Rng) -> Result<Graph> {
+/// noise; or, with `unroll`, from frame `t − steps` advanced by the
+/// corrected coarse model), one coarse step and its graph; the targets take
+/// the step's result to the restricted fine state at `t + 1`.
+pub fn sample(
+    traj: &Trajectory,
+    t: usize,
+    cfg: &GnnConfig,
+    noise: Noise,
+    rng: &mut Rng,
+    unroll: Option<&Unroll>,
+) -> Result<Graph> {
     let scn = &traj.scenario;
+    let ahead = unroll.map_or(0, |u| u.steps.min(t));
+    let t0 = t - ahead;
     scn.with_model(|model| {
         let n = model.mesh.node_count();
         let mut storage = VecStateStorage::new(model, cfg.pairs_per_node * n);
         let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("{e}"))?;
         let pinned = state.pinned().to_vec();
         let jitter = |p: Vec3, s: f32, rng: &mut Rng| p + Vec3::new(rng.normal(), rng.normal(), rng.normal()) * s;
-        let x: Vec<Vec3> = traj.x[t]
+        let x: Vec<Vec3> = traj.x[t0]
             .iter()
             .zip(&pinned)
             .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.position, rng) })
             .collect();
-        let v: Vec<Vec3> = traj.v[t]
+        let v: Vec<Vec3> = traj.v[t0]
             .iter()
             .zip(&pinned)
             .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.velocity, rng) })
             .collect();
         state.set_positions(&x).map_err(|e| anyhow::anyhow!("{e}"))?;
         state.set_velocities(&v).map_err(|e| anyhow::anyhow!("{e}"))?;
-        state.set_time(t as f32 * scn.time.dt).map_err(|e| anyhow::anyhow!("{e}"))?;
+        state.set_time(t0 as f32 * scn.time.dt).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(u) = unroll {
+            for _ in 0..ahead {
+                physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
+                let g = graph_of(model, &mut state, cfg)?;
+                let (dx, dv) = u.gnn.correct(&g, u.norm, &Device::Cpu)?;
+                if state.apply_correction(&dx, &dv).is_err() {
+                    break; // a non-finite correction: train from where it went wrong
+                }
+            }
+        }
         physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
         let mut g = graph_of(model, &mut state, cfg)?;
         g.targets = (0..n)
@@ -185,10 +217,8 @@ pub fn sample(traj: &Trajectory, t: usize, cfg: &GnnConfig, noise: Noise, rng: &
 pub fn normalizer(samples: &[Graph]) -> Normalizer {
     let nodes: Vec<_> = samples.iter().flat_map(|g| g.nodes.iter().copied()).collect();
     let edges: Vec<_> = samples.iter().flat_map(|g| g.edges.iter().copied()).collect();
-    let targets: Vec<_> = samples
-        .iter()
-        .flat_map(|g| g.targets.iter().zip(&g.free).filter(|(_, &f)| f > 0.0).map(|(t, _)| *t))
-        .collect();
+    let targets: Vec<_> =
+        samples.iter().flat_map(|g| g.targets.iter().zip(&g.free).filter(|(_, &f)| f > 0.0).map(|(t, _)| *t)).collect();
     Normalizer { node: Stats::from_rows(&nodes), edge: Stats::from_rows(&edges), target: Stats::from_rows(&targets) }
 }
 
@@ -199,13 +229,16 @@ pub struct Batch {
     pub senders: Tensor,
     pub receivers: Tensor,
     pub free: Tensor,
+    /// `1 / max(1, incoming edges)` per node, `[nodes, 1]`.
+    pub inv_degree: Tensor,
     pub targets: Option<Tensor>,
     pub n_nodes: usize,
 }
 
 impl Batch {
     pub fn new(graphs: &[Graph], norm: &Normalizer, dev: &Device) -> Result<Batch> {
-        let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) = (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut offset = 0u32;
         for g in graphs {
             for r in &g.nodes {
@@ -225,7 +258,13 @@ impl Batch {
             offset += g.nodes.len() as u32;
         }
         let (n, e) = (offset as usize, snd.len());
+        let mut deg = vec![0f32; n];
+        for &r in &rcv {
+            deg[r as usize] += 1.0;
+        }
+        let inv_degree: Vec<f32> = deg.iter().map(|&d| 1.0 / d.max(1.0)).collect();
         Ok(Batch {
+            inv_degree: Tensor::from_vec(inv_degree, (n, 1), dev)?,
             nodes: Tensor::from_vec(nodes, (n, NODE_FEATURES), dev)?,
             edges: Tensor::from_vec(edges, (e, EDGE_FEATURES), dev)?,
             senders: Tensor::from_vec(snd, e, dev)?,
@@ -270,8 +309,12 @@ impl Gnn {
             cfg,
             node_enc: Mlp::new(vb.pp("node_enc"), NODE_FEATURES, l, l)?,
             edge_enc: Mlp::new(vb.pp("edge_enc"), EDGE_FEATURES, l, l)?,
-            edge_mlp: (0..cfg.rounds).map(|r| Mlp::new(vb.pp(format!("edge_mlp{r}")), 3 * l, l, l)).collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds).map(|r| Mlp::new(vb.pp(format!("node_mlp{r}")), 2 * l, l, l)).collect::<Result<_>>()?,
+            edge_mlp: (0..cfg.rounds)
+                .map(|r| Mlp::new(vb.pp(format!("edge_mlp{r}")), 3 * l, l, l))
+                .collect::<Result<_>>()?,
+            node_mlp: (0..cfg.rounds)
+                .map(|r| Mlp::new(vb.pp(format!("node_mlp{r}")), 2 * l, l, l))
+                .collect::<Result<_>>()?,
             head_x: Mlp::new(vb.pp("head_x"), l, l, 3)?,
             head_v: Mlp::new(vb.pp("head_v"), l, l, 3)?,
         })
@@ -285,7 +328,9 @@ impl Gnn {
             let hs = h.index_select(&b.senders, 0)?;
             let hr = h.index_select(&b.receivers, 0)?;
             e = (&e + em.forward(&Tensor::cat(&[&e, &hs, &hr], 1)?)?)?;
-            let agg = Tensor::zeros((b.n_nodes, self.cfg.latent), DType::F32, h.device())?.index_add(&b.receivers, &e, 0)?;
+            let agg = Tensor::zeros((b.n_nodes, self.cfg.latent), DType::F32, h.device())?
+                .index_add(&b.receivers, &e, 0)?
+                .broadcast_mul(&b.inv_degree)?;
             h = (&h + nm.forward(&Tensor::cat(&[&h, &agg], 1)?)?)?;
         }
         Ok(Tensor::cat(&[&self.head_x.forward(&h)?, &self.head_v.forward(&h)?], 1)?)
@@ -350,7 +395,8 @@ impl Trained {
     pub fn load(stem: &Path, dev: &Device) -> Result<Trained> {
         let json = stem.with_extension("json");
         let meta: ModelMeta = serde_json::from_str(
-            &std::fs::read_to_string(&json).with_context(|| format!("reading {} (train a model first)", json.display()))?,
+            &std::fs::read_to_string(&json)
+                .with_context(|| format!("reading {} (train a model first)", json.display()))?,
         )?;
         if meta.format != MODEL_FORMAT {
             bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format);

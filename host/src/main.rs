@@ -5,14 +5,14 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use weft_core::prelude::Vec3;
-use weft_host::render::{self, Camera};
 use weft_host::dataset::{self, DatasetSpec};
-use weft_host::families::Family;
 use weft_host::eval;
+use weft_host::families::Family;
 use weft_host::gnn::{GnnConfig, Trained};
-use weft_host::train::{self, TrainOptions};
+use weft_host::render::{self, Camera};
 use weft_host::scenario::Scenario;
 use weft_host::sim;
+use weft_host::train::{self, TrainOptions};
 
 /// weft: FEM cloth simulation for microcontrollers, run on the desktop.
 #[derive(Parser)]
@@ -83,6 +83,13 @@ enum Command {
         /// Dynamic-edge radius (m).
         #[arg(long, default_value_t = 0.05)]
         radius: f32,
+        /// Unrolled training: samples may start from up to this many
+        /// corrected coarse steps of the current network (0: off).
+        #[arg(long, default_value_t = 3)]
+        unroll: usize,
+        /// Training steps before unrolling starts.
+        #[arg(long, default_value_t = 3000)]
+        unroll_after: usize,
         /// Continue from the checkpoint at --out.
         #[arg(long)]
         resume: bool,
@@ -179,7 +186,21 @@ fn run(cli: Cli) -> Result<()> {
                 println!("failed: {f}");
             }
         }
-        Command::Train { data, out, steps, batch, lr, latent, rounds, radius, resume, export, quiet } => {
+        Command::Train {
+            data,
+            out,
+            steps,
+            batch,
+            lr,
+            latent,
+            rounds,
+            radius,
+            unroll,
+            unroll_after,
+            resume,
+            export,
+            quiet,
+        } => {
             let opts = TrainOptions {
                 data,
                 out: out.clone(),
@@ -188,6 +209,8 @@ fn run(cli: Cli) -> Result<()> {
                 lr,
                 config: GnnConfig { latent, rounds, radius, ..GnnConfig::default() },
                 resume,
+                unroll_steps: unroll,
+                unroll_after,
                 progress: !quiet,
                 ..TrainOptions::default()
             };
@@ -224,7 +247,15 @@ fn run(cli: Cli) -> Result<()> {
                     scn.time.substeps = 1;
                     let spec = DatasetSpec::default();
                     let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps)?;
-                    vec![dataset::Trajectory { scenario: scn, family: Family::Hang, seed: 0, split: "scenario".into(), x, v, fine_seconds: secs }]
+                    vec![dataset::Trajectory {
+                        scenario: scn,
+                        family: Family::Hang,
+                        seed: 0,
+                        split: "scenario".into(),
+                        x,
+                        v,
+                        fine_seconds: secs,
+                    }]
                 }
                 None => dataset::load_split(&data, Some(&split))?,
             };

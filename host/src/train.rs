@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{self, Trajectory};
 use crate::families::Rng;
-use crate::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, MODEL_FORMAT};
+use crate::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
 
 #[derive(Clone, Debug)]
 pub struct TrainOptions {
@@ -28,6 +28,10 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Validate and checkpoint every this many steps.
     pub every: usize,
+    /// Unrolled training: after `unroll_after` steps, half of the samples
+    /// start from a rollout of up to `unroll_steps` corrected steps.
+    pub unroll_steps: usize,
+    pub unroll_after: usize,
     pub progress: bool,
 }
 
@@ -45,6 +49,8 @@ impl Default for TrainOptions {
             resume: false,
             seed: 1,
             every: 500,
+            unroll_steps: 0,
+            unroll_after: 0,
             progress: true,
         }
     }
@@ -66,8 +72,23 @@ fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
     (k, t)
 }
 
-fn samples(trajs: &[Trajectory], picks: &[(usize, usize, u64)], cfg: &GnnConfig, noise: Noise) -> Result<Vec<Graph>> {
-    picks.par_iter().map(|&(k, t, s)| gnn::sample(&trajs[k], t, cfg, noise, &mut Rng::new(s))).collect()
+fn samples(
+    trajs: &[Trajectory],
+    picks: &[(usize, usize, u64)],
+    cfg: &GnnConfig,
+    noise: Noise,
+    unroll: Option<&Unroll>,
+) -> Result<Vec<Graph>> {
+    picks
+        .par_iter()
+        .map(|&(k, t, s)| {
+            let mut rng = Rng::new(s);
+            // Half of the samples start from the fine state, half from a
+            // rollout of 1..=steps corrected steps.
+            let u = unroll.filter(|_| s % 2 == 1).map(|u| Unroll { steps: 1 + (s as usize / 2) % u.steps, ..*u });
+            gnn::sample(&trajs[k], t, cfg, noise, &mut rng, u.as_ref())
+        })
+        .collect()
 }
 
 /// Trains (or resumes) and returns the model and its loss history.
@@ -80,12 +101,14 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     }
     let mut rng = Rng::new(opts.seed);
     let val_set = if val.is_empty() { &train } else { &val };
-    let val_picks: Vec<_> = (0..32).map(|i| {
-        let (k, t) = draw(val_set, &mut rng);
-        (k, t, i)
-    }).collect();
+    let val_picks: Vec<_> = (0..32)
+        .map(|i| {
+            let (k, t) = draw(val_set, &mut rng);
+            (k, t, i)
+        })
+        .collect();
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
-    let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise)?;
+    let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None)?;
 
     let (mut model, start) = if opts.resume && opts.out.with_extension("json").exists() {
         let m = Trained::load(&opts.out, &dev)?;
@@ -93,11 +116,13 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         (m, s)
     } else {
         // Normalisation from noisy training samples.
-        let picks: Vec<_> = (0..256).map(|i| {
-            let (k, t) = draw(&train, &mut rng);
-            (k, t, 1_000_000 + i)
-        }).collect();
-        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise)?);
+        let picks: Vec<_> = (0..256)
+            .map(|i| {
+                let (k, t) = draw(&train, &mut rng);
+                (k, t, 1_000_000 + i)
+            })
+            .collect();
+        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise, None)?);
         let meta = ModelMeta {
             format: MODEL_FORMAT.into(),
             config: opts.config,
@@ -112,7 +137,10 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     };
     model.meta.parameters = model.parameters();
     let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
-    let mut opt = AdamW::new(model.varmap.all_vars(), ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() })?;
+    let mut opt = AdamW::new(
+        model.varmap.all_vars(),
+        ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() },
+    )?;
 
     let bar = if opts.progress { ProgressBar::new(opts.steps as u64) } else { ProgressBar::hidden() };
     bar.set_style(
@@ -137,7 +165,12 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
                 (k, t, step_rng.next_u64())
             })
             .collect();
-        let graphs = samples(&train, &picks, &opts.config, opts.noise)?;
+        let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then(|| Unroll {
+            gnn: &model.gnn,
+            norm: &model.meta.normalizer,
+            steps: opts.unroll_steps,
+        });
+        let graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref())?;
         let batch = Batch::new(&graphs, &model.meta.normalizer, &dev)?;
         let loss = model.gnn.loss(&batch)?;
         opt.backward_step(&loss)?;

@@ -6,7 +6,15 @@ use weft_host::gnn::{GnnConfig, Trained};
 use weft_host::train::{self, TrainOptions};
 
 fn tiny() -> DatasetSpec {
-    DatasetSpec { coarse: 5, k: 2, time_substeps: 2, steps: 12, per_family: 2, heldout: Some(Family::Flag), ..DatasetSpec::default() }
+    DatasetSpec {
+        coarse: 5,
+        k: 2,
+        time_substeps: 2,
+        steps: 12,
+        per_family: 2,
+        heldout: Some(Family::Flag),
+        ..DatasetSpec::default()
+    }
 }
 
 #[test]
@@ -18,7 +26,10 @@ fn generation_is_deterministic_and_round_trips() {
     assert_eq!(ia.trajectories.len(), 4);
     assert!(ia.failed.is_empty(), "{:?}", ia.failed);
     for e in &ia.trajectories {
-        let (ta, tb) = (dataset::read_trajectory(&a.path().join(&e.file)).unwrap(), dataset::read_trajectory(&b.path().join(&e.file)).unwrap());
+        let (ta, tb) = (
+            dataset::read_trajectory(&a.path().join(&e.file)).unwrap(),
+            dataset::read_trajectory(&b.path().join(&e.file)).unwrap(),
+        );
         assert_eq!(ta.x, tb.x, "{} differs between runs", e.file);
         assert_eq!(ta.v, tb.v);
         assert_eq!(ta.x.len(), 13);

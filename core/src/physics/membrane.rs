@@ -116,7 +116,8 @@ impl Membrane {
         let (e1, e2, n1) = eigen(green_strain(f));
         let n2 = [-n1[1], n1[0]];
         let sp = self.spectral([e1, e2]);
-        let outer = |u: [f32; 2], v: [f32; 2]| Sym2 { a: u[0] * v[0], b: 0.5 * (u[0] * v[1] + u[1] * v[0]), d: u[1] * v[1] };
+        let outer =
+            |u: [f32; 2], v: [f32; 2]| Sym2 { a: u[0] * v[0], b: 0.5 * (u[0] * v[1] + u[1] * v[0]), d: u[1] * v[1] };
         let add = |p: Sym2, q: Sym2, s: f32| Sym2 { a: p.a + s * q.a, b: p.b + s * q.b, d: p.d + s * q.d };
         let zero = Sym2::default();
         let (p11, p22, p12) = (outer(n1, n1), outer(n2, n2), outer(n1, n2));
