@@ -26,6 +26,7 @@ fn edge_features_follow_the_method() {
         let now = x[t] - x[s];
         let cur = Vec3::new(row[4], row[5], row[6]);
         assert!((cur * row[7] - now).norm() < 1e-5, "edge {k}: current direction × length");
+        assert!((row[9] - (row[7] / row[3] - 1.0)).abs() < 1e-6, "edge {k}: strain");
         if k < 2 * mesh.edges().len() {
             let rest = mesh.rest()[t] - mesh.rest()[s];
             assert!((Vec3::new(row[0], row[1], row[2]) * row[3] - rest).norm() < 1e-5, "edge {k}: rest");

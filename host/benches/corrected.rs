@@ -15,7 +15,7 @@ fn untrained(cfg: GnnConfig) -> Trained {
     let meta = ModelMeta {
         format: MODEL_FORMAT.into(),
         config: cfg,
-        normalizer: Normalizer { node: unit(7), edge: unit(9), target: unit(6) },
+        normalizer: Normalizer { node: unit(7), edge: unit(10), target: unit(6) },
         noise: Noise { position: 0.0, velocity: 0.0 },
         steps: 0,
         train_loss: 0.0,

@@ -42,7 +42,7 @@ pub struct GnnConfig {
 
 impl Default for GnnConfig {
     fn default() -> Self {
-        GnnConfig { latent: 16, rounds: 2, radius: 0.05, pairs_per_node: 8 }
+        GnnConfig { latent: 16, rounds: 2, radius: 0.03, pairs_per_node: 8 }
     }
 }
 
@@ -146,6 +146,18 @@ pub struct Noise {
     pub velocity: f32,
 }
 
+/// Velocity of frame `t` of a trajectory as the coarse integrator sees it:
+/// the mean velocity over the frame before, `(x_t − x_{t−1}) / dt` (the
+/// fine cloth's instantaneous velocities also carry vibrations of the fine
+/// grid the coarse one cannot represent); frame 0 keeps its own.
+pub fn frame_velocity(traj: &Trajectory, t: usize) -> Vec<Vec3> {
+    if t == 0 {
+        return traj.v[0].clone();
+    }
+    let inv = 1.0 / traj.scenario.time.dt;
+    traj.x[t].iter().zip(&traj.x[t - 1]).map(|(a, b)| (*a - *b) * inv).collect()
+}
+
 /// Rollout before a training sample (the "pushforward" of unrolled
 /// training): the input state is reached by `steps` corrected coarse steps
 /// of the current network from the fine state, so the network learns to
@@ -159,7 +171,8 @@ pub struct Unroll<'a> {
 /// A training sample: from the restricted fine state at frame `t` (plus
 /// noise; or, with `unroll`, from frame `t − steps` advanced by the
 /// corrected coarse model), one coarse step and its graph; the targets take
-/// the step's result to the restricted fine state at `t + 1`.
+/// the step's result to the restricted fine state at `t + 1` (velocities
+/// by [`frame_velocity`]).
 pub fn sample(
     traj: &Trajectory,
     t: usize,
@@ -182,7 +195,7 @@ pub fn sample(
             .zip(&pinned)
             .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.position, rng) })
             .collect();
-        let v: Vec<Vec3> = traj.v[t0]
+        let v: Vec<Vec3> = frame_velocity(traj, t0)
             .iter()
             .zip(&pinned)
             .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.velocity, rng) })
@@ -202,10 +215,11 @@ pub fn sample(
         }
         physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
         let mut g = graph_of(model, &mut state, cfg)?;
+        let v_next = frame_velocity(traj, t + 1);
         g.targets = (0..n)
             .map(|i| {
                 let dx = traj.x[t + 1][i] - state.positions()[i];
-                let dv = traj.v[t + 1][i] - state.velocities()[i];
+                let dv = v_next[i] - state.velocities()[i];
                 [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
             })
             .collect();

@@ -70,7 +70,7 @@ enum Command {
         /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
         #[arg(short, long, default_value = "checkpoints/weft-gnn")]
         out: PathBuf,
-        #[arg(long, default_value_t = 20_000)]
+        #[arg(long, default_value_t = 30_000)]
         steps: usize,
         #[arg(long, default_value_t = 4)]
         batch: usize,
@@ -81,15 +81,20 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         rounds: usize,
         /// Dynamic-edge radius (m).
-        #[arg(long, default_value_t = 0.05)]
+        #[arg(long, default_value_t = 0.03)]
         radius: f32,
         /// Unrolled training: samples may start from up to this many
         /// corrected coarse steps of the current network (0: off).
         #[arg(long, default_value_t = 3)]
         unroll: usize,
         /// Training steps before unrolling starts.
-        #[arg(long, default_value_t = 3000)]
+        #[arg(long, default_value_t = 15_000)]
         unroll_after: usize,
+        /// Input noise on positions (m) and velocities (m/s).
+        #[arg(long, default_value_t = 1e-3)]
+        noise_position: f32,
+        #[arg(long, default_value_t = 0.03)]
+        noise_velocity: f32,
         /// Continue from the checkpoint at --out.
         #[arg(long)]
         resume: bool,
@@ -197,6 +202,8 @@ fn run(cli: Cli) -> Result<()> {
             radius,
             unroll,
             unroll_after,
+            noise_position,
+            noise_velocity,
             resume,
             export,
             quiet,
@@ -210,6 +217,7 @@ fn run(cli: Cli) -> Result<()> {
                 config: GnnConfig { latent, rounds, radius, ..GnnConfig::default() },
                 resume,
                 unroll_steps: unroll,
+                noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
                 unroll_after,
                 progress: !quiet,
                 ..TrainOptions::default()

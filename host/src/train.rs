@@ -136,6 +136,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         (Trained::new(meta, &dev)?, 0)
     };
     model.meta.parameters = model.parameters();
+    model.meta.noise = opts.noise;
     let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
     let mut opt = AdamW::new(
         model.varmap.all_vars(),

@@ -2,9 +2,12 @@
 //!
 //! **Edges** (directed, sender `s` → receiver `r`), [`EDGE_FEATURES`] values:
 //! rest direction (unit, 3), rest length (1), current direction (unit, 3),
-//! current length (1), and 1 for a dynamic edge (0 for static). A dynamic
-//! edge has no rest state: its rest direction is its current direction and
-//! its rest length is the contact radius `r`. Direction is `x_r − x_s`.
+//! current length (1), 1 for a dynamic edge (0 for static), and the current
+//! length relative to the rest length, `l / l₀ − 1` (the strain that drives
+//! the membrane forces, which the lengths alone show only as a tiny
+//! difference of two similar numbers). A dynamic edge has no rest state: its
+//! rest direction is its current direction and its rest length is the
+//! contact radius `r`. Direction is `x_r − x_s`.
 //!
 //! **Nodes**, [`NODE_FEATURES`] values, translation-invariant: velocity (3),
 //! position relative to the cloth's centroid (3), and 1 for a pinned node.
@@ -16,7 +19,7 @@ use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
 
 pub const NODE_FEATURES: usize = 7;
-pub const EDGE_FEATURES: usize = 9;
+pub const EDGE_FEATURES: usize = 10;
 
 /// Number of directed edges for `pairs` dynamic pairs.
 pub fn edge_count(mesh: &Mesh, pairs: usize) -> usize {
@@ -40,7 +43,8 @@ fn unit_and_length(d: Vec3) -> (Vec3, f32) {
 
 #[inline]
 fn put(out: &mut [f32; EDGE_FEATURES], rest: (Vec3, f32), now: (Vec3, f32), dynamic: bool) {
-    *out = [rest.0.x, rest.0.y, rest.0.z, rest.1, now.0.x, now.0.y, now.0.z, now.1, dynamic as u8 as f32];
+    let strain = if rest.1 > 0.0 { now.1 / rest.1 - 1.0 } else { 0.0 };
+    *out = [rest.0.x, rest.0.y, rest.0.z, rest.1, now.0.x, now.0.y, now.0.z, now.1, dynamic as u8 as f32, strain];
 }
 
 /// Edge features for the static edges and the dynamic `pairs`, in the
