@@ -27,7 +27,7 @@ pub struct Material {
 
 impl Material {
     /// A cotton-like cloth: 0.2 kg/m², 1 kN/m stretch stiffness, ν = 0.3,
-    /// compression counted at 5 %.
+    /// plain St. Venant–Kirchhoff (compression factor 1).
     pub const COTTON: Material = Material {
         density: 0.2,
         stretch: 1000.0,
@@ -35,7 +35,7 @@ impl Material {
         bending: 1e-5,
         damping_mass: 0.05,
         damping_stiffness: 2e-4,
-        compression: 0.05,
+        compression: 1.0,
     };
 
     /// Lamé parameters (μ, λ) of the membrane under plane stress (N/m).

@@ -75,9 +75,8 @@ fn corrections_skip_pinned_nodes_and_reject_non_finite() {
     let before = state.positions().to_vec();
     let d = vec![Vec3::new(0.0, 0.01, 0.0); 9];
     state.apply_correction(&d, &d).unwrap();
-    for i in 0..9 {
-        let moved = (state.positions()[i] - before[i]).norm();
-        assert_eq!(moved == 0.0, i == 4, "node {i}");
+    for (i, (now, was)) in state.positions().iter().zip(&before).enumerate() {
+        assert_eq!((*now - *was).norm() == 0.0, i == 4, "node {i}");
     }
     let mut bad = d.clone();
     bad[2].x = f32::NAN;

@@ -109,12 +109,12 @@ pub struct Trajectory {
     pub fine_seconds: f32,
 }
 
-/// Runs the fine simulation of `coarse` and restricts it to the coarse nodes.
-pub fn fine_reference(
-    coarse: &Scenario,
-    k: usize,
-    time_substeps: u32,
-) -> Result<(Vec<Vec<Vec3>>, Vec<Vec<Vec3>>, f32)> {
+/// Per-frame positions or velocities, `[frame][node]`.
+pub type Frames = Vec<Vec<Vec3>>;
+
+/// Runs the fine simulation of `coarse` and restricts it to the coarse
+/// nodes: positions, velocities and the wall time of the simulation.
+pub fn fine_reference(coarse: &Scenario, k: usize, time_substeps: u32) -> Result<(Frames, Frames, f32)> {
     let mut fine = coarse.refined(k, time_substeps);
     fine.self_contact.enabled = true;
     let n = coarse.cloth.resolution[0] * coarse.cloth.resolution[1];

@@ -166,7 +166,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
                 (k, t, step_rng.next_u64())
             })
             .collect();
-        let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then(|| Unroll {
+        let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then_some(Unroll {
             gnn: &model.gnn,
             norm: &model.meta.normalizer,
             steps: opts.unroll_steps,
