@@ -7,28 +7,13 @@ use std::hint::black_box;
 use weft_core::physics::step;
 use weft_core::prelude::*;
 use weft_host::families::{self, Family};
-use weft_host::gnn::{graph_of, GnnConfig, ModelMeta, Noise, Normalizer, Stats, Trained, MODEL_FORMAT};
-
-fn untrained(cfg: GnnConfig) -> Trained {
-    // Cost does not depend on the weights' values.
-    let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
-    let meta = ModelMeta {
-        format: MODEL_FORMAT.into(),
-        config: cfg,
-        normalizer: Normalizer { node: unit(7), edge: unit(10), target: unit(6) },
-        noise: Noise { position: 0.0, velocity: 0.0 },
-        steps: 0,
-        train_loss: 0.0,
-        val_loss: 0.0,
-        parameters: 0,
-    };
-    Trained::new(meta, &Device::Cpu).unwrap()
-}
+use weft_host::gnn::{graph_of, GnnConfig, Trained};
 
 fn bench(c: &mut Criterion) {
     let scn = families::scenario(Family::Drape, 6, 16, 40, 1.0 / 60.0);
     let cfg = GnnConfig { radius: 0.03, ..GnnConfig::default() };
-    let model_f = untrained(cfg);
+    // Cost does not depend on the weights' values.
+    let model_f = Trained::untrained(cfg, &Device::Cpu).unwrap();
     let dev = Device::Cpu;
     let mut g = c.benchmark_group("host_step");
     scn.with_model(|model| {

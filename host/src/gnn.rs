@@ -429,6 +429,23 @@ impl Trained {
         Ok(())
     }
 
+    /// A freshly initialised network with identity normalisation (for
+    /// measuring cost and shape; its outputs mean nothing).
+    pub fn untrained(config: GnnConfig, dev: &Device) -> Result<Trained> {
+        let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
+        let meta = ModelMeta {
+            format: MODEL_FORMAT.into(),
+            config,
+            normalizer: Normalizer { node: unit(NODE_FEATURES), edge: unit(EDGE_FEATURES), target: unit(6) },
+            noise: Noise { position: 0.0, velocity: 0.0 },
+            steps: 0,
+            train_loss: 0.0,
+            val_loss: 0.0,
+            parameters: 0,
+        };
+        Trained::new(meta, dev)
+    }
+
     pub fn parameters(&self) -> usize {
         self.varmap.all_vars().iter().map(|v| v.elem_count()).sum()
     }

@@ -1,21 +1,9 @@
 //! The network's shape and cost.
 use candle_core::Device;
-use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
-use weft_host::gnn::{GnnConfig, ModelMeta, Noise, Normalizer, Stats, Trained, MODEL_FORMAT};
+use weft_host::gnn::{GnnConfig, Trained};
 
 fn model(cfg: GnnConfig) -> Trained {
-    let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
-    let meta = ModelMeta {
-        format: MODEL_FORMAT.into(),
-        config: cfg,
-        normalizer: Normalizer { node: unit(NODE_FEATURES), edge: unit(EDGE_FEATURES), target: unit(6) },
-        noise: Noise { position: 0.0, velocity: 0.0 },
-        steps: 0,
-        train_loss: 0.0,
-        val_loss: 0.0,
-        parameters: 0,
-    };
-    Trained::new(meta, &Device::Cpu).unwrap()
+    Trained::untrained(cfg, &Device::Cpu).unwrap()
 }
 
 #[test]
