@@ -24,27 +24,26 @@
 //! ## Example
 //! ```
 //! use weft_core::prelude::*;
+//! use weft_core::storage::{MeshBuffers, StateBuffers};
+//! const C: MeshCounts = MeshCounts::grid(8, 8);
+//! const S: StateSizes = StateSizes::new(C, 0);
+//! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
+//! let mut sb = StateBuffers::<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }>::new();
 //! let grid = Grid::horizontal(8, 8, 1.0, 1.0, 1.0);
-//! let mut mb = VecMeshStorage::for_counts(grid.counts());
 //! let mesh = Mesh::grid(&grid, mb.storage()).unwrap();
 //! let pins = [Pin::fixed(0, mesh.rest()[0]), Pin::fixed(7, mesh.rest()[7])];
 //! let scene = Scene { pins: &pins, ..Scene::default() };
 //! let model = Model::new(mesh, Material::COTTON, scene, StepParams::default()).unwrap();
-//! let mut sb = VecStateStorage::new(&model, 0);
 //! let mut state = State::new(&model, sb.storage()).unwrap();
 //! let report = weft_core::physics::step(&model, &mut state).unwrap();
 //! assert!(report.converged);
 //! ```
-//! (`VecMeshStorage` / `VecStateStorage` exist with the `alloc` feature; on
-//! a microcontroller use [`storage::MeshBuffers`] and [`storage::StateBuffers`].)
+//! (On a desktop the owner may keep the same slices in `Vec`s instead.)
 #![no_std]
 #![deny(unsafe_code)]
 // `!(a > b)` is used on purpose: it is true for NaN, which must take the
 // failure branch.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
-
-#[cfg(feature = "alloc")]
-extern crate alloc;
 
 pub mod contact;
 pub mod gnn;
@@ -54,8 +53,6 @@ pub mod model;
 pub mod physics;
 pub mod state;
 pub mod storage;
-#[cfg(feature = "alloc")]
-pub mod vec_storage;
 
 /// The usual imports.
 pub mod prelude {
@@ -64,6 +61,4 @@ pub mod prelude {
     pub use crate::model::{Collider, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind};
     pub use crate::physics::{step, StepError, StepReport};
     pub use crate::state::{State, StateSizes};
-    #[cfg(feature = "alloc")]
-    pub use crate::vec_storage::{VecMeshStorage, VecStateStorage};
 }

@@ -1,6 +1,6 @@
 //! Force Jacobians against central finite differences.
 mod common;
-use common::Rng;
+use common::{Rng, VecMeshStorage};
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{Hinge, Mesh, Triangle};
 use weft_core::physics::bending;

@@ -8,6 +8,7 @@ use weft_core::physics::step;
 use weft_core::prelude::*;
 use weft_host::families::{self, Family};
 use weft_host::gnn::{graph_of, GnnConfig, Trained};
+use weft_host::storage::VecStateStorage;
 
 fn bench(c: &mut Criterion) {
     let scn = families::scenario(Family::Drape, 6, 16, 40, 1.0 / 60.0);

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use weft_core::physics;
 use weft_core::prelude::*;
 
+use crate::storage::VecStateStorage;
+
 use crate::dataset::Trajectory;
 use crate::gnn::{self, Trained};
 use crate::scenario::Scenario;

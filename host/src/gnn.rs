@@ -24,6 +24,8 @@ use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use weft_core::physics;
 use weft_core::prelude::*;
 
+use crate::storage::VecStateStorage;
+
 use crate::dataset::Trajectory;
 use crate::families::Rng;
 

@@ -8,4 +8,5 @@ pub mod gnn;
 pub mod render;
 pub mod scenario;
 pub mod sim;
+pub mod storage;
 pub mod train;

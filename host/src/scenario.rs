@@ -8,7 +8,9 @@ use weft_core::mesh::Grid;
 use weft_core::model::{
     Collider, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
-use weft_core::prelude::{Mesh, Vec3, VecMeshStorage};
+use weft_core::prelude::{Mesh, Vec3};
+
+use crate::storage::VecMeshStorage;
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -9,6 +9,8 @@ use serde::Serialize;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
+use crate::storage::VecStateStorage;
+
 use crate::scenario::Scenario;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]

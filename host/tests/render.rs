@@ -2,6 +2,7 @@
 use weft_core::model::{Collider, Shape};
 use weft_core::prelude::*;
 use weft_host::render::{render, side_by_side, write_gif, Camera};
+use weft_host::storage::VecMeshStorage;
 
 #[test]
 fn cloth_and_collider_appear_in_the_image() {

@@ -1,9 +1,10 @@
 #![allow(dead_code)]
 use weft_core::prelude::*;
 
-pub fn grid_storage(grid: &Grid) -> VecMeshStorage {
-    VecMeshStorage::for_counts(grid.counts())
-}
+// The desktop's heap storage, shared with the host crate (tests may allocate).
+#[path = "../../../host/src/storage.rs"]
+mod storage;
+pub use storage::{VecMeshStorage, VecStateStorage};
 
 /// Tiny deterministic generator (xorshift) for test inputs.
 pub struct Rng(pub u64);

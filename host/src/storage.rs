@@ -1,12 +1,10 @@
-//! `Vec`-backed storage for desktop use (feature `alloc`).
+//! Heap storage for the core's meshes and states on a desktop: the core
+//! never allocates, its owner does. (Also used by the core's own tests.)
 
-use alloc::vec;
-use alloc::vec::Vec;
-
-use crate::math::{Mat3, Vec3};
-use crate::mesh::{Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
-use crate::model::Model;
-use crate::state::{StateSizes, StateStorage};
+use weft_core::math::{Mat3, Vec3};
+use weft_core::mesh::{Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
+use weft_core::model::Model;
+use weft_core::state::{StateSizes, StateStorage};
 
 /// Heap storage for a mesh.
 pub struct VecMeshStorage {
