@@ -225,28 +225,33 @@ impl Sym2 {
     pub fn trace(&self) -> f32 {
         self.a + self.d
     }
-    /// The positive semi-definite part: negative eigenvalues clamped to zero.
-    pub fn positive_part(&self) -> Sym2 {
+    /// Eigen-decomposition `(λ₁, λ₂, n₁)` with `λ₁ ≥ λ₂`, `n₁` the unit
+    /// eigenvector of `λ₁` and `n₂ = (−n₁.y, n₁.x)`.
+    pub fn eigen(&self) -> (f32, f32, [f32; 2]) {
         let half_tr = 0.5 * (self.a + self.d);
         let diff = 0.5 * (self.a - self.d);
         let rad = libm::sqrtf(diff * diff + self.b * self.b);
-        let l1 = half_tr + rad;
-        let l2 = half_tr - rad;
+        let n1 = if rad > 1e-30 {
+            // A column of (A − λ₂ I), the larger one: parallel to n₁.
+            let (x, y) = if diff >= 0.0 { (diff + rad, self.b) } else { (self.b, rad - diff) };
+            let n = libm::sqrtf(x * x + y * y);
+            [x / n, y / n]
+        } else {
+            [1.0, 0.0]
+        };
+        (half_tr + rad, half_tr - rad, n1)
+    }
+
+    /// The positive semi-definite part: negative eigenvalues clamped to zero.
+    pub fn positive_part(&self) -> Sym2 {
+        let (l1, l2, [ux, uy]) = self.eigen();
         if l2 >= 0.0 {
             return *self;
         }
         if l1 <= 0.0 {
             return Sym2::default();
         }
-        // Only l1 > 0 survives: S+ = l1 * u u^T with u the unit eigenvector of l1.
-        let (ux, uy) = if rad > 1e-30 {
-            // (a - l2, b) is parallel to the eigenvector of l1 (or use (b, l1 - a)).
-            let (x, y) = if diff >= 0.0 { (self.a - l2, self.b) } else { (self.b, self.d - l2) };
-            let n = libm::sqrtf(x * x + y * y);
-            (x / n, y / n)
-        } else {
-            (1.0, 0.0)
-        };
+        // Only λ₁ > 0 survives: S⁺ = λ₁ n₁ n₁ᵀ.
         Sym2 { a: l1 * ux * ux, b: l1 * ux * uy, d: l1 * uy * uy }
     }
 }

@@ -67,23 +67,6 @@ pub fn green_strain(f: [Vec3; 2]) -> Sym2 {
     Sym2 { a: 0.5 * (f[0].dot(f[0]) - 1.0), b: 0.5 * f[0].dot(f[1]), d: 0.5 * (f[1].dot(f[1]) - 1.0) }
 }
 
-/// Eigen-decomposition of a symmetric 2×2: `(e₁, e₂, n₁)` with `e₁ ≥ e₂`
-/// and `n₂ = (−n₁.y, n₁.x)`.
-#[inline]
-fn eigen(s: Sym2) -> (f32, f32, [f32; 2]) {
-    let half_tr = 0.5 * (s.a + s.d);
-    let diff = 0.5 * (s.a - s.d);
-    let rad = libm::sqrtf(diff * diff + s.b * s.b);
-    let n1 = if rad > 1e-30 {
-        let (x, y) = if diff >= 0.0 { (diff + rad, s.b) } else { (s.b, rad - diff) };
-        let n = libm::sqrtf(x * x + y * y);
-        [x / n, y / n]
-    } else {
-        [1.0, 0.0]
-    };
-    (half_tr + rad, half_tr - rad, n1)
-}
-
 /// The scalar parts of the constitutive law at principal strains `e`.
 struct Spectral {
     /// `g'(e_k)`.
@@ -105,7 +88,7 @@ impl Membrane {
 
     /// Energy only.
     pub fn energy(&self, tri: &Triangle, x: [Vec3; 3]) -> f32 {
-        let (e1, e2, _) = eigen(green_strain(deformation(tri, x)));
+        let (e1, e2, _) = green_strain(deformation(tri, x)).eigen();
         tri.area * self.spectral([e1, e2]).energy
     }
 
@@ -113,7 +96,7 @@ impl Membrane {
     /// positive semi-definite one; otherwise the exact Hessian.
     pub fn element(&self, tri: &Triangle, x: [Vec3; 3], definite: bool) -> Element {
         let f = deformation(tri, x);
-        let (e1, e2, n1) = eigen(green_strain(f));
+        let (e1, e2, n1) = green_strain(f).eigen();
         let n2 = [-n1[1], n1[0]];
         let sp = self.spectral([e1, e2]);
         let outer =
