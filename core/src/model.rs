@@ -233,6 +233,19 @@ pub struct Scene<'a> {
     pub wind: Option<Wind>,
 }
 
+impl Scene<'_> {
+    /// Sets `flags[i]` to 1 for pinned nodes and 0 for the others (pins are
+    /// validated against the mesh by [`Model::new`]).
+    pub fn mark_pinned(&self, flags: &mut [u8]) {
+        flags.fill(0);
+        for pin in self.pins {
+            if let Some(f) = flags.get_mut(pin.node as usize) {
+                *f = 1;
+            }
+        }
+    }
+}
+
 impl Default for Scene<'_> {
     fn default() -> Self {
         Scene { gravity: Vec3::new(0.0, -9.81, 0.0), pins: &[], colliders: &[], wind: None }

@@ -172,10 +172,7 @@ impl<'a> State<'a> {
         if cells.len() < 2 {
             return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
         }
-        flags[..n].fill(0);
-        for pin in model.scene.pins {
-            flags[pin.node as usize] = 1;
-        }
+        model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
         Ok(State {

@@ -82,21 +82,28 @@ impl Energy {
 
 /// Energy of positions `x` and velocities `v`.
 pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
-    let mem = model.material.membrane();
-    let mesh = &model.mesh;
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
         let m = model.mass(i);
         e.kinetic += 0.5 * m * vi.norm2();
         e.gravity -= m * model.scene.gravity.dot(*xi);
     }
-    for t in mesh.triangles() {
-        e.membrane += mem.energy(t, t.nodes.map(|i| x[i as usize]));
-    }
-    for h in mesh.hinges() {
-        e.bending += bending::energy(h, x, model.material.bending);
-    }
+    (e.membrane, e.bending) = elastic_energy(model, x);
     e
+}
+
+/// Membrane and bending energy of positions `x`.
+fn elastic_energy(model: &Model, x: &[Vec3]) -> (f32, f32) {
+    let mem = model.material.membrane();
+    let mut membrane = 0.0;
+    for t in model.mesh.triangles() {
+        membrane += mem.energy(t, t.nodes.map(|i| x[i as usize]));
+    }
+    let mut bend = 0.0;
+    for h in model.mesh.hinges() {
+        bend += bending::energy(h, x, model.material.bending);
+    }
+    (membrane, bend)
 }
 
 /// Largest relative change of a static edge's length, `max |l/l₀ − 1|`.
@@ -193,16 +200,8 @@ struct EnergyCheck<'s, 'm> {
 
 impl EnergyCheck<'_, '_> {
     fn elastic(&self, x: &[Vec3]) -> f32 {
-        let m = self.model;
-        let mem = m.material.membrane();
-        let mut e = 0.0;
-        for t in m.mesh.triangles() {
-            e += mem.energy(t, t.nodes.map(|i| x[i as usize]));
-        }
-        for hg in m.mesh.hinges() {
-            e += bending::energy(hg, x, m.material.bending);
-        }
-        e
+        let (membrane, bend) = elastic_energy(self.model, x);
+        membrane + bend
     }
 
     /// `Ψ(u)`, with `xt` as scratch for `x + h u`.
@@ -388,10 +387,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     if state.x.len() != n || state.ws.off.len() != model.mesh.edges().len() {
         return Err(StepError::MeshMismatch);
     }
-    state.ws.pinned.fill(0);
-    for pin in model.scene.pins {
-        state.ws.pinned[pin.node as usize] = 1;
-    }
+    model.scene.mark_pinned(state.ws.pinned);
     let h = model.params.dt;
     let t0 = state.time;
     let total = 1u32 << MAX_SPLIT;
