@@ -15,7 +15,12 @@ use crate::storage::VecStateStorage;
 
 use crate::dataset::Trajectory;
 use crate::gnn::{self, Trained};
+use crate::quantize::Int8Corrector;
 use crate::scenario::Scenario;
+use weft_weights::format::NetworkData;
+
+/// Dynamic-pair storage per node for the int8 rollouts (as in training).
+const PAIRS_PER_NODE: usize = crate::gnn::GnnConfig::DEFAULT_PAIRS_PER_NODE;
 
 /// One rollout's errors and costs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -28,14 +33,18 @@ pub struct Rollout {
     pub rmse_plain: Vec<f32>,
     pub rmse_corrected: Vec<f32>,
     pub rmse_fine2: Vec<f32>,
+    /// Corrected by the int8 network of `weft_core::gnn::int8`.
+    pub rmse_int8: Vec<f32>,
     /// Mean over steps.
     pub mean_plain: f32,
     pub mean_corrected: f32,
     pub mean_fine2: f32,
+    pub mean_int8: f32,
     /// Seconds per coarse step.
     pub cost_plain: f64,
     pub cost_corrected: f64,
     pub cost_fine2: f64,
+    pub cost_int8: f64,
     pub cost_fine: f64,
     /// Set when a rollout stopped early (non-finite state).
     pub failures: Vec<String>,
@@ -79,7 +88,12 @@ fn rollout(
 }
 
 /// Evaluates one trajectory (its fine reference is `traj.x`).
-pub fn evaluate(traj: &Trajectory, model: Option<&Trained>, steps: usize) -> Result<Rollout> {
+pub fn evaluate(
+    traj: &Trajectory,
+    model: Option<&Trained>,
+    int8: Option<&NetworkData>,
+    steps: usize,
+) -> Result<Rollout> {
     let scn = &traj.scenario;
     let steps = steps.min(traj.x.len() - 1);
     let n = traj.x[0].len();
@@ -114,7 +128,20 @@ pub fn evaluate(traj: &Trajectory, model: Option<&Trained>, steps: usize) -> Res
         (r.rmse_corrected, r.cost_corrected) = (errors(&xs), cost);
         r.failures.extend(fail.map(|f| format!("corrected: {f}")));
     }
+    if let Some(net) = int8 {
+        let pairs = PAIRS_PER_NODE * n;
+        let mut corrector = None;
+        let (xs, cost, fail) = rollout(scn, steps, &all, pairs, |model, state| {
+            corrector
+                .get_or_insert_with(|| Int8Corrector::new(net, model.mesh.counts(), pairs))
+                .correct(model, state)
+                .map(|_| ())
+        })?;
+        (r.rmse_int8, r.cost_int8) = (errors(&xs), cost);
+        r.failures.extend(fail.map(|f| format!("int8: {f}")));
+    }
     r.mean_plain = mean(&r.rmse_plain);
+    r.mean_int8 = mean(&r.rmse_int8);
     r.mean_corrected = mean(&r.rmse_corrected);
     r.mean_fine2 = mean(&r.rmse_fine2);
     Ok(r)
@@ -129,17 +156,23 @@ pub struct Report {
     pub mean_rmse_plain: Vec<f32>,
     pub mean_rmse_corrected: Vec<f32>,
     pub mean_rmse_fine2: Vec<f32>,
+    pub mean_rmse_int8: Vec<f32>,
     /// Averages over steps and rollouts.
     pub overall_plain: f32,
     pub overall_corrected: f32,
     pub overall_fine2: f32,
+    pub overall_int8: f32,
     /// corrected / plain.
     pub ratio_corrected_plain: f32,
     pub ratio_corrected_fine2: f32,
+    pub ratio_int8_plain: f32,
+    /// int8 corrected / float corrected.
+    pub ratio_int8_corrected: f32,
     /// Mean seconds per coarse step.
     pub cost_plain: f64,
     pub cost_corrected: f64,
     pub cost_fine2: f64,
+    pub cost_int8: f64,
     pub cost_fine: f64,
 }
 
@@ -160,15 +193,20 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
         mean_rmse_plain: per_step(&rollouts, |r| &r.rmse_plain),
         mean_rmse_corrected: per_step(&rollouts, |r| &r.rmse_corrected),
         mean_rmse_fine2: per_step(&rollouts, |r| &r.rmse_fine2),
+        mean_rmse_int8: per_step(&rollouts, |r| &r.rmse_int8),
         cost_plain: m(|r| r.cost_plain),
         cost_corrected: m(|r| r.cost_corrected),
         cost_fine2: m(|r| r.cost_fine2),
+        cost_int8: m(|r| r.cost_int8),
         cost_fine: m(|r| r.cost_fine),
         ..Report::default()
     };
     rep.overall_plain = mean(&rollouts.iter().map(|r| r.mean_plain).collect::<Vec<_>>());
     rep.overall_corrected = mean(&rollouts.iter().map(|r| r.mean_corrected).collect::<Vec<_>>());
     rep.overall_fine2 = mean(&rollouts.iter().map(|r| r.mean_fine2).collect::<Vec<_>>());
+    rep.overall_int8 = mean(&rollouts.iter().map(|r| r.mean_int8).collect::<Vec<_>>());
+    rep.ratio_int8_plain = rep.overall_int8 / rep.overall_plain;
+    rep.ratio_int8_corrected = rep.overall_int8 / rep.overall_corrected;
     rep.ratio_corrected_plain = rep.overall_corrected / rep.overall_plain;
     rep.ratio_corrected_fine2 = rep.overall_corrected / rep.overall_fine2;
     rep.rollouts = rollouts;
@@ -176,15 +214,16 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
 }
 
 /// Line plot of the per-step mean RMSE: plain coarse red, corrected blue,
-/// plain 2× finer green; x is the step, y is linear from 0 to the largest
+/// plain 2× finer green, int8 corrected orange; x is the step, y is linear from 0 to the largest
 /// value (grid lines every fifth of the range and every 50 steps).
 pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     let (w, h, m) = (800u32, 400u32, 30u32);
     let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
-    let series: [(&Vec<f32>, Rgb<u8>); 3] = [
+    let series: [(&Vec<f32>, Rgb<u8>); 4] = [
         (&rep.mean_rmse_plain, Rgb([200, 40, 40])),
         (&rep.mean_rmse_corrected, Rgb([40, 80, 220])),
         (&rep.mean_rmse_fine2, Rgb([40, 160, 60])),
+        (&rep.mean_rmse_int8, Rgb([240, 150, 20])),
     ];
     let ymax = series.iter().flat_map(|(s, _)| s.iter().copied()).fold(1e-9f32, f32::max);
     let n = series.iter().map(|(s, _)| s.len()).max().unwrap_or(1).max(2);

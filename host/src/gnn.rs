@@ -44,11 +44,13 @@ pub struct GnnConfig {
 
 impl Default for GnnConfig {
     fn default() -> Self {
-        GnnConfig { latent: 16, rounds: 2, radius: 0.03, pairs_per_node: 8 }
+        GnnConfig { latent: 16, rounds: 2, radius: 0.03, pairs_per_node: Self::DEFAULT_PAIRS_PER_NODE }
     }
 }
 
 impl GnnConfig {
+    pub const DEFAULT_PAIRS_PER_NODE: usize = 8;
+
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
     /// `edges` directed edges, with the processor's first edge layer
     /// factorised (`W[e, h_s, h_r] = W_e e + W_s h_s + W_r h_r`, the node

@@ -5,6 +5,7 @@ pub mod dataset;
 pub mod eval;
 pub mod families;
 pub mod gnn;
+pub mod quantize;
 pub mod render;
 pub mod scenario;
 pub mod sim;

@@ -9,6 +9,7 @@ use weft_host::dataset::{self, DatasetSpec};
 use weft_host::eval;
 use weft_host::families::Family;
 use weft_host::gnn::{GnnConfig, Trained};
+use weft_host::quantize;
 use weft_host::render::{self, Camera};
 use weft_host::scenario::Scenario;
 use weft_host::sim;
@@ -118,9 +119,25 @@ enum Command {
         /// Trained model stem; without it only the plain columns are filled.
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
+        /// int8 model file for the int8 column ("none" to skip).
+        #[arg(long, default_value = "weights/weft-gnn.q8")]
+        int8: PathBuf,
         #[arg(long, default_value_t = 200)]
         steps: usize,
         #[arg(short, long, default_value = "eval")]
+        out: PathBuf,
+    },
+    /// Quantise a trained float model to int8 (calibrated on training
+    /// samples) and write the model file that weft-weights bakes in.
+    Quantize {
+        #[arg(short, long, default_value = "weights/weft-gnn")]
+        model: PathBuf,
+        #[arg(short, long, default_value = "data")]
+        data: PathBuf,
+        /// Calibration graphs drawn from the training split.
+        #[arg(long, default_value_t = 256)]
+        samples: usize,
+        #[arg(short, long, default_value = "weights/weft-gnn.q8")]
         out: PathBuf,
     },
     /// Drape a cloth over a sphere and write an animated GIF.
@@ -242,12 +259,46 @@ fn run(cli: Cli) -> Result<()> {
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
         }
-        Command::Eval { scenario, split, data, model, steps, out } => {
+        Command::Quantize { model, data, samples, out } => {
+            let t0 = std::time::Instant::now();
+            let trained = Trained::load(&model, &candle_core::Device::Cpu)?;
+            let float = quantize::FloatNet::from_trained(&trained)?;
+            let train_set = dataset::load_split(&data, Some("train"))?;
+            if train_set.is_empty() {
+                anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
+            }
+            let mut rng = weft_host::families::Rng::new(0x9a7e);
+            let picks: Vec<_> = (0..samples)
+                .map(|s| {
+                    let (k, t) = train::draw(&train_set, &mut rng);
+                    (k, t, s as u64)
+                })
+                .collect();
+            let none = weft_host::gnn::Noise { position: 0.0, velocity: 0.0 };
+            let graphs = train::samples(&train_set, &picks, &trained.meta.config, none, None)?;
+            let ranges = quantize::calibrate(&float, &graphs);
+            let q = quantize::quantize(&float, &ranges)?;
+            let bytes = q.to_bytes();
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&out, &bytes)?;
+            println!(
+                "{} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
+                graphs.len(),
+                q.parameter_bytes(),
+                bytes.len(),
+                out.display(),
+                t0.elapsed().as_secs_f32()
+            );
+        }
+        Command::Eval { scenario, split, data, model, int8, steps, out } => {
             let dev = candle_core::Device::Cpu;
             let trained = if model.with_extension("json").exists() { Some(Trained::load(&model, &dev)?) } else { None };
             if trained.is_none() {
                 eprintln!("no model at {} — plain columns only", model.display());
             }
+            let int8 = if int8.as_os_str() == "none" { None } else { Some(quantize::load(&int8)?) };
             let trajs = match &scenario {
                 Some(path) => {
                     let mut scn = Scenario::load(path)?;
@@ -273,7 +324,7 @@ fn run(cli: Cli) -> Result<()> {
             let bar = indicatif::ProgressBar::new(trajs.len() as u64);
             let mut rollouts = Vec::new();
             for t in &trajs {
-                rollouts.push(eval::evaluate(t, trained.as_ref(), steps)?);
+                rollouts.push(eval::evaluate(t, trained.as_ref(), int8.as_ref(), steps)?);
                 bar.inc(1);
             }
             bar.finish_and_clear();
@@ -282,15 +333,20 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
             eval::plot(&rep, &out.join("rmse.png"))?;
             println!(
-                "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), 2× finer {:.4} m; \
-                 s/step plain {:.2e}, corrected {:.2e}, 2× finer {:.2e}, fine {:.2e} (corrected/fine {:.4}); wrote {}",
+                "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
+                 int8 {:.4} m ({:.3}× plain, {:.3}× float), 2× finer {:.4} m; \
+                 s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, fine {:.2e} (corrected/fine {:.4}); wrote {}",
                 rep.rollouts.len(),
                 rep.overall_plain,
                 rep.overall_corrected,
                 rep.ratio_corrected_plain,
+                rep.overall_int8,
+                rep.ratio_int8_plain,
+                rep.ratio_int8_corrected,
                 rep.overall_fine2,
                 rep.cost_plain,
                 rep.cost_corrected,
+                rep.cost_int8,
                 rep.cost_fine2,
                 rep.cost_fine,
                 rep.cost_corrected / rep.cost_fine,

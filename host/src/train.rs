@@ -66,13 +66,13 @@ pub struct TrainLog {
     pub seconds: f32,
 }
 
-fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
+pub fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
     let k = (rng.next_u64() % trajs.len() as u64) as usize;
     let t = (rng.next_u64() % (trajs[k].x.len() as u64 - 1)) as usize;
     (k, t)
 }
 
-fn samples(
+pub fn samples(
     trajs: &[Trajectory],
     picks: &[(usize, usize, u64)],
     cfg: &GnnConfig,

@@ -26,12 +26,24 @@ pub fn edge_count(mesh: &Mesh, pairs: usize) -> usize {
     2 * (mesh.edges().len() + pairs)
 }
 
+/// Sender and receiver of directed edge `k` (feature order); `None` past
+/// the last edge.
+#[inline]
+pub fn endpoints_of(mesh: &Mesh, pairs: &[[NodeId; 2]], k: usize) -> Option<[NodeId; 2]> {
+    let edges = mesh.edges();
+    let [a, b] = match edges.get(k / 2) {
+        Some(e) => [e.a, e.b],
+        None => *pairs.get(k / 2 - edges.len())?,
+    };
+    Some(if k.is_multiple_of(2) { [a, b] } else { [b, a] })
+}
+
 /// Sender and receiver of every directed edge, in feature order.
 pub fn edge_endpoints(mesh: &Mesh, pairs: &[[NodeId; 2]], out: &mut [[NodeId; 2]]) {
-    let statics = mesh.edges().iter().map(|e| [e.a, e.b]);
-    for (k, [a, b]) in statics.chain(pairs.iter().copied()).enumerate() {
-        out[2 * k] = [a, b];
-        out[2 * k + 1] = [b, a];
+    for (k, o) in out.iter_mut().enumerate().take(edge_count(mesh, pairs.len())) {
+        if let Some(e) = endpoints_of(mesh, pairs, k) {
+            *o = e;
+        }
     }
 }
 
@@ -41,39 +53,63 @@ fn unit_and_length(d: Vec3) -> (Vec3, f32) {
     (if len > 1e-12 { d * (1.0 / len) } else { Vec3::ZERO }, len)
 }
 
+/// Features of the directed edge `s → r`; `rest` is the static edge's
+/// rest mesh, `None` for a dynamic edge (rest length `radius`, rest
+/// direction = current direction).
 #[inline]
-fn put(out: &mut [f32; EDGE_FEATURES], rest: (Vec3, f32), now: (Vec3, f32), dynamic: bool) {
+pub fn edge_feature(rest: Option<&[Vec3]>, x: &[Vec3], [s, r]: [NodeId; 2], radius: f32) -> [f32; EDGE_FEATURES] {
+    let (s, r) = (s as usize, r as usize);
+    let now = unit_and_length(x[r] - x[s]);
+    let (rest, dynamic) = match rest {
+        Some(rest) => (unit_and_length(rest[r] - rest[s]), false),
+        None => ((now.0, radius), true),
+    };
     let strain = if rest.1 > 0.0 { now.1 / rest.1 - 1.0 } else { 0.0 };
-    *out = [rest.0.x, rest.0.y, rest.0.z, rest.1, now.0.x, now.0.y, now.0.z, now.1, dynamic as u8 as f32, strain];
+    [rest.0.x, rest.0.y, rest.0.z, rest.1, now.0.x, now.0.y, now.0.z, now.1, dynamic as u8 as f32, strain]
+}
+
+/// Features of directed edge `k` in feature order (`None` past the end).
+#[inline]
+pub fn edge_feature_at(
+    mesh: &Mesh,
+    x: &[Vec3],
+    pairs: &[[NodeId; 2]],
+    radius: f32,
+    k: usize,
+) -> Option<[f32; EDGE_FEATURES]> {
+    let ends = endpoints_of(mesh, pairs, k)?;
+    let rest = (k / 2 < mesh.edges().len()).then(|| mesh.rest());
+    Some(edge_feature(rest, x, ends, radius))
 }
 
 /// Edge features for the static edges and the dynamic `pairs`, in the
 /// order of [`edge_endpoints`]. `out` needs [`edge_count`] rows.
 pub fn edge_features(mesh: &Mesh, x: &[Vec3], pairs: &[[NodeId; 2]], radius: f32, out: &mut [[f32; EDGE_FEATURES]]) {
-    let rest = mesh.rest();
-    let mut k = 0;
-    for e in mesh.edges() {
-        let (a, b) = (e.a as usize, e.b as usize);
-        let r = unit_and_length(rest[b] - rest[a]);
-        let c = unit_and_length(x[b] - x[a]);
-        put(&mut out[k], r, c, false);
-        put(&mut out[k + 1], (-r.0, r.1), (-c.0, c.1), false);
-        k += 2;
+    for (k, o) in out.iter_mut().enumerate() {
+        match edge_feature_at(mesh, x, pairs, radius, k) {
+            Some(f) => *o = f,
+            None => break,
+        }
     }
-    for &[a, b] in pairs {
-        let c = unit_and_length(x[b as usize] - x[a as usize]);
-        put(&mut out[k], (c.0, radius), c, true);
-        put(&mut out[k + 1], (-c.0, radius), (-c.0, c.1), true);
-        k += 2;
-    }
+}
+
+/// Mean position of the nodes (the origin of the node features).
+pub fn centroid(x: &[Vec3]) -> Vec3 {
+    let n = x.len().max(1) as f32;
+    x.iter().fold(Vec3::ZERO, |acc, p| acc + *p) * (1.0 / n)
+}
+
+/// Features of one node given the cloth's [`centroid`].
+#[inline]
+pub fn node_feature(x: Vec3, v: Vec3, pinned: bool, centroid: Vec3) -> [f32; NODE_FEATURES] {
+    let d = x - centroid;
+    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32]
 }
 
 /// Node features. `pinned[i] != 0` marks pinned nodes.
 pub fn node_features(x: &[Vec3], v: &[Vec3], pinned: &[u8], out: &mut [[f32; NODE_FEATURES]]) {
-    let n = x.len().max(1) as f32;
-    let centroid = x.iter().fold(Vec3::ZERO, |acc, p| acc + *p) * (1.0 / n);
+    let c = centroid(x);
     for (((o, xi), vi), &p) in out.iter_mut().zip(x).zip(v).zip(pinned) {
-        let d = *xi - centroid;
-        *o = [vi.x, vi.y, vi.z, d.x, d.y, d.z, (p != 0) as u8 as f32];
+        *o = node_feature(*xi, *vi, p != 0, c);
     }
 }

@@ -1,0 +1,537 @@
+//! The correction network in int8: encoder, processor and decoder with
+//! integer arithmetic only between the input features and the output
+//! corrections, so every target computes the same bits.
+//!
+//! ## Arithmetic (the CMSIS-NN convention, symmetric)
+//! - Activations are int8 in `[-127, 127]` with one scale per tensor (after
+//!   a ReLU, `[0, 127]`). Inputs are quantised per feature:
+//!   `q = round((x − offset) · gain)` ([`Input`]).
+//! - A [`Linear`] layer holds int8 weights with one scale per output
+//!   channel. The scales of its input columns are folded into the weights
+//!   before quantisation, so a layer whose input is a concatenation of
+//!   tensors with different scales (`[e, h_s, h_r]`) still sums into one
+//!   int32 accumulator per output; biases are int32 in the accumulator's
+//!   scale.
+//! - Between layers, an accumulator becomes int8 by [`Requant`]: a Q31
+//!   multiplier and a shift, rounding half up, then saturation.
+//! - A residual update `y ← y + MLP(…)` requantises both terms into the new
+//!   scale ([`Mlp::residual`]) and saturates their sum.
+//! - The mean over a node's incoming edges is the int32 sum divided by the
+//!   count, rounded half away from zero, in the edges' scale.
+//! - The decoder's position and velocity heads are read from their int32
+//!   accumulators: `Δ = acc · scale + offset` in `f32` ([`Output`]), which
+//!   also undoes the target normalisation.
+//!
+//! ## Network (see [`Network`])
+//! node encoder, edge encoder, `rounds` × (edge update from `[e, h_s, h_r]`,
+//! node update from `[h, mean of incoming e]`), position head, velocity
+//! head; every MLP is `Linear → ReLU → Linear`. The first layer of the edge
+//! update is computed factorised: `W_e e + W_s h_s + W_r h_r`, the node
+//! terms once per node ([`Scratch`]).
+//!
+//! [`correct`] is the pipeline after a physics step: dynamic edges →
+//! network → correction of the state.
+
+use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
+use crate::math::Vec3;
+use crate::mesh::{Mesh, MeshCounts, NodeId};
+use crate::model::Model;
+use crate::state::State;
+
+/// Version of the quantised model layout this code runs (the `weights/`
+/// file format carries it).
+pub const FORMAT_VERSION: u32 = 1;
+/// Largest latent width the kernels hold on the stack.
+pub const MAX_LATENT: usize = 64;
+/// Largest number of processor rounds.
+pub const MAX_ROUNDS: usize = 8;
+
+/// `value · multiplier · 2^(shift − 31)`, rounded half up; `multiplier`
+/// in `[2^30, 2^31)` (or 0 for "no term"), `shift` in `-31..=30`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requant {
+    pub multiplier: i32,
+    pub shift: i8,
+}
+
+impl Requant {
+    /// The term that is always 0.
+    pub const ZERO: Requant = Requant { multiplier: 0, shift: 0 };
+
+    #[inline]
+    pub fn apply(self, value: i32) -> i32 {
+        let right = (31 - self.shift as i32).clamp(1, 62) as u32;
+        let prod = value as i64 * self.multiplier as i64;
+        ((prod + (1i64 << (right - 1))) >> right) as i32
+    }
+
+    /// Whether the multiplier and shift are in range.
+    pub fn is_valid(self) -> bool {
+        (self.multiplier == 0 || self.multiplier >= 1 << 30) && (-31..=30).contains(&self.shift)
+    }
+}
+
+#[inline]
+fn sat(v: i32) -> i8 {
+    v.clamp(-127, 127) as i8
+}
+
+#[inline]
+fn relu_sat(v: i32) -> i8 {
+    v.clamp(0, 127) as i8
+}
+
+/// A dense layer `acc = bias + W · x` with `W` row-major
+/// `[outputs][inputs]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear<'a> {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub weights: &'a [i8],
+    pub bias: &'a [i32],
+    /// Per output channel, to the next activation's scale (empty for the
+    /// heads' output layers, which are read by [`Output`]).
+    pub requant: &'a [Requant],
+}
+
+/// `Σ w·x` over int8 vectors of equal length, in int32.
+#[inline]
+pub fn dot(w: &[i8], x: &[i8]) -> i32 {
+    w.iter().zip(x).fold(0i32, |acc, (&a, &b)| acc + a as i32 * b as i32)
+}
+
+impl<'a> Linear<'a> {
+    fn is_valid(&self, requant: bool) -> bool {
+        self.inputs > 0
+            && self.outputs > 0
+            && self.outputs <= MAX_LATENT
+            && self.weights.len() == self.inputs * self.outputs
+            && self.bias.len() == self.outputs
+            && if requant {
+                self.requant.len() == self.outputs && self.requant.iter().all(|r| r.is_valid())
+            } else {
+                self.requant.is_empty()
+            }
+    }
+
+    /// `acc[o] += Σ_k W[o, col + k] · x[k]` over the column block starting
+    /// at `col`.
+    #[inline]
+    fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32]) {
+        for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
+            let row = &self.weights[o * self.inputs + col..][..x.len()];
+            *a += dot(row, x);
+        }
+    }
+
+    #[inline]
+    fn start(&self, acc: &mut [i32]) {
+        acc[..self.outputs].copy_from_slice(self.bias);
+    }
+}
+
+/// `Linear → ReLU → Linear`, with an optional residual input.
+#[derive(Clone, Copy, Debug)]
+pub struct Mlp<'a> {
+    pub l1: Linear<'a>,
+    pub l2: Linear<'a>,
+    /// For a residual update `y ← y + MLP(…)`: the old `y` into the new
+    /// scale (the MLP's own term is `l2.requant`). `None` otherwise.
+    pub residual: Option<Requant>,
+}
+
+impl<'a> Mlp<'a> {
+    fn is_valid(&self, inputs: usize, outputs: usize, head: bool) -> bool {
+        self.l1.inputs == inputs
+            && self.l2.inputs == self.l1.outputs
+            && self.l2.outputs == outputs
+            && self.l1.is_valid(true)
+            && self.l2.is_valid(!head)
+            && self.residual.is_none_or(|r| r.is_valid())
+    }
+
+    /// Hidden layer from a finished first-layer accumulator.
+    #[inline]
+    fn hidden(&self, acc: &[i32], hidden: &mut [i8]) {
+        for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
+            *h = relu_sat(r.apply(a));
+        }
+    }
+
+    /// Second layer into `out` (int8), adding the residual term of the old
+    /// `out` when there is one.
+    #[inline]
+    fn finish(&self, hidden: &[i8], out: &mut [i8]) {
+        let mut acc = [0i32; MAX_LATENT];
+        self.l2.start(&mut acc);
+        self.l2.accumulate(0, hidden, &mut acc);
+        for (o, (y, r)) in out.iter_mut().zip(self.l2.requant).enumerate() {
+            let old = self.residual.map_or(0, |res| res.apply(*y as i32));
+            *y = sat(r.apply(acc[o]).saturating_add(old));
+        }
+    }
+
+    /// The whole MLP on one int8 input vector.
+    #[inline]
+    fn run(&self, x: &[i8], out: &mut [i8]) {
+        let mut acc = [0i32; MAX_LATENT];
+        let mut hidden = [0i8; MAX_LATENT];
+        self.l1.start(&mut acc);
+        self.l1.accumulate(0, x, &mut acc);
+        self.hidden(&acc, &mut hidden[..self.l1.outputs]);
+        self.finish(&hidden[..self.l1.outputs], out);
+    }
+}
+
+/// Quantisation of one input feature: `q = round((x − offset) · gain)`,
+/// saturated (the normalisation and the per-feature scale in one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Input {
+    pub offset: f32,
+    pub gain: f32,
+}
+
+impl Input {
+    #[inline]
+    pub fn quantize(self, x: f32) -> i8 {
+        // `as` saturates (and maps NaN to 0).
+        (libm::roundf((x - self.offset) * self.gain) as i32).clamp(-127, 127) as i8
+    }
+}
+
+/// One decoder output in physical units: `Δ = acc · scale + offset`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Output {
+    pub scale: f32,
+    pub offset: f32,
+}
+
+/// The quantised network (usually a `static` made by the `weft-weights`
+/// build script).
+#[derive(Clone, Copy, Debug)]
+pub struct Network<'a> {
+    pub latent: usize,
+    /// Dynamic-edge radius `r` (m) the network was trained with.
+    pub radius: f32,
+    pub node_in: [Input; NODE_FEATURES],
+    pub edge_in: [Input; EDGE_FEATURES],
+    pub node_enc: Mlp<'a>,
+    pub edge_enc: Mlp<'a>,
+    /// One per round: input `[e, h_sender, h_receiver]` (3L), residual.
+    pub edge_mlp: &'a [Mlp<'a>],
+    /// One per round: input `[h, mean incoming e]` (2L), residual.
+    pub node_mlp: &'a [Mlp<'a>],
+    pub head_x: Mlp<'a>,
+    pub head_v: Mlp<'a>,
+    /// Δx (3) then Δv (3).
+    pub out: [Output; 6],
+}
+
+/// Why the network cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GnnError {
+    /// The network's layers do not fit together (or exceed
+    /// [`MAX_LATENT`] / [`MAX_ROUNDS`]).
+    BadNetwork,
+    /// The scratch is smaller than [`ScratchSizes`] asks for this graph.
+    Scratch { what: &'static str, capacity: usize, needed: usize },
+    /// The state belongs to a mesh of another size.
+    MeshMismatch,
+    /// The dynamic-edge search failed.
+    Proximity,
+    /// The correction was not finite (the state is unchanged).
+    NonFinite,
+}
+
+impl core::fmt::Display for GnnError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GnnError::BadNetwork => write!(f, "the network's layer shapes do not fit together"),
+            GnnError::Scratch { what, capacity, needed } => {
+                write!(f, "network scratch {what} holds {capacity}, needs {needed}")
+            }
+            GnnError::MeshMismatch => write!(f, "state and mesh differ in size"),
+            GnnError::Proximity => write!(f, "dynamic-edge search failed"),
+            GnnError::NonFinite => write!(f, "the correction is not finite"),
+        }
+    }
+}
+
+impl<'a> Network<'a> {
+    /// Checks that all layers fit together; [`forward`] does this first.
+    pub fn validate(&self) -> Result<(), GnnError> {
+        let l = self.latent;
+        let rounds = self.edge_mlp.len();
+        let ok = l > 0
+            && l <= MAX_LATENT
+            && rounds == self.node_mlp.len()
+            && rounds <= MAX_ROUNDS
+            && self.radius.is_finite()
+            && self.radius > 0.0
+            && self.node_enc.is_valid(NODE_FEATURES, l, false)
+            && self.edge_enc.is_valid(EDGE_FEATURES, l, false)
+            && self.edge_mlp.iter().all(|m| m.is_valid(3 * l, l, false) && m.residual.is_some())
+            && self.node_mlp.iter().all(|m| m.is_valid(2 * l, l, false) && m.residual.is_some())
+            && self.head_x.is_valid(l, 3, true)
+            && self.head_v.is_valid(l, 3, true)
+            && self.node_in.iter().chain(&self.edge_in).all(|i| i.offset.is_finite() && i.gain.is_finite())
+            && self.out.iter().all(|o| o.scale.is_finite() && o.offset.is_finite());
+        if ok {
+            Ok(())
+        } else {
+            Err(GnnError::BadNetwork)
+        }
+    }
+
+    /// Multiply-accumulates of one forward pass on `nodes` nodes and
+    /// `edges` directed edges.
+    pub fn macs(&self, nodes: usize, edges: usize) -> usize {
+        let mlp = |m: &Mlp| m.l1.inputs * m.l1.outputs + m.l2.inputs * m.l2.outputs;
+        let l = self.latent;
+        let per_node = mlp(&self.node_enc)
+            + self.node_mlp.iter().map(mlp).sum::<usize>()
+            + self.rounds() * 2 * l * l
+            + mlp(&self.head_x)
+            + mlp(&self.head_v);
+        let per_edge = mlp(&self.edge_enc) + self.rounds() * (l * l + l * l);
+        nodes * per_node + edges * per_edge
+    }
+
+    pub fn rounds(&self) -> usize {
+        self.edge_mlp.len()
+    }
+}
+
+/// Sizes of a [`Scratch`] for a mesh, a dynamic pair capacity and a latent
+/// width (const, for static buffers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchSizes {
+    /// int8 latents: one row of `latent` per node and per directed edge.
+    pub latents: usize,
+    /// int32 sums: two rows of `latent` per node, and the in-degrees.
+    pub sums: usize,
+}
+
+impl ScratchSizes {
+    pub const fn new(counts: MeshCounts, pairs: usize, latent: usize) -> ScratchSizes {
+        ScratchSizes {
+            latents: (counts.nodes + 2 * (counts.edges + pairs)) * latent,
+            sums: (2 * latent + 1) * counts.nodes,
+        }
+    }
+}
+
+/// Caller-owned working memory of the network.
+pub struct Scratch<'a> {
+    pub latents: &'a mut [i8],
+    pub sums: &'a mut [i32],
+}
+
+/// Const-generic scratch buffers (sizes from [`ScratchSizes`]).
+pub struct ScratchBuffers<const I8: usize, const I32: usize> {
+    latents: [i8; I8],
+    sums: [i32; I32],
+}
+
+impl<const I8: usize, const I32: usize> ScratchBuffers<I8, I32> {
+    pub const fn new() -> Self {
+        ScratchBuffers { latents: [0; I8], sums: [0; I32] }
+    }
+    pub fn scratch(&mut self) -> Scratch<'_> {
+        Scratch { latents: &mut self.latents, sums: &mut self.sums }
+    }
+}
+
+impl<const I8: usize, const I32: usize> Default for ScratchBuffers<I8, I32> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The graph the network runs on: the rest mesh, the current state and
+/// the dynamic pairs.
+#[derive(Clone, Copy)]
+pub struct GraphRef<'g> {
+    pub mesh: &'g Mesh<'g>,
+    pub x: &'g [Vec3],
+    pub v: &'g [Vec3],
+    pub pinned: &'g [u8],
+    pub pairs: &'g [[NodeId; 2]],
+}
+
+/// Runs the network: `dx[i], dv[i]` receive the corrections of node `i`
+/// (pinned nodes included; [`State::apply_correction`] skips them).
+pub fn forward(
+    net: &Network,
+    g: GraphRef,
+    scratch: &mut Scratch,
+    dx: &mut [Vec3],
+    dv: &mut [Vec3],
+) -> Result<(), GnnError> {
+    net.validate()?;
+    let n = g.mesh.node_count();
+    if g.x.len() != n || g.v.len() != n || g.pinned.len() != n || dx.len() != n || dv.len() != n {
+        return Err(GnnError::MeshMismatch);
+    }
+    let l = net.latent;
+    let ne = features::edge_count(g.mesh, g.pairs.len());
+    let need_i8 = (n + ne) * l;
+    let need_i32 = (2 * l + 1) * n;
+    if scratch.latents.len() < need_i8 {
+        return Err(GnnError::Scratch { what: "latents", capacity: scratch.latents.len(), needed: need_i8 });
+    }
+    if scratch.sums.len() < need_i32 {
+        return Err(GnnError::Scratch { what: "sums", capacity: scratch.sums.len(), needed: need_i32 });
+    }
+    let (h, rest) = scratch.latents.split_at_mut(n * l);
+    let e = &mut rest[..ne * l];
+    let (ps, rest) = scratch.sums.split_at_mut(n * l);
+    let (pr, rest) = rest.split_at_mut(n * l);
+    let degree = &mut rest[..n];
+
+    // Encoders.
+    let c = features::centroid(g.x);
+    for (i, hi) in h.chunks_exact_mut(l).enumerate() {
+        let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
+        let mut q = [0i8; NODE_FEATURES];
+        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
+            *q = inp.quantize(x);
+        }
+        net.node_enc.run(&q, hi);
+    }
+    degree.fill(0);
+    for (k, ek) in e.chunks_exact_mut(l).enumerate() {
+        let ends = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+        let rest = (k / 2 < g.mesh.edges().len()).then(|| g.mesh.rest());
+        let f = features::edge_feature(rest, g.x, ends, net.radius);
+        let mut q = [0i8; EDGE_FEATURES];
+        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.edge_in) {
+            *q = inp.quantize(x);
+        }
+        net.edge_enc.run(&q, ek);
+        degree[ends[1] as usize] += 1;
+    }
+
+    // Processor.
+    let mut acc = [0i32; MAX_LATENT];
+    let mut hidden = [0i8; MAX_LATENT];
+    for (em, nm) in net.edge_mlp.iter().zip(net.node_mlp) {
+        // Node terms of the edge update's first layer.
+        for (i, hi) in h.chunks_exact(l).enumerate() {
+            let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
+            s.fill(0);
+            r.fill(0);
+            em.l1.accumulate(l, hi, s);
+            em.l1.accumulate(2 * l, hi, r);
+        }
+        for (k, ek) in e.chunks_exact_mut(l).enumerate() {
+            let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+            em.l1.start(&mut acc);
+            em.l1.accumulate(0, ek, &mut acc);
+            for ((a, &x), &y) in acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
+                *a += x + y;
+            }
+            em.hidden(&acc[..l], &mut hidden[..l]);
+            em.finish(&hidden[..l], ek);
+        }
+        // Mean of incoming edges (the sums reuse the sender terms' rows).
+        let agg = &mut *ps;
+        agg.fill(0);
+        for (k, ek) in e.chunks_exact(l).enumerate() {
+            let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+            for (a, &x) in agg[r as usize * l..][..l].iter_mut().zip(ek) {
+                *a += x as i32;
+            }
+        }
+        let mut input = [0i8; 2 * MAX_LATENT];
+        for (i, hi) in h.chunks_exact_mut(l).enumerate() {
+            input[..l].copy_from_slice(hi);
+            let d = degree[i].max(1);
+            for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
+                *q = sat(div_round(s, d));
+            }
+            nm.run(&input[..2 * l], hi);
+        }
+    }
+
+    // Decoder.
+    for (i, hi) in h.chunks_exact(l).enumerate() {
+        let mut out = [0f32; 6];
+        for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
+            head.l1.start(&mut acc);
+            head.l1.accumulate(0, hi, &mut acc);
+            head.hidden(&acc[..head.l1.outputs], &mut hidden[..head.l1.outputs]);
+            let mut o = [0i32; MAX_LATENT];
+            head.l2.start(&mut o);
+            head.l2.accumulate(0, &hidden[..head.l1.outputs], &mut o);
+            for k in 0..3 {
+                let q = net.out[part + k];
+                out[part + k] = o[k] as f32 * q.scale + q.offset;
+            }
+        }
+        dx[i] = Vec3::new(out[0], out[1], out[2]);
+        dv[i] = Vec3::new(out[3], out[4], out[5]);
+    }
+    Ok(())
+}
+
+/// `a / b` rounded half away from zero (`b > 0`).
+#[inline]
+fn div_round(a: i32, b: i32) -> i32 {
+    let half = b / 2;
+    if a >= 0 {
+        (a + half) / b
+    } else {
+        (a - half) / b
+    }
+}
+
+/// What a [`correct`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CorrectionReport {
+    /// Dynamic (undirected) edges the network saw.
+    pub dynamic_edges: usize,
+    /// Pairs within the radius that did not fit the state's pair storage.
+    pub dropped_pairs: usize,
+}
+
+/// The learned half of a corrected step, after [`crate::physics::step`]:
+/// finds the dynamic edges (pairs closer than the network's radius with no
+/// static edge), runs the network and adds its corrections to the free
+/// nodes. On error the state keeps the physics step's result.
+pub fn correct(
+    model: &Model,
+    state: &mut State,
+    net: &Network,
+    scratch: &mut Scratch,
+) -> Result<CorrectionReport, GnnError> {
+    net.validate()?;
+    if state.x.len() != model.mesh.node_count() {
+        return Err(GnnError::MeshMismatch);
+    }
+    let found = state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)?;
+    let n_pairs = state.ws.n_pairs;
+    // The solver's scratch vectors are free between steps.
+    let g = GraphRef {
+        mesh: &model.mesh,
+        x: state.x,
+        v: state.v,
+        pinned: state.ws.pinned,
+        pairs: &state.ws.pairs[..n_pairs],
+    };
+    forward(net, g, scratch, state.ws.r, state.ws.p)?;
+    let (dx, dv) = (&*state.ws.r, &*state.ws.p);
+    if dx.iter().chain(dv.iter()).any(|d| !d.is_finite()) {
+        return Err(GnnError::NonFinite);
+    }
+    for (i, ((x, v), (ddx, ddv))) in state.x.iter_mut().zip(state.v.iter_mut()).zip(dx.iter().zip(dv)).enumerate() {
+        if state.ws.pinned[i] == 0 {
+            let (nx, nv) = (*x + *ddx, *v + *ddv);
+            if nx.is_finite() && nv.is_finite() {
+                *x = nx;
+                *v = nv;
+            }
+        }
+    }
+    Ok(CorrectionReport { dynamic_edges: n_pairs, dropped_pairs: found.dropped })
+}

@@ -1,0 +1,446 @@
+//! The quantised model file (`weft-gnn.q8`): writing, reading with full
+//! validation, and the Rust source the build script bakes from it.
+//!
+//! Layout, all little-endian:
+//!
+//! | field | type |
+//! |---|---|
+//! | magic | `b"WEFTGNN8"` |
+//! | format version | u32 ([`weft_core::gnn::int8::FORMAT_VERSION`]) |
+//! | node features, edge features, latent, rounds | 4 × u32 |
+//! | radius | f32 |
+//! | node inputs, edge inputs | (offset f32, gain f32) per feature |
+//! | outputs | 6 × (scale f32, offset f32) |
+//! | MLPs | node_enc, edge_enc, edge_mlp × rounds, node_mlp × rounds, head_x, head_v |
+//! | checksum | CRC-32 (IEEE) of everything before, u32 |
+//!
+//! An MLP is a residual flag (u8; 1 is followed by multiplier i32, shift
+//! i8) and two linear layers. A linear layer is inputs u32, outputs u32, a
+//! requantisation flag u8, weights i8 × inputs·outputs (row-major by
+//! output), biases i32 × outputs, then (flag 1) multiplier i32 and shift i8
+//! per output.
+
+use std::fmt::{self, Write as _};
+
+use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Requant, FORMAT_VERSION};
+
+pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
+
+/// What is wrong with a model file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FormatError {
+    BadMagic,
+    Version {
+        found: u32,
+        expected: u32,
+    },
+    Truncated {
+        at: usize,
+    },
+    Checksum {
+        stored: u32,
+        computed: u32,
+    },
+    Features {
+        what: &'static str,
+        found: u32,
+        expected: u32,
+    },
+    /// Layer shapes or values the core's network cannot run.
+    Shape(String),
+    TrailingBytes(usize),
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatError::BadMagic => write!(f, "not a weft int8 model (magic is not WEFTGNN8)"),
+            FormatError::Version { found, expected } => {
+                write!(f, "format version {found}, this weft-core reads version {expected}")
+            }
+            FormatError::Truncated { at } => write!(f, "file ends early (at byte {at})"),
+            FormatError::Checksum { stored, computed } => {
+                write!(f, "checksum mismatch: stored {stored:08x}, contents give {computed:08x} (corrupt file)")
+            }
+            FormatError::Features { what, found, expected } => {
+                write!(f, "{found} {what} features, weft-core computes {expected}")
+            }
+            FormatError::Shape(s) => write!(f, "layer shapes do not fit weft-core's network: {s}"),
+            FormatError::TrailingBytes(n) => write!(f, "{n} unexpected bytes after the checksum"),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+/// A dense layer owning its data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearData {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub weights: Vec<i8>,
+    pub bias: Vec<i32>,
+    pub requant: Vec<Requant>,
+}
+
+/// An MLP owning its data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MlpData {
+    pub l1: LinearData,
+    pub l2: LinearData,
+    pub residual: Option<Requant>,
+}
+
+/// A quantised network owning its data; [`NetworkData::with_network`]
+/// lends it as the core's [`Network`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetworkData {
+    pub latent: usize,
+    pub radius: f32,
+    pub node_in: [Input; NODE_FEATURES],
+    pub edge_in: [Input; EDGE_FEATURES],
+    pub out: [Output; 6],
+    pub node_enc: MlpData,
+    pub edge_enc: MlpData,
+    pub edge_mlp: Vec<MlpData>,
+    pub node_mlp: Vec<MlpData>,
+    pub head_x: MlpData,
+    pub head_v: MlpData,
+}
+
+impl LinearData {
+    fn view(&self) -> Linear<'_> {
+        Linear {
+            inputs: self.inputs,
+            outputs: self.outputs,
+            weights: &self.weights,
+            bias: &self.bias,
+            requant: &self.requant,
+        }
+    }
+}
+
+impl MlpData {
+    fn view(&self) -> Mlp<'_> {
+        Mlp { l1: self.l1.view(), l2: self.l2.view(), residual: self.residual }
+    }
+}
+
+impl NetworkData {
+    /// Runs `f` on the core's view of this network.
+    pub fn with_network<R>(&self, f: impl FnOnce(&Network) -> R) -> R {
+        let edge: Vec<Mlp> = self.edge_mlp.iter().map(MlpData::view).collect();
+        let node: Vec<Mlp> = self.node_mlp.iter().map(MlpData::view).collect();
+        f(&Network {
+            latent: self.latent,
+            radius: self.radius,
+            node_in: self.node_in,
+            edge_in: self.edge_in,
+            node_enc: self.node_enc.view(),
+            edge_enc: self.edge_enc.view(),
+            edge_mlp: &edge,
+            node_mlp: &node,
+            head_x: self.head_x.view(),
+            head_v: self.head_v.view(),
+            out: self.out,
+        })
+    }
+
+    fn mlps(&self) -> impl Iterator<Item = &MlpData> {
+        [&self.node_enc, &self.edge_enc]
+            .into_iter()
+            .chain(&self.edge_mlp)
+            .chain(&self.node_mlp)
+            .chain([&self.head_x, &self.head_v])
+    }
+
+    /// Bytes of int8 weights, int32 biases and requantisation data.
+    pub fn parameter_bytes(&self) -> usize {
+        self.mlps().flat_map(|m| [&m.l1, &m.l2]).map(|l| l.weights.len() + 4 * l.bias.len() + 5 * l.requant.len()).sum()
+    }
+
+    /// The file's bytes (with checksum).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(MAGIC);
+        for v in [FORMAT_VERSION, NODE_FEATURES as u32, EDGE_FEATURES as u32, self.latent as u32] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&(self.edge_mlp.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.radius.to_le_bytes());
+        for i in self.node_in.iter().chain(&self.edge_in) {
+            b.extend_from_slice(&i.offset.to_le_bytes());
+            b.extend_from_slice(&i.gain.to_le_bytes());
+        }
+        for o in &self.out {
+            b.extend_from_slice(&o.scale.to_le_bytes());
+            b.extend_from_slice(&o.offset.to_le_bytes());
+        }
+        let requant = |b: &mut Vec<u8>, r: &Requant| {
+            b.extend_from_slice(&r.multiplier.to_le_bytes());
+            b.push(r.shift as u8);
+        };
+        for m in self.mlps() {
+            match &m.residual {
+                Some(r) => {
+                    b.push(1);
+                    requant(&mut b, r);
+                }
+                None => b.push(0),
+            }
+            for l in [&m.l1, &m.l2] {
+                b.extend_from_slice(&(l.inputs as u32).to_le_bytes());
+                b.extend_from_slice(&(l.outputs as u32).to_le_bytes());
+                b.push(!l.requant.is_empty() as u8);
+                b.extend(l.weights.iter().map(|&w| w as u8));
+                for x in &l.bias {
+                    b.extend_from_slice(&x.to_le_bytes());
+                }
+                for r in &l.requant {
+                    requant(&mut b, r);
+                }
+            }
+        }
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Reads and validates a file: magic, version, checksum, feature
+    /// counts, and every layer shape against weft-core's network.
+    pub fn from_bytes(bytes: &[u8]) -> Result<NetworkData, FormatError> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(FormatError::BadMagic);
+        }
+        let mut r = Reader { b: bytes, at: MAGIC.len() };
+        let version = r.u32()?;
+        if version != FORMAT_VERSION {
+            return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
+        }
+        if bytes.len() < 4 + MAGIC.len() {
+            return Err(FormatError::Truncated { at: bytes.len() });
+        }
+        let body = &bytes[..bytes.len() - 4];
+        let stored = u32::from_le_bytes([0, 1, 2, 3].map(|k| bytes[bytes.len() - 4 + k]));
+        let computed = crc32fast::hash(body);
+        if stored != computed {
+            return Err(FormatError::Checksum { stored, computed });
+        }
+        let mut r = Reader { b: body, at: r.at };
+        for (what, expected) in [("node", NODE_FEATURES as u32), ("edge", EDGE_FEATURES as u32)] {
+            let found = r.u32()?;
+            if found != expected {
+                return Err(FormatError::Features { what, found, expected });
+            }
+        }
+        let latent = r.u32()? as usize;
+        let rounds = r.u32()? as usize;
+        if rounds > weft_core::gnn::int8::MAX_ROUNDS {
+            return Err(FormatError::Shape(format!("{rounds} rounds")));
+        }
+        let radius = r.f32()?;
+        let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
+        let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
+        for i in &mut node_in {
+            *i = input()?;
+        }
+        let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
+        for i in &mut edge_in {
+            *i = input()?;
+        }
+        let mut out = [Output { scale: 0.0, offset: 0.0 }; 6];
+        for o in &mut out {
+            *o = Output { scale: r.f32()?, offset: r.f32()? };
+        }
+        let node_enc = r.mlp()?;
+        let edge_enc = r.mlp()?;
+        let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
+        let node_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
+        let head_x = r.mlp()?;
+        let head_v = r.mlp()?;
+        if r.at != body.len() {
+            return Err(FormatError::TrailingBytes(body.len() - r.at));
+        }
+        let net = NetworkData {
+            latent,
+            radius,
+            node_in,
+            edge_in,
+            out,
+            node_enc,
+            edge_enc,
+            edge_mlp,
+            node_mlp,
+            head_x,
+            head_v,
+        };
+        net.check_shapes()?;
+        Ok(net)
+    }
+
+    /// Names the first layer that does not fit, then defers to the core's
+    /// own validation.
+    fn check_shapes(&self) -> Result<(), FormatError> {
+        let l = self.latent;
+        let expect = |name: &str, m: &MlpData, inputs: usize, outputs: usize| {
+            if m.l1.inputs != inputs || m.l2.outputs != outputs || m.l2.inputs != m.l1.outputs {
+                Err(FormatError::Shape(format!(
+                    "{name} is {}→{}→{}, expected {inputs}→·→{outputs} for latent {l}",
+                    m.l1.inputs, m.l1.outputs, m.l2.outputs
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        expect("node encoder", &self.node_enc, NODE_FEATURES, l)?;
+        expect("edge encoder", &self.edge_enc, EDGE_FEATURES, l)?;
+        for (k, m) in self.edge_mlp.iter().enumerate() {
+            expect(&format!("edge update {k}"), m, 3 * l, l)?;
+        }
+        for (k, m) in self.node_mlp.iter().enumerate() {
+            expect(&format!("node update {k}"), m, 2 * l, l)?;
+        }
+        expect("position head", &self.head_x, l, 3)?;
+        expect("velocity head", &self.head_v, l, 3)?;
+        self.with_network(|n| n.validate()).map_err(|e| FormatError::Shape(e.to_string()))
+    }
+
+    /// Rust source defining `pub static NETWORK: Network<'static>` (the
+    /// build script's output).
+    pub fn to_rust(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "// Generated by weft-weights' build script from the model file. Do not edit.");
+        let linear = |s: &mut String, name: &str, l: &LinearData| {
+            let _ = writeln!(s, "static {name}_W: [i8; {}] = {:?};", l.weights.len(), l.weights);
+            let _ = writeln!(s, "static {name}_B: [i32; {}] = {:?};", l.bias.len(), l.bias);
+            let rq: Vec<String> = l
+                .requant
+                .iter()
+                .map(|r| format!("Requant {{ multiplier: {}, shift: {} }}", r.multiplier, r.shift))
+                .collect();
+            let _ = writeln!(s, "static {name}_R: [Requant; {}] = [{}];", rq.len(), rq.join(", "));
+        };
+        let lin_expr = |name: &str, l: &LinearData| {
+            format!(
+                "Linear {{ inputs: {}, outputs: {}, weights: &{name}_W, bias: &{name}_B, requant: &{name}_R }}",
+                l.inputs, l.outputs
+            )
+        };
+        let mlp_expr = |name: &str, m: &MlpData| {
+            let res = match m.residual {
+                Some(r) => format!("Some(Requant {{ multiplier: {}, shift: {} }})", r.multiplier, r.shift),
+                None => "None".into(),
+            };
+            format!(
+                "Mlp {{ l1: {}, l2: {}, residual: {res} }}",
+                lin_expr(&format!("{name}_L1"), &m.l1),
+                lin_expr(&format!("{name}_L2"), &m.l2)
+            )
+        };
+        let mut named: Vec<(String, &MlpData)> =
+            vec![("NODE_ENC".into(), &self.node_enc), ("EDGE_ENC".into(), &self.edge_enc)];
+        named.extend(self.edge_mlp.iter().enumerate().map(|(k, m)| (format!("EDGE_MLP{k}"), m)));
+        named.extend(self.node_mlp.iter().enumerate().map(|(k, m)| (format!("NODE_MLP{k}"), m)));
+        named.push(("HEAD_X".into(), &self.head_x));
+        named.push(("HEAD_V".into(), &self.head_v));
+        for (name, m) in &named {
+            linear(&mut s, &format!("{name}_L1"), &m.l1);
+            linear(&mut s, &format!("{name}_L2"), &m.l2);
+        }
+        let list = |prefix: &str, ms: &[MlpData]| {
+            let items: Vec<String> = ms.iter().enumerate().map(|(k, m)| mlp_expr(&format!("{prefix}{k}"), m)).collect();
+            format!("[{}]", items.join(", "))
+        };
+        let _ = writeln!(
+            s,
+            "static EDGE_MLP: [Mlp<'static>; {}] = {};",
+            self.edge_mlp.len(),
+            list("EDGE_MLP", &self.edge_mlp)
+        );
+        let _ = writeln!(
+            s,
+            "static NODE_MLP: [Mlp<'static>; {}] = {};",
+            self.node_mlp.len(),
+            list("NODE_MLP", &self.node_mlp)
+        );
+        let inputs = |xs: &[Input]| {
+            let v: Vec<String> =
+                xs.iter().map(|i| format!("Input {{ offset: {:?}, gain: {:?} }}", i.offset, i.gain)).collect();
+            format!("[{}]", v.join(", "))
+        };
+        let outs: Vec<String> =
+            self.out.iter().map(|o| format!("Output {{ scale: {:?}, offset: {:?} }}", o.scale, o.offset)).collect();
+        let _ = writeln!(
+            s,
+            "/// The baked network.\npub static NETWORK: Network<'static> = Network {{ latent: {}, radius: {:?}, \
+             node_in: {}, edge_in: {}, node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, node_mlp: &NODE_MLP, \
+             head_x: {}, head_v: {}, out: [{}] }};",
+            self.latent,
+            self.radius,
+            inputs(&self.node_in),
+            inputs(&self.edge_in),
+            mlp_expr("NODE_ENC", &self.node_enc),
+            mlp_expr("EDGE_ENC", &self.edge_enc),
+            mlp_expr("HEAD_X", &self.head_x),
+            mlp_expr("HEAD_V", &self.head_v),
+            outs.join(", ")
+        );
+        s
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
+        let end =
+            self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or(FormatError::Truncated { at: self.at })?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, FormatError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, FormatError> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn i32(&mut self) -> Result<i32, FormatError> {
+        Ok(self.u32()? as i32)
+    }
+    fn f32(&mut self) -> Result<f32, FormatError> {
+        Ok(f32::from_bits(self.u32()?))
+    }
+    fn requant(&mut self) -> Result<Requant, FormatError> {
+        Ok(Requant { multiplier: self.i32()?, shift: self.u8()? as i8 })
+    }
+    fn flag(&mut self) -> Result<bool, FormatError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            x => Err(FormatError::Shape(format!("flag byte {x} at {}", self.at - 1))),
+        }
+    }
+    fn linear(&mut self) -> Result<LinearData, FormatError> {
+        let inputs = self.u32()? as usize;
+        let outputs = self.u32()? as usize;
+        if inputs > 4096 || outputs > 4096 {
+            return Err(FormatError::Shape(format!("a {inputs}×{outputs} layer")));
+        }
+        let has_requant = self.flag()?;
+        let weights = self.take(inputs * outputs)?.iter().map(|&b| b as i8).collect();
+        let bias = (0..outputs).map(|_| self.i32()).collect::<Result<_, _>>()?;
+        let requant =
+            if has_requant { (0..outputs).map(|_| self.requant()).collect::<Result<_, _>>()? } else { Vec::new() };
+        Ok(LinearData { inputs, outputs, weights, bias, requant })
+    }
+    fn mlp(&mut self) -> Result<MlpData, FormatError> {
+        let residual = if self.flag()? { Some(self.requant()?) } else { None };
+        Ok(MlpData { l1: self.linear()?, l2: self.linear()?, residual })
+    }
+}

@@ -1,0 +1,25 @@
+//! # weft-weights
+//!
+//! The trained correction network of weft in int8, as `static` data:
+//! [`NETWORK`] is a [`weft_core::gnn::int8::Network`] built at compile time
+//! from `weft-gnn.q8` (or the file `$WEFT_WEIGHTS` names) by the build
+//! script, which validates magic, format version, checksum and every layer
+//! shape against `weft-core` first. Nothing is parsed at run time.
+//!
+//! Feature `format` (std) exposes the file format itself ([`format`]) for
+//! the tools that write and inspect model files.
+#![cfg_attr(not(feature = "format"), no_std)]
+#![deny(unsafe_code)]
+
+#[cfg(feature = "format")]
+pub mod format;
+
+#[cfg(feature = "bake")]
+mod baked {
+    #![allow(clippy::all)]
+    use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Requant};
+    include!(concat!(env!("OUT_DIR"), "/network.rs"));
+}
+
+#[cfg(feature = "bake")]
+pub use baked::NETWORK;
