@@ -120,7 +120,7 @@ impl FloatNet {
 
     /// Corrections `[Δx, Δv]` per node in physical units; records the
     /// activation ranges into `rec` when given.
-    pub fn forward(&self, g: &Graph, mut rec: Option<&mut Ranges>) -> Vec<[f32; 6]> {
+    pub fn forward(&self, g: &Graph, rec: Option<&mut Ranges>) -> Vec<[f32; 6]> {
         let l = self.latent;
         let (n, ne) = (g.nodes.len(), g.edges.len());
         let mut ranges = Ranges::default();
@@ -197,7 +197,7 @@ impl FloatNet {
                 *v = *v * t.std[k] + t.mean[k];
             }
         }
-        if let Some(r) = rec.as_deref_mut() {
+        if let Some(r) = rec {
             r.merge(&ranges);
         }
         out
