@@ -1,13 +1,17 @@
-//! A corrected 16×16 step (coarse physics, dynamic edges, float network,
-//! correction) against one fine reference step (61×61, four substeps,
-//! self-contact), for the same cloth.
+//! A corrected 16×16 step (coarse physics, dynamic edges, network,
+//! correction) with the float network (candle) and the int8 network of
+//! weft-core, against the plain step and one fine reference step (61×61,
+//! four substeps, self-contact), for the same cloth; and the network's
+//! forward pass alone, int8 in weft-core vs float in candle, on the same
+//! graph.
 use candle_core::Device;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
+use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
 use weft_core::physics::step;
 use weft_core::prelude::*;
 use weft_host::families::{self, Family};
-use weft_host::gnn::{graph_of, GnnConfig, Trained};
+use weft_host::gnn::{graph_of, Batch, GnnConfig, Trained};
 use weft_host::storage::VecStateStorage;
 
 fn bench(c: &mut Criterion) {
@@ -30,6 +34,18 @@ fn bench(c: &mut Criterion) {
                 state.set_velocities(&v0).unwrap();
                 state.set_time(t0).unwrap();
                 black_box(step(model, &mut state).unwrap())
+            })
+        });
+        let net = &weft_weights::NETWORK;
+        let sizes = ScratchSizes::new(model.mesh.counts(), cfg.pairs_per_node * 256, net.latent);
+        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        g.bench_function("corrected_int8_16x16", |b| {
+            b.iter(|| {
+                state.set_positions(&x0).unwrap();
+                state.set_velocities(&v0).unwrap();
+                state.set_time(t0).unwrap();
+                let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
+                black_box(weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap())
             })
         });
         g.bench_function("corrected_16x16", |b| {
@@ -65,6 +81,54 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
+        Ok(())
+    })
+    .unwrap();
+    g.finish();
+    forward(c, &scn, cfg);
+}
+
+/// The network alone on one graph (after a physics step, with its dynamic
+/// edges): int8 in weft-core vs float in candle (batch tensors included,
+/// as a caller pays them every step).
+fn forward(c: &mut Criterion, scn: &weft_host::scenario::Scenario, cfg: GnnConfig) {
+    let dev = Device::Cpu;
+    let trained =
+        Trained::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../weights/weft-gnn")), &dev)
+            .expect("weights/weft-gnn.{json,safetensors}");
+    let net = &weft_weights::NETWORK;
+    let mut g = c.benchmark_group("gnn_forward_16x16");
+    scn.with_model(|model| {
+        let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);
+        let mut state = State::new(model, ss.storage()).unwrap();
+        for _ in 0..31 {
+            step(model, &mut state).unwrap();
+        }
+        let graph = graph_of(model, &mut state, &cfg).unwrap();
+        let n = state.node_count();
+        let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
+        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        let gr = GraphRef {
+            mesh: &model.mesh,
+            x: state.positions(),
+            v: state.velocities(),
+            pinned: state.pinned(),
+            pairs: state.pairs(),
+        };
+        println!("graph: {n} nodes, {} directed edges ({} dynamic pairs)", graph.edges.len(), state.pairs().len());
+        g.bench_function("int8_core", |b| {
+            b.iter(|| {
+                let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
+                int8::forward(net, gr, &mut scratch, &mut dx, &mut dv).unwrap();
+                black_box(&dx);
+            })
+        });
+        g.bench_function("float_candle", |b| {
+            b.iter(|| black_box(trained.gnn.correct(&graph, &trained.meta.normalizer, &dev).unwrap()))
+        });
+        let batch = Batch::new(std::slice::from_ref(&graph), &trained.meta.normalizer, &dev).unwrap();
+        g.bench_function("float_candle_forward_only", |b| b.iter(|| black_box(trained.gnn.forward(&batch).unwrap())));
         Ok(())
     })
     .unwrap();

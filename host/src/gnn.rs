@@ -165,9 +165,12 @@ pub fn frame_velocity(traj: &Trajectory, t: usize) -> Vec<Vec3> {
 /// Rollout before a training sample (the "pushforward" of unrolled
 /// training): the input state is reached by `steps` corrected coarse steps
 /// of the current network from the fine state, so the network learns to
-/// correct its own errors. No gradient flows through these steps.
+/// correct its own errors (`gnn: None`: plain coarse steps, so it also
+/// sees states near the coarse cloth's own equilibrium, where the right
+/// correction is small). No gradient flows through these steps.
+#[derive(Clone, Copy)]
 pub struct Unroll<'a> {
-    pub gnn: &'a Gnn,
+    pub gnn: Option<&'a Gnn>,
     pub norm: &'a Normalizer,
     pub steps: usize,
 }
@@ -210,10 +213,12 @@ pub fn sample(
         if let Some(u) = unroll {
             for _ in 0..ahead {
                 physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
-                let g = graph_of(model, &mut state, cfg)?;
-                let (dx, dv) = u.gnn.correct(&g, u.norm, &Device::Cpu)?;
-                if state.apply_correction(&dx, &dv).is_err() {
-                    break; // a non-finite correction: train from where it went wrong
+                if let Some(gnn) = u.gnn {
+                    let g = graph_of(model, &mut state, cfg)?;
+                    let (dx, dv) = gnn.correct(&g, u.norm, &Device::Cpu)?;
+                    if state.apply_correction(&dx, &dv).is_err() {
+                        break; // a non-finite correction: train from where it went wrong
+                    }
                 }
             }
         }

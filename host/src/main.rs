@@ -88,6 +88,10 @@ enum Command {
         /// corrected coarse steps of the current network (0: off).
         #[arg(long, default_value_t = 3)]
         unroll: usize,
+        /// With unrolling, a third of the samples start from up to this
+        /// many plain coarse steps (0: off).
+        #[arg(long, default_value_t = 0)]
+        plain_unroll: usize,
         /// Training steps before unrolling starts.
         #[arg(long, default_value_t = 15_000)]
         unroll_after: usize,
@@ -218,6 +222,7 @@ fn run(cli: Cli) -> Result<()> {
             rounds,
             radius,
             unroll,
+            plain_unroll,
             unroll_after,
             noise_position,
             noise_velocity,
@@ -234,6 +239,7 @@ fn run(cli: Cli) -> Result<()> {
                 config: GnnConfig { latent, rounds, radius, ..GnnConfig::default() },
                 resume,
                 unroll_steps: unroll,
+                plain_unroll_steps: plain_unroll,
                 noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
                 unroll_after,
                 progress: !quiet,
@@ -275,7 +281,7 @@ fn run(cli: Cli) -> Result<()> {
                 })
                 .collect();
             let none = weft_host::gnn::Noise { position: 0.0, velocity: 0.0 };
-            let graphs = train::samples(&train_set, &picks, &trained.meta.config, none, None)?;
+            let graphs = train::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
             let ranges = quantize::calibrate(&float, &graphs);
             let q = quantize::quantize(&float, &ranges)?;
             let bytes = q.to_bytes();

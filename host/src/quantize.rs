@@ -2,10 +2,12 @@
 //!
 //! [`FloatNet`] is the trained network in plain `f32` (the same arithmetic
 //! as the candle model, without the tensor library), which records the
-//! largest magnitude of every activation tensor on calibration graphs
-//! ([`Ranges`]). [`quantize`] turns weights and ranges into the int8
-//! network of `weft_core::gnn::int8` (see there for the arithmetic) as a
-//! [`NetworkData`] for the `weights/` file.
+//! largest magnitude and the mean square of every activation channel on
+//! calibration graphs ([`Ranges`]). [`quantize`] turns weights and ranges
+//! into the int8 network of `weft_core::gnn::int8` (see there for the
+//! arithmetic) as a [`NetworkData`] for the `weights/` file; every input
+//! feature and every latent or hidden channel gets its own scale
+//! (largest calibrated magnitude ↦ 127).
 
 use anyhow::{bail, Context, Result};
 use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
@@ -30,6 +32,49 @@ impl Dense {
             *y = self.b[o] + row.iter().zip(x).map(|(a, b)| a * b).sum::<f32>();
         }
     }
+    fn row(&self, o: usize) -> &[f32] {
+        &self.w[o * self.inputs..][..self.inputs]
+    }
+}
+
+/// Per-channel statistics of one activation tensor.
+#[derive(Clone, Debug, Default)]
+pub struct Channels {
+    pub max: Vec<f32>,
+    pub sum_sq: Vec<f64>,
+    pub count: u64,
+}
+
+impl Channels {
+    fn add(&mut self, x: &[f32]) {
+        if self.max.len() < x.len() {
+            self.max.resize(x.len(), 0.0);
+            self.sum_sq.resize(x.len(), 0.0);
+        }
+        for (k, v) in x.iter().enumerate() {
+            self.max[k] = self.max[k].max(v.abs());
+            self.sum_sq[k] += (*v as f64).powi(2);
+        }
+        self.count += 1;
+    }
+    fn merge(&mut self, o: &Channels) {
+        if self.max.len() < o.max.len() {
+            self.max.resize(o.max.len(), 0.0);
+            self.sum_sq.resize(o.max.len(), 0.0);
+        }
+        for k in 0..o.max.len() {
+            self.max[k] = self.max[k].max(o.max[k]);
+            self.sum_sq[k] += o.sum_sq[k];
+        }
+        self.count += o.count;
+    }
+    /// Scale per channel: the largest magnitude ↦ 127.
+    fn scales(&self) -> Vec<f32> {
+        self.max.iter().map(|&m| scale_of(m)).collect()
+    }
+    fn mean_sq(&self) -> Vec<f64> {
+        self.sum_sq.iter().map(|s| s / self.count.max(1) as f64).collect()
+    }
 }
 
 /// `Dense → ReLU → Dense`.
@@ -40,39 +85,71 @@ pub struct FMlp {
 }
 
 impl FMlp {
-    /// Output into `out`, returning the hidden layer's largest value.
-    fn apply(&self, x: &[f32], out: &mut [f32]) -> f32 {
+    fn apply(&self, x: &[f32], out: &mut [f32], hidden_rec: &mut Channels) {
         let mut hidden = vec![0f32; self.l1.outputs];
         self.l1.apply(x, &mut hidden);
-        let mut m = 0f32;
         for h in &mut hidden {
             *h = h.max(0.0);
-            m = m.max(*h);
         }
+        hidden_rec.add(&hidden);
         self.l2.apply(&hidden, out);
-        m
     }
 }
 
-/// Largest magnitudes of the activations (normalised units).
+/// Activation statistics (normalised units) of calibration graphs.
 #[derive(Clone, Debug, Default)]
 pub struct Ranges {
-    pub node_in: [f32; NODE_FEATURES],
-    pub edge_in: [f32; EDGE_FEATURES],
-    pub node_enc_hidden: f32,
-    pub edge_enc_hidden: f32,
+    pub node_in: Channels,
+    pub edge_in: Channels,
+    pub node_enc_hidden: Channels,
+    pub edge_enc_hidden: Channels,
     /// Node latents after the encoder and after each round.
-    pub h: Vec<f32>,
+    pub h: Vec<Channels>,
     /// Edge latents after the encoder and after each round.
-    pub e: Vec<f32>,
-    pub edge_hidden: Vec<f32>,
-    pub node_hidden: Vec<f32>,
-    pub head_x_hidden: f32,
-    pub head_v_hidden: f32,
+    pub e: Vec<Channels>,
+    /// The mean of incoming edges, per round.
+    pub agg: Vec<Channels>,
+    pub edge_hidden: Vec<Channels>,
+    pub node_hidden: Vec<Channels>,
+    pub head_x_hidden: Channels,
+    pub head_v_hidden: Channels,
 }
 
-fn max_abs(xs: &[f32]) -> f32 {
-    xs.iter().fold(0f32, |m, x| m.max(x.abs()))
+impl Ranges {
+    fn for_rounds(rounds: usize) -> Ranges {
+        Ranges {
+            h: vec![Channels::default(); rounds + 1],
+            e: vec![Channels::default(); rounds + 1],
+            agg: vec![Channels::default(); rounds],
+            edge_hidden: vec![Channels::default(); rounds],
+            node_hidden: vec![Channels::default(); rounds],
+            ..Ranges::default()
+        }
+    }
+    fn merge(&mut self, o: &Ranges) {
+        for (a, b) in [
+            (&mut self.node_in, &o.node_in),
+            (&mut self.edge_in, &o.edge_in),
+            (&mut self.node_enc_hidden, &o.node_enc_hidden),
+            (&mut self.edge_enc_hidden, &o.edge_enc_hidden),
+            (&mut self.head_x_hidden, &o.head_x_hidden),
+            (&mut self.head_v_hidden, &o.head_v_hidden),
+        ] {
+            a.merge(b);
+        }
+        for (mine, theirs) in [
+            (&mut self.h, &o.h),
+            (&mut self.e, &o.e),
+            (&mut self.agg, &o.agg),
+            (&mut self.edge_hidden, &o.edge_hidden),
+            (&mut self.node_hidden, &o.node_hidden),
+        ] {
+            mine.resize(mine.len().max(theirs.len()), Channels::default());
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                a.merge(b);
+            }
+        }
+    }
 }
 
 /// The trained network in plain `f32`.
@@ -118,116 +195,80 @@ impl FloatNet {
         })
     }
 
-    /// Corrections `[Δx, Δv]` per node in physical units; records the
-    /// activation ranges into `rec` when given.
+    /// Corrections `[Δx, Δv]` per node in physical units; adds the
+    /// activation statistics to `rec` when given.
     pub fn forward(&self, g: &Graph, rec: Option<&mut Ranges>) -> Vec<[f32; 6]> {
         let l = self.latent;
         let (n, ne) = (g.nodes.len(), g.edges.len());
-        let mut ranges = Ranges::default();
+        let mut r = Ranges::for_rounds(self.edge_mlp.len());
         let mut h = vec![0f32; n * l];
         for (i, f) in g.nodes.iter().enumerate() {
             let x: Vec<f32> =
                 f.iter().enumerate().map(|(k, &v)| (v - self.norm.node.mean[k]) / self.norm.node.std[k]).collect();
-            for (k, v) in x.iter().enumerate() {
-                ranges.node_in[k] = ranges.node_in[k].max(v.abs());
-            }
-            let m = self.node_enc.apply(&x, &mut h[i * l..][..l]);
-            ranges.node_enc_hidden = ranges.node_enc_hidden.max(m);
+            r.node_in.add(&x);
+            self.node_enc.apply(&x, &mut h[i * l..][..l], &mut r.node_enc_hidden);
+            r.h[0].add(&h[i * l..][..l]);
         }
         let mut e = vec![0f32; ne * l];
         let mut degree = vec![0f32; n];
         for (k, f) in g.edges.iter().enumerate() {
             let x: Vec<f32> =
                 f.iter().enumerate().map(|(j, &v)| (v - self.norm.edge.mean[j]) / self.norm.edge.std[j]).collect();
-            for (j, v) in x.iter().enumerate() {
-                ranges.edge_in[j] = ranges.edge_in[j].max(v.abs());
-            }
-            let m = self.edge_enc.apply(&x, &mut e[k * l..][..l]);
-            ranges.edge_enc_hidden = ranges.edge_enc_hidden.max(m);
+            r.edge_in.add(&x);
+            self.edge_enc.apply(&x, &mut e[k * l..][..l], &mut r.edge_enc_hidden);
+            r.e[0].add(&e[k * l..][..l]);
             degree[g.endpoints[k][1] as usize] += 1.0;
         }
-        ranges.h.push(max_abs(&h));
-        ranges.e.push(max_abs(&e));
         let mut input = vec![0f32; 3 * l];
         let mut delta = vec![0f32; l];
-        for (em, nm) in self.edge_mlp.iter().zip(&self.node_mlp) {
-            let mut hid = 0f32;
-            for (k, &[s, r]) in g.endpoints.iter().enumerate() {
+        for (round, (em, nm)) in self.edge_mlp.iter().zip(&self.node_mlp).enumerate() {
+            for (k, &[s, rcv]) in g.endpoints.iter().enumerate() {
                 input[..l].copy_from_slice(&e[k * l..][..l]);
                 input[l..2 * l].copy_from_slice(&h[s as usize * l..][..l]);
-                input[2 * l..].copy_from_slice(&h[r as usize * l..][..l]);
-                hid = hid.max(em.apply(&input, &mut delta));
+                input[2 * l..].copy_from_slice(&h[rcv as usize * l..][..l]);
+                em.apply(&input, &mut delta, &mut r.edge_hidden[round]);
                 for (a, d) in e[k * l..][..l].iter_mut().zip(&delta) {
                     *a += d;
                 }
+                r.e[round + 1].add(&e[k * l..][..l]);
             }
-            ranges.edge_hidden.push(hid);
-            ranges.e.push(max_abs(&e));
             let mut agg = vec![0f32; n * l];
-            for (k, &[_, r]) in g.endpoints.iter().enumerate() {
-                for (a, x) in agg[r as usize * l..][..l].iter_mut().zip(&e[k * l..][..l]) {
+            for (k, &[_, rcv]) in g.endpoints.iter().enumerate() {
+                for (a, x) in agg[rcv as usize * l..][..l].iter_mut().zip(&e[k * l..][..l]) {
                     *a += x;
                 }
             }
-            let mut hid = 0f32;
             for i in 0..n {
                 input[..l].copy_from_slice(&h[i * l..][..l]);
                 let inv = 1.0 / degree[i].max(1.0);
                 for (q, a) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
                     *q = a * inv;
                 }
-                hid = hid.max(nm.apply(&input[..2 * l], &mut delta));
+                r.agg[round].add(&input[l..2 * l]);
+                nm.apply(&input[..2 * l], &mut delta, &mut r.node_hidden[round]);
                 for (a, d) in h[i * l..][..l].iter_mut().zip(&delta) {
                     *a += d;
                 }
+                r.h[round + 1].add(&h[i * l..][..l]);
             }
-            ranges.node_hidden.push(hid);
-            ranges.h.push(max_abs(&h));
         }
         let t = &self.norm.target;
         let mut out = vec![[0f32; 6]; n];
         for (i, o) in out.iter_mut().enumerate() {
             let hi = &h[i * l..][..l];
             let mut y = [0f32; 3];
-            ranges.head_x_hidden = ranges.head_x_hidden.max(self.head_x.apply(hi, &mut y));
+            self.head_x.apply(hi, &mut y, &mut r.head_x_hidden);
             o[..3].copy_from_slice(&y);
-            ranges.head_v_hidden = ranges.head_v_hidden.max(self.head_v.apply(hi, &mut y));
+            self.head_v.apply(hi, &mut y, &mut r.head_v_hidden);
             o[3..].copy_from_slice(&y);
             for (k, v) in o.iter_mut().enumerate() {
                 *v = *v * t.std[k] + t.mean[k];
             }
         }
-        if let Some(r) = rec {
-            r.merge(&ranges);
+        if let Some(rec) = rec {
+            rec.merge(&r);
         }
         out
-    }
-}
-
-impl Ranges {
-    fn merge(&mut self, o: &Ranges) {
-        let mx = |a: &mut f32, b: f32| *a = a.max(b);
-        for (a, b) in self.node_in.iter_mut().zip(&o.node_in) {
-            mx(a, *b);
-        }
-        for (a, b) in self.edge_in.iter_mut().zip(&o.edge_in) {
-            mx(a, *b);
-        }
-        mx(&mut self.node_enc_hidden, o.node_enc_hidden);
-        mx(&mut self.edge_enc_hidden, o.edge_enc_hidden);
-        mx(&mut self.head_x_hidden, o.head_x_hidden);
-        mx(&mut self.head_v_hidden, o.head_v_hidden);
-        for (mine, theirs) in [
-            (&mut self.h, &o.h),
-            (&mut self.e, &o.e),
-            (&mut self.edge_hidden, &o.edge_hidden),
-            (&mut self.node_hidden, &o.node_hidden),
-        ] {
-            mine.resize(mine.len().max(theirs.len()), 0.0);
-            for (a, b) in mine.iter_mut().zip(theirs) {
-                mx(a, *b);
-            }
-        }
     }
 }
 
@@ -255,7 +296,7 @@ pub fn requant(real: f64) -> Result<Requant> {
     Ok(Requant { multiplier: m as i32, shift: shift as i8 })
 }
 
-/// The scale of an int8 tensor whose largest magnitude is `max`.
+/// The scale of an int8 channel whose largest magnitude is `max`.
 fn scale_of(max: f32) -> f32 {
     if max > 0.0 && max.is_finite() {
         max / 127.0
@@ -264,9 +305,21 @@ fn scale_of(max: f32) -> f32 {
     }
 }
 
-/// One layer: input column scales folded into the weights, one weight scale
-/// per output channel; returns the layer and its accumulator scales.
-fn linear(d: &Dense, cols: &[f32], out_scale: Option<f32>) -> Result<(LinearData, Vec<f64>)> {
+/// Weight scale of output `o`: input column scales folded in, largest
+/// magnitude ↦ 127.
+fn weight_scale(d: &Dense, o: usize, cols: &[f32]) -> f64 {
+    let m = d.row(o).iter().zip(cols).fold(0f64, |m, (w, c)| m.max((*w as f64 * *c as f64).abs()));
+    if m > 0.0 {
+        m / 127.0
+    } else {
+        1.0
+    }
+}
+
+/// One layer with input column scales `cols` and output channel scales
+/// `out` (`None`: read from the accumulator); returns the layer and its
+/// accumulator scale per output.
+fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>) -> Result<(LinearData, Vec<f64>)> {
     if cols.len() != d.inputs {
         bail!("{} column scales for {} inputs", cols.len(), d.inputs);
     }
@@ -275,68 +328,119 @@ fn linear(d: &Dense, cols: &[f32], out_scale: Option<f32>) -> Result<(LinearData
     let mut acc_scale = Vec::with_capacity(d.outputs);
     let mut rq = Vec::new();
     for o in 0..d.outputs {
-        let row: Vec<f64> = (0..d.inputs).map(|k| d.w[o * d.inputs + k] as f64 * cols[k] as f64).collect();
-        let m = row.iter().fold(0f64, |m, x| m.max(x.abs()));
-        let s = if m > 0.0 { m / 127.0 } else { 1.0 };
-        weights.extend(row.iter().map(|w| (w / s).round().clamp(-127.0, 127.0) as i8));
+        let s = weight_scale(d, o, cols);
+        weights.extend(
+            d.row(o).iter().zip(cols).map(|(w, c)| (*w as f64 * *c as f64 / s).round().clamp(-127.0, 127.0) as i8),
+        );
         bias.push((d.b[o] as f64 / s).round().clamp(i32::MIN as f64 / 4.0, i32::MAX as f64 / 4.0) as i32);
         acc_scale.push(s);
-        if let Some(out) = out_scale {
-            rq.push(requant(s / out as f64)?);
+        if let Some(out) = out {
+            rq.push(requant(s / out[o] as f64)?);
         }
     }
     Ok((LinearData { inputs: d.inputs, outputs: d.outputs, weights, bias, requant: rq }, acc_scale))
 }
 
-/// `Linear → ReLU → Linear` with column scales `cols` and output scale `out`
-/// (`None` for a head); `residual` is the old tensor's scale.
-fn mlp(m: &FMlp, cols: &[f32], hidden: f32, out: Option<f32>, residual: Option<f32>) -> Result<(MlpData, Vec<f64>)> {
-    let s_hidden = scale_of(hidden);
-    let (l1, _) = linear(&m.l1, cols, Some(s_hidden))?;
-    let (l2, acc) = linear(&m.l2, &vec![s_hidden; m.l2.inputs], out)?;
+/// `Linear → ReLU → Linear` with column scales `cols`, hidden channel
+/// scales `hidden`, output channel scales `out` (`None` for a head) and,
+/// for a residual MLP, the old tensor's channel scales.
+fn mlp(
+    m: &FMlp,
+    cols: &[f32],
+    hidden: &[f32],
+    out: Option<&[f32]>,
+    residual: Option<&[f32]>,
+) -> Result<(MlpData, Vec<f64>)> {
+    let (l1, _) = linear(&m.l1, cols, Some(hidden))?;
+    let (l2, acc) = linear(&m.l2, hidden, out)?;
     let residual = match (residual, out) {
-        (Some(old), Some(new)) => Some(requant(old as f64 / new as f64)?),
-        _ => None,
+        (Some(old), Some(new)) => {
+            old.iter().zip(new).map(|(o, n)| requant(*o as f64 / *n as f64)).collect::<Result<_>>()?
+        }
+        _ => Vec::new(),
     };
     Ok((MlpData { l1, l2, residual }, acc))
 }
 
-/// Quantises `net` with activation ranges from calibration.
-pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
-    let l = net.latent;
-    let rounds = net.edge_mlp.len();
-    if r.h.len() != rounds + 1 || r.e.len() != rounds + 1 {
-        bail!("calibration ranges do not match the network (run calibration first)");
+/// Channel scales of every int8 tensor, from calibration.
+struct Scales {
+    node_in: Vec<f32>,
+    edge_in: Vec<f32>,
+    node_enc_hidden: Vec<f32>,
+    edge_enc_hidden: Vec<f32>,
+    h: Vec<Vec<f32>>,
+    e: Vec<Vec<f32>>,
+    edge_hidden: Vec<Vec<f32>>,
+    node_hidden: Vec<Vec<f32>>,
+    head_x_hidden: Vec<f32>,
+    head_v_hidden: Vec<f32>,
+}
+
+impl Scales {
+    fn new(net: &FloatNet, r: &Ranges) -> Result<Scales> {
+        let rounds = net.edge_mlp.len();
+        let l = net.latent;
+        let ok = r.h.len() == rounds + 1
+            && r.e.len() == rounds + 1
+            && r.h.iter().chain(&r.e).all(|c| c.max.len() == l)
+            && r.node_in.max.len() == NODE_FEATURES
+            && r.edge_in.max.len() == EDGE_FEATURES;
+        if !ok {
+            bail!("calibration statistics do not match the network (calibrate on at least one graph first)");
+        }
+        let all = |v: &[Channels]| v.iter().map(Channels::scales).collect::<Vec<_>>();
+        Ok(Scales {
+            node_in: r.node_in.scales(),
+            edge_in: r.edge_in.scales(),
+            node_enc_hidden: r.node_enc_hidden.scales(),
+            edge_enc_hidden: r.edge_enc_hidden.scales(),
+            h: all(&r.h),
+            e: all(&r.e),
+            edge_hidden: all(&r.edge_hidden),
+            node_hidden: all(&r.node_hidden),
+            head_x_hidden: r.head_x_hidden.scales(),
+            head_v_hidden: r.head_v_hidden.scales(),
+        })
     }
-    let s_node_in: Vec<f32> = r.node_in.iter().map(|&m| scale_of(m)).collect();
-    let s_edge_in: Vec<f32> = r.edge_in.iter().map(|&m| scale_of(m)).collect();
-    let s_h: Vec<f32> = r.h.iter().map(|&m| scale_of(m)).collect();
-    let s_e: Vec<f32> = r.e.iter().map(|&m| scale_of(m)).collect();
+    /// Input columns of edge update `k`: `[e, h_s, h_r]`.
+    fn edge_cols(&self, k: usize) -> Vec<f32> {
+        [&self.e[k][..], &self.h[k], &self.h[k]].concat()
+    }
+    /// Input columns of node update `k`: `[h, mean e]` (the mean keeps the
+    /// edges' scales).
+    fn node_cols(&self, k: usize) -> Vec<f32> {
+        [&self.h[k][..], &self.e[k + 1]].concat()
+    }
+}
+
+/// Quantises `net` with activation statistics from calibration.
+pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
+    let rounds = net.edge_mlp.len();
+    let sc = Scales::new(net, r)?;
     let input = |stats: &crate::gnn::Stats, s: &[f32], k: usize| Input {
         offset: stats.mean[k],
         gain: 1.0 / (stats.std[k] * s[k]),
     };
     let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
     for (k, i) in node_in.iter_mut().enumerate() {
-        *i = input(&net.norm.node, &s_node_in, k);
+        *i = input(&net.norm.node, &sc.node_in, k);
     }
     let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
     for (k, i) in edge_in.iter_mut().enumerate() {
-        *i = input(&net.norm.edge, &s_edge_in, k);
+        *i = input(&net.norm.edge, &sc.edge_in, k);
     }
-    let (node_enc, _) = mlp(&net.node_enc, &s_node_in, r.node_enc_hidden, Some(s_h[0]), None)?;
-    let (edge_enc, _) = mlp(&net.edge_enc, &s_edge_in, r.edge_enc_hidden, Some(s_e[0]), None)?;
+    let (node_enc, _) = mlp(&net.node_enc, &sc.node_in, &sc.node_enc_hidden, Some(&sc.h[0]), None)?;
+    let (edge_enc, _) = mlp(&net.edge_enc, &sc.edge_in, &sc.edge_enc_hidden, Some(&sc.e[0]), None)?;
     let mut edge_mlp = Vec::new();
     let mut node_mlp = Vec::new();
     for k in 0..rounds {
-        let cols: Vec<f32> = [vec![s_e[k]; l], vec![s_h[k]; 2 * l]].concat();
-        edge_mlp.push(mlp(&net.edge_mlp[k], &cols, r.edge_hidden[k], Some(s_e[k + 1]), Some(s_e[k]))?.0);
-        let cols: Vec<f32> = [vec![s_h[k]; l], vec![s_e[k + 1]; l]].concat();
-        node_mlp.push(mlp(&net.node_mlp[k], &cols, r.node_hidden[k], Some(s_h[k + 1]), Some(s_h[k]))?.0);
+        let cols = sc.edge_cols(k);
+        edge_mlp.push(mlp(&net.edge_mlp[k], &cols, &sc.edge_hidden[k], Some(&sc.e[k + 1]), Some(&sc.e[k]))?.0);
+        let cols = sc.node_cols(k);
+        node_mlp.push(mlp(&net.node_mlp[k], &cols, &sc.node_hidden[k], Some(&sc.h[k + 1]), Some(&sc.h[k]))?.0);
     }
-    let cols = vec![s_h[rounds]; l];
-    let (head_x, ax) = mlp(&net.head_x, &cols, r.head_x_hidden, None, None)?;
-    let (head_v, av) = mlp(&net.head_v, &cols, r.head_v_hidden, None, None)?;
+    let (head_x, ax) = mlp(&net.head_x, &sc.h[rounds], &sc.head_x_hidden, None, None)?;
+    let (head_v, av) = mlp(&net.head_v, &sc.h[rounds], &sc.head_v_hidden, None, None)?;
     let t = &net.norm.target;
     let mut out = [Output { scale: 0.0, offset: 0.0 }; 6];
     for (k, o) in out.iter_mut().enumerate() {
@@ -344,7 +448,7 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
         *o = Output { scale: (acc * t.std[k] as f64) as f32, offset: t.mean[k] };
     }
     Ok(NetworkData {
-        latent: l,
+        latent: net.latent,
         radius: net.radius,
         node_in,
         edge_in,
@@ -358,9 +462,96 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
     })
 }
 
-/// Activation ranges over calibration graphs.
+/// Rounding-noise variance per output of a quantised dense layer's
+/// accumulator (real units), for input noise variances `var_in`: the input
+/// noise through `W²`, the weight rounding (variance `s_w²/12` per weight,
+/// times the inputs' mean square in steps) and the bias rounding.
+fn layer_noise(d: &Dense, cols: &[f32], var_in: &[f64], mean_sq: &[f64]) -> Vec<f64> {
+    (0..d.outputs)
+        .map(|o| {
+            let s_w = weight_scale(d, o, cols);
+            let through: f64 = d.row(o).iter().zip(var_in).map(|(w, v)| (*w as f64).powi(2) * v).sum();
+            let steps_sq: f64 = mean_sq.iter().zip(cols).map(|(m, c)| m / (*c as f64).powi(2)).sum();
+            through + s_w * s_w / 12.0 * (steps_sq + 1.0)
+        })
+        .collect()
+}
+
+fn sq12(s: &[f32]) -> Vec<f64> {
+    s.iter().map(|&x| (x as f64).powi(2) / 12.0).collect()
+}
+
+fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| x + y).collect()
+}
+
+/// Noise variance of an MLP's output channels (before the output's own
+/// rounding) for input noise `var_in`.
+fn mlp_noise(m: &FMlp, cols: &[f32], var_in: &[f64], mean_sq: &[f64], hidden: &[f32], hidden_sq: &[f64]) -> Vec<f64> {
+    let v1 = add(&layer_noise(&m.l1, cols, var_in, mean_sq), &sq12(hidden));
+    layer_noise(&m.l2, hidden, &v1, hidden_sq)
+}
+
+/// The standard deviation of `int8 − float` per output (`[Δx, Δv]`,
+/// physical units) predicted from the scales: every rounding (inputs,
+/// weights, biases, activations, both residual terms, the mean's division)
+/// as independent uniform noise of variance `step²/12`, propagated
+/// through the float weights (ReLU and the mean do not grow it); inputs
+/// within the calibration ranges (no saturation).
+pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
+    let sc = Scales::new(net, r)?;
+    let ms = |c: &Channels| c.mean_sq();
+    let mut vh = add(
+        &mlp_noise(
+            &net.node_enc,
+            &sc.node_in,
+            &sq12(&sc.node_in),
+            &ms(&r.node_in),
+            &sc.node_enc_hidden,
+            &ms(&r.node_enc_hidden),
+        ),
+        &sq12(&sc.h[0]),
+    );
+    let mut ve = add(
+        &mlp_noise(
+            &net.edge_enc,
+            &sc.edge_in,
+            &sq12(&sc.edge_in),
+            &ms(&r.edge_in),
+            &sc.edge_enc_hidden,
+            &ms(&r.edge_enc_hidden),
+        ),
+        &sq12(&sc.e[0]),
+    );
+    for k in 0..net.edge_mlp.len() {
+        let var_in = [&ve[..], &vh, &vh].concat();
+        let ms_in = [ms(&r.e[k]), ms(&r.h[k]), ms(&r.h[k])].concat();
+        let de =
+            mlp_noise(&net.edge_mlp[k], &sc.edge_cols(k), &var_in, &ms_in, &sc.edge_hidden[k], &ms(&r.edge_hidden[k]));
+        let two = add(&sq12(&sc.e[k + 1]), &sq12(&sc.e[k + 1]));
+        ve = add(&add(&ve, &de), &two);
+        let var_in = [&vh[..], &add(&ve, &sq12(&sc.e[k + 1]))].concat();
+        let ms_in = [ms(&r.h[k]), ms(&r.agg[k])].concat();
+        let dh =
+            mlp_noise(&net.node_mlp[k], &sc.node_cols(k), &var_in, &ms_in, &sc.node_hidden[k], &ms(&r.node_hidden[k]));
+        let two = add(&sq12(&sc.h[k + 1]), &sq12(&sc.h[k + 1]));
+        vh = add(&add(&vh, &dh), &two);
+    }
+    let rounds = net.edge_mlp.len();
+    let ms_h = ms(&r.h[rounds]);
+    let vx = mlp_noise(&net.head_x, &sc.h[rounds], &vh, &ms_h, &sc.head_x_hidden, &ms(&r.head_x_hidden));
+    let vv = mlp_noise(&net.head_v, &sc.h[rounds], &vh, &ms_h, &sc.head_v_hidden, &ms(&r.head_v_hidden));
+    let t = &net.norm.target;
+    let mut out = [0f32; 6];
+    for k in 0..6 {
+        out[k] = (if k < 3 { vx[k] } else { vv[k - 3] }).sqrt() as f32 * t.std[k];
+    }
+    Ok(out)
+}
+
+/// Activation statistics over calibration graphs.
 pub fn calibrate(net: &FloatNet, graphs: &[Graph]) -> Ranges {
-    let mut r = Ranges::default();
+    let mut r = Ranges::for_rounds(net.edge_mlp.len());
     for g in graphs {
         net.forward(g, Some(&mut r));
     }

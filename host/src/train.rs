@@ -32,6 +32,9 @@ pub struct TrainOptions {
     /// start from a rollout of up to `unroll_steps` corrected steps.
     pub unroll_steps: usize,
     pub unroll_after: usize,
+    /// With unrolling on, a third of the samples start from up to this
+    /// many plain coarse steps instead (0: off).
+    pub plain_unroll_steps: usize,
     pub progress: bool,
 }
 
@@ -51,6 +54,7 @@ impl Default for TrainOptions {
             every: 500,
             unroll_steps: 0,
             unroll_after: 0,
+            plain_unroll_steps: 0,
             progress: true,
         }
     }
@@ -78,14 +82,24 @@ pub fn samples(
     cfg: &GnnConfig,
     noise: Noise,
     unroll: Option<&Unroll>,
+    plain_unroll: usize,
 ) -> Result<Vec<Graph>> {
     picks
         .par_iter()
         .map(|&(k, t, s)| {
             let mut rng = Rng::new(s);
             // Half of the samples start from the fine state, half from a
-            // rollout of 1..=steps corrected steps.
-            let u = unroll.filter(|_| s % 2 == 1).map(|u| Unroll { steps: 1 + (s as usize / 2) % u.steps, ..*u });
+            // rollout of 1..=steps corrected steps; with `plain_unroll`,
+            // thirds: fine state, corrected rollout, plain rollout.
+            let u = match (unroll, plain_unroll) {
+                (None, _) => None,
+                (Some(u), 0) => (s % 2 == 1).then(|| Unroll { steps: 1 + (s as usize / 2) % u.steps, ..*u }),
+                (Some(u), p) => match s % 3 {
+                    0 => None,
+                    1 => Some(Unroll { steps: 1 + (s as usize / 3) % u.steps, ..*u }),
+                    _ => Some(Unroll { steps: 1 + (s as usize / 3) % p, gnn: None, ..*u }),
+                },
+            };
             gnn::sample(&trajs[k], t, cfg, noise, &mut rng, u.as_ref())
         })
         .collect()
@@ -108,7 +122,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         })
         .collect();
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
-    let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None)?;
+    let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None, 0)?;
 
     let (mut model, start) = if opts.resume && opts.out.with_extension("json").exists() {
         let m = Trained::load(&opts.out, &dev)?;
@@ -122,7 +136,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
                 (k, t, 1_000_000 + i)
             })
             .collect();
-        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise, None)?);
+        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise, None, 0)?);
         let meta = ModelMeta {
             format: MODEL_FORMAT.into(),
             config: opts.config,
@@ -167,11 +181,11 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             })
             .collect();
         let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then_some(Unroll {
-            gnn: &model.gnn,
+            gnn: Some(&model.gnn),
             norm: &model.meta.normalizer,
             steps: opts.unroll_steps,
         });
-        let graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref())?;
+        let graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
         let batch = Batch::new(&graphs, &model.meta.normalizer, &dev)?;
         let loss = model.gnn.loss(&batch)?;
         opt.backward_step(&loss)?;

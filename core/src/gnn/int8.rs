@@ -3,8 +3,7 @@
 //! corrections, so every target computes the same bits.
 //!
 //! ## Arithmetic (the CMSIS-NN convention, symmetric)
-//! - Activations are int8 in `[-127, 127]` with one scale per tensor (after
-//!   a ReLU, `[0, 127]`). Inputs are quantised per feature:
+//! - Activations are int8 in `[-127, 127]` (after a ReLU, `[0, 127]`). Inputs are quantised per feature:
 //!   `q = round((x − offset) · gain)` ([`Input`]).
 //! - A [`Linear`] layer holds int8 weights with one scale per output
 //!   channel. The scales of its input columns are folded into the weights
@@ -16,6 +15,9 @@
 //!   multiplier and a shift, rounding half up, then saturation.
 //! - A residual update `y ← y + MLP(…)` requantises both terms into the new
 //!   scale ([`Mlp::residual`]) and saturates their sum.
+//! - Latent and hidden activations have one scale per channel: a channel's
+//!   scale is folded into the next layer's weight columns, and its
+//!   requantisation is per output channel anyway.
 //! - The mean over a node's incoming edges is the int32 sum divided by the
 //!   count, rounded half away from zero, in the edges' scale.
 //! - The decoder's position and velocity heads are read from their int32
@@ -46,8 +48,9 @@ pub const MAX_LATENT: usize = 64;
 /// Largest number of processor rounds.
 pub const MAX_ROUNDS: usize = 8;
 
-/// `value · multiplier · 2^(shift − 31)`, rounded half up; `multiplier`
-/// in `[2^30, 2^31)` (or 0 for "no term"), `shift` in `-31..=30`.
+/// `value · multiplier · 2^(shift − 31)`, rounded half up and saturated to
+/// i32; `multiplier` in `[2^30, 2^31)` (or 0 for "no term"), `shift` in
+/// `-31..=30`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requant {
     pub multiplier: i32,
@@ -62,7 +65,7 @@ impl Requant {
     pub fn apply(self, value: i32) -> i32 {
         let right = (31 - self.shift as i32).clamp(1, 62) as u32;
         let prod = value as i64 * self.multiplier as i64;
-        ((prod + (1i64 << (right - 1))) >> right) as i32
+        ((prod + (1i64 << (right - 1))) >> right).clamp(i32::MIN as i64, i32::MAX as i64) as i32
     }
 
     /// Whether the multiplier and shift are in range.
@@ -94,10 +97,31 @@ pub struct Linear<'a> {
     pub requant: &'a [Requant],
 }
 
-/// `Σ w·x` over int8 vectors of equal length, in int32.
+/// `Σ w·x` over int8 vectors (the shorter length), in int32.
+///
+/// Blocks of 16 and 8 fixed-size products first (a shape compilers turn
+/// into SIMD multiply-accumulates), then the rest; integer addition is
+/// associative, so the blocking does not change the result.
 #[inline]
 pub fn dot(w: &[i8], x: &[i8]) -> i32 {
-    w.iter().zip(x).fold(0i32, |acc, (&a, &b)| acc + a as i32 * b as i32)
+    let n = w.len().min(x.len());
+    let (w16, w_rest) = w[..n].as_chunks::<16>();
+    let (x16, x_rest) = x[..n].as_chunks::<16>();
+    let mut acc: i32 = w16.iter().zip(x16).map(|(a, b)| dot_n(a, b)).sum();
+    let (w8, w_rest) = w_rest.as_chunks::<8>();
+    let (x8, x_rest) = x_rest.as_chunks::<8>();
+    acc += w8.iter().zip(x8).map(|(a, b)| dot_n(a, b)).sum::<i32>();
+    acc + w_rest.iter().zip(x_rest).map(|(&a, &b)| a as i32 * b as i32).sum::<i32>()
+}
+
+/// A fixed-length dot product (an int8 × int8 product fits in int16).
+#[inline(always)]
+fn dot_n<const N: usize>(w: &[i8; N], x: &[i8; N]) -> i32 {
+    let mut s = 0i32;
+    for k in 0..N {
+        s += (w[k] as i16 * x[k] as i16) as i32;
+    }
+    s
 }
 
 impl<'a> Linear<'a> {
@@ -136,8 +160,9 @@ pub struct Mlp<'a> {
     pub l1: Linear<'a>,
     pub l2: Linear<'a>,
     /// For a residual update `y ← y + MLP(…)`: the old `y` into the new
-    /// scale (the MLP's own term is `l2.requant`). `None` otherwise.
-    pub residual: Option<Requant>,
+    /// scale, per channel (the MLP's own term is `l2.requant`). Empty for
+    /// no residual.
+    pub residual: &'a [Requant],
 }
 
 impl<'a> Mlp<'a> {
@@ -147,7 +172,8 @@ impl<'a> Mlp<'a> {
             && self.l2.outputs == outputs
             && self.l1.is_valid(true)
             && self.l2.is_valid(!head)
-            && self.residual.is_none_or(|r| r.is_valid())
+            && (self.residual.is_empty()
+                || (self.residual.len() == outputs && self.residual.iter().all(|r| r.is_valid())))
     }
 
     /// Hidden layer from a finished first-layer accumulator.
@@ -166,7 +192,7 @@ impl<'a> Mlp<'a> {
         self.l2.start(&mut acc);
         self.l2.accumulate(0, hidden, &mut acc);
         for (o, (y, r)) in out.iter_mut().zip(self.l2.requant).enumerate() {
-            let old = self.residual.map_or(0, |res| res.apply(*y as i32));
+            let old = self.residual.get(o).map_or(0, |res| res.apply(*y as i32));
             *y = sat(r.apply(acc[o]).saturating_add(old));
         }
     }
@@ -270,8 +296,8 @@ impl<'a> Network<'a> {
             && self.radius > 0.0
             && self.node_enc.is_valid(NODE_FEATURES, l, false)
             && self.edge_enc.is_valid(EDGE_FEATURES, l, false)
-            && self.edge_mlp.iter().all(|m| m.is_valid(3 * l, l, false) && m.residual.is_some())
-            && self.node_mlp.iter().all(|m| m.is_valid(2 * l, l, false) && m.residual.is_some())
+            && self.edge_mlp.iter().all(|m| m.is_valid(3 * l, l, false) && !m.residual.is_empty())
+            && self.node_mlp.iter().all(|m| m.is_valid(2 * l, l, false) && !m.residual.is_empty())
             && self.head_x.is_valid(l, 3, true)
             && self.head_v.is_valid(l, 3, true)
             && self.node_in.iter().chain(&self.edge_in).all(|i| i.offset.is_finite() && i.gain.is_finite())

@@ -1,0 +1,259 @@
+//! The int8 network: requantisation against exact arithmetic, the
+//! optimised forward pass (factorised edge update, in-place latents,
+//! accumulated means) against a plain reference written from the method's
+//! description, and typed errors.
+mod common;
+use common::*;
+use proptest::prelude::{prop_assert_eq, proptest};
+use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::int8::{
+    self, GnnError, GraphRef, Input, Linear, Mlp, Network, Output, Requant, Scratch, ScratchSizes,
+};
+use weft_core::prelude::*;
+
+proptest! {
+    /// `apply` is `value · m · 2^(shift−31)` rounded half up, exactly
+    /// (saturated to i32).
+    #[test]
+    fn requant_is_exact(value in -(1i32 << 24)..(1i32 << 24), m in (1i32 << 30)..i32::MAX, shift in -31i8..=8) {
+        let r = Requant { multiplier: m, shift };
+        let exact = value as i128 * m as i128;
+        let d = 1i128 << (31 - shift as i32);
+        let floor = exact.div_euclid(d);
+        let want = if 2 * exact.rem_euclid(d) >= d { floor + 1 } else { floor };
+        prop_assert_eq!(r.apply(value) as i128, want.clamp(i32::MIN as i128, i32::MAX as i128));
+    }
+}
+
+/// Owned layers of a random network.
+struct Layers {
+    w: Vec<Vec<i8>>,
+    b: Vec<Vec<i32>>,
+    r: Vec<Vec<Requant>>,
+    res: Vec<Vec<Requant>>,
+}
+
+fn random_requant(rng: &mut Rng, shift: i8) -> Requant {
+    Requant { multiplier: (1 << 30) + (rng.next_u64() % (1 << 30)) as i32, shift }
+}
+
+/// `(inputs, hidden, outputs, residual, head)` of every MLP in network
+/// order: node_enc, edge_enc, edge_mlp×R, node_mlp×R, head_x, head_v.
+fn shapes(l: usize, rounds: usize) -> Vec<(usize, usize, bool, bool)> {
+    let mut s = vec![(NODE_FEATURES, l, false, false), (EDGE_FEATURES, l, false, false)];
+    s.extend((0..rounds).map(|_| (3 * l, l, true, false)));
+    s.extend((0..rounds).map(|_| (2 * l, l, true, false)));
+    s.extend([(l, 3, false, true), (l, 3, false, true)]);
+    s
+}
+
+fn random_layers(rng: &mut Rng, l: usize, rounds: usize) -> Layers {
+    let mut layers = Layers { w: vec![], b: vec![], r: vec![], res: vec![] };
+    for (inputs, outputs, residual, head) in shapes(l, rounds) {
+        for (i, o, requant) in [(inputs, l, true), (l, outputs, !head)] {
+            layers.w.push((0..i * o).map(|_| (rng.next_u64() % 255) as i8 as i16 as i8).collect());
+            layers.b.push((0..o).map(|_| (rng.next_u64() % 2001) as i32 - 1000).collect());
+            // Factors in [2⁻⁷, 2⁻⁶): activations of a few tens, some saturating.
+            let shift = -6;
+            layers.r.push(if requant { (0..o).map(|_| random_requant(rng, shift)).collect() } else { vec![] });
+        }
+        layers.res.push(if residual { (0..outputs).map(|_| random_requant(rng, -1)).collect() } else { vec![] });
+    }
+    layers
+}
+
+fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Mlp<'a>>) -> Network<'a> {
+    let lin = |k: usize, inputs: usize, outputs: usize| Linear {
+        inputs,
+        outputs,
+        weights: &layers.w[k],
+        bias: &layers.b[k],
+        requant: &layers.r[k],
+    };
+    for (m, (inputs, outputs, _, _)) in shapes(l, rounds).into_iter().enumerate() {
+        mlps.push(Mlp { l1: lin(2 * m, inputs, l), l2: lin(2 * m + 1, l, outputs), residual: &layers.res[m] });
+    }
+    let mlps: &'a [Mlp<'a>] = mlps;
+    let gain = |k: usize| Input { offset: 0.01 * k as f32, gain: 40.0 + k as f32 };
+    Network {
+        latent: l,
+        radius: 0.11,
+        node_in: core::array::from_fn(gain),
+        edge_in: core::array::from_fn(gain),
+        node_enc: mlps[0],
+        edge_enc: mlps[1],
+        edge_mlp: &mlps[2..2 + rounds],
+        node_mlp: &mlps[2 + rounds..2 + 2 * rounds],
+        head_x: mlps[2 + 2 * rounds],
+        head_v: mlps[3 + 2 * rounds],
+        out: core::array::from_fn(|k| Output { scale: 1e-4 * (k + 1) as f32, offset: -0.001 * k as f32 }),
+    }
+}
+
+/// The MLP as written: `y = sat(requant(W2 relu(requant(W1 x + b1)) + b2)
+/// + requant_res(y_old))`, in i64.
+fn ref_mlp(m: &Mlp, x: &[i8], old: Option<&[i8]>) -> (Vec<i8>, Vec<i64>) {
+    let affine = |lin: &Linear, x: &[i8]| -> Vec<i64> {
+        (0..lin.outputs)
+            .map(|o| {
+                lin.bias[o] as i64
+                    + (0..lin.inputs).map(|k| lin.weights[o * lin.inputs + k] as i64 * x[k] as i64).sum::<i64>()
+            })
+            .collect()
+    };
+    let hidden: Vec<i8> =
+        affine(&m.l1, x).iter().zip(m.l1.requant).map(|(a, r)| r.apply(*a as i32).clamp(0, 127) as i8).collect();
+    let acc = affine(&m.l2, &hidden);
+    let y = acc
+        .iter()
+        .enumerate()
+        .map(|(o, a)| {
+            let res = old.map_or(0, |old| m.residual[o].apply(old[o] as i32));
+            m.l2.requant.get(o).map_or(0, |r| r.apply(*a as i32) + res).clamp(-127, 127) as i8
+        })
+        .collect();
+    (y, acc)
+}
+
+/// The forward pass as the method describes it, without optimisations.
+fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
+    let n = g.x.len();
+    let c = features::centroid(g.x);
+    let mut h: Vec<Vec<i8>> = (0..n)
+        .map(|i| {
+            let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
+            let q: Vec<i8> = f.iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
+            ref_mlp(&net.node_enc, &q, None).0
+        })
+        .collect();
+    let ne = features::edge_count(g.mesh, g.pairs.len());
+    let ends: Vec<[NodeId; 2]> = (0..ne).map(|k| features::endpoints_of(g.mesh, g.pairs, k).unwrap()).collect();
+    let mut e: Vec<Vec<i8>> = (0..ne)
+        .map(|k| {
+            let f = features::edge_feature_at(g.mesh, g.x, g.pairs, net.radius, k).unwrap();
+            let q: Vec<i8> = f.iter().zip(&net.edge_in).map(|(x, inp)| inp.quantize(*x)).collect();
+            ref_mlp(&net.edge_enc, &q, None).0
+        })
+        .collect();
+    for (em, nm) in net.edge_mlp.iter().zip(net.node_mlp) {
+        e = (0..ne)
+            .map(|k| {
+                let [s, r] = ends[k];
+                let x = [&e[k][..], &h[s as usize], &h[r as usize]].concat();
+                ref_mlp(em, &x, Some(&e[k])).0
+            })
+            .collect();
+        h = (0..n)
+            .map(|i| {
+                let incoming: Vec<usize> = (0..ne).filter(|&k| ends[k][1] as usize == i).collect();
+                let mean: Vec<i8> = (0..net.latent)
+                    .map(|ch| {
+                        let sum: i64 = incoming.iter().map(|&k| e[k][ch] as i64).sum();
+                        let mean = sum as f64 / incoming.len().max(1) as f64; // f64::round: half away from 0
+                        mean.round().clamp(-127.0, 127.0) as i8
+                    })
+                    .collect();
+                ref_mlp(nm, &[&h[i][..], &mean].concat(), Some(&h[i])).0
+            })
+            .collect();
+    }
+    h.iter()
+        .map(|hi| {
+            let (_, ax) = ref_mlp(&net.head_x, hi, None);
+            let (_, av) = ref_mlp(&net.head_v, hi, None);
+            core::array::from_fn(|k| {
+                let acc = if k < 3 { ax[k] } else { av[k - 3] };
+                acc as i32 as f32 * net.out[k].scale + net.out[k].offset
+            })
+        })
+        .collect()
+}
+
+fn cloth_state(rng: &mut Rng, f: impl FnOnce(&Model, &mut State)) {
+    let grid = Grid::horizontal(5, 4, 0.3, 0.2, 0.0);
+    let pins = [Pin::fixed(0, Vec3::new(-0.15, 0.0, -0.1))];
+    let scene = Scene { pins: &pins, ..Scene::default() };
+    let mut x0 = vec![];
+    let mut v0 = vec![];
+    for _ in 0..20 {
+        x0.push(rng.vec3(0.01));
+        v0.push(rng.vec3(0.5));
+    }
+    with_cloth(&grid, Material::COTTON, scene, StepParams::default(), 64, |model, state| {
+        let x: Vec<Vec3> = state.positions().iter().zip(&x0).map(|(p, d)| *p + *d).collect();
+        state.set_positions(&x).unwrap();
+        state.set_velocities(&v0).unwrap();
+        f(model, state)
+    });
+}
+
+#[test]
+fn forward_matches_the_plain_reference() {
+    for seed in 1..=6u64 {
+        let mut rng = Rng(0x5eed + seed);
+        let (l, rounds) = [(4, 1), (8, 2), (5, 3), (16, 2), (3, 1), (12, 2)][seed as usize - 1];
+        let layers = random_layers(&mut rng, l, rounds);
+        let mut mlps = Vec::new();
+        let net = network(&layers, l, rounds, &mut mlps);
+        net.validate().unwrap();
+        cloth_state(&mut rng, |model, state| {
+            state.find_pairs(&model.mesh, net.radius).unwrap();
+            assert!(!state.pairs().is_empty(), "the test wants dynamic edges");
+            let n = state.node_count();
+            let sizes = ScratchSizes::new(model.mesh.counts(), 64, l);
+            let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+            let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+            let g = GraphRef {
+                mesh: &model.mesh,
+                x: state.positions(),
+                v: state.velocities(),
+                pinned: state.pinned(),
+                pairs: state.pairs(),
+            };
+            int8::forward(&net, g, &mut Scratch { latents: &mut latents, sums: &mut sums }, &mut dx, &mut dv).unwrap();
+            let want = reference(&net, g);
+            let mut distinct = std::collections::BTreeSet::new();
+            for i in 0..n {
+                let got = [dx[i].x, dx[i].y, dx[i].z, dv[i].x, dv[i].y, dv[i].z];
+                assert_eq!(got.map(f32::to_bits), want[i].map(f32::to_bits), "seed {seed}, node {i}");
+                distinct.insert(got.map(f32::to_bits));
+            }
+            assert!(distinct.len() > n / 2, "seed {seed}: outputs barely depend on the node");
+        });
+    }
+}
+
+#[test]
+fn bad_networks_and_small_scratch_are_typed_errors() {
+    let mut rng = Rng(77);
+    let layers = random_layers(&mut rng, 4, 1);
+    let mut mlps = Vec::new();
+    let net = network(&layers, 4, 1, &mut mlps);
+    let mut broken = net;
+    broken.latent = 5;
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    let mut broken = net;
+    broken.node_mlp = &[];
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    let mut broken = net;
+    broken.radius = f32::NAN;
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+
+    cloth_state(&mut rng, |model, state| {
+        let before = state.positions().to_vec();
+        let (mut latents, mut sums) = (vec![0i8; 10], vec![0i32; 10]);
+        let err = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents, sums: &mut sums });
+        assert!(matches!(err, Err(GnnError::Scratch { what: "latents", .. })), "{err:?}");
+        assert_eq!(state.positions(), &before[..], "a failed correction leaves the state");
+        let err = int8::correct(model, state, &broken, &mut Scratch { latents: &mut latents, sums: &mut sums });
+        assert_eq!(err, Err(GnnError::BadNetwork));
+
+        let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
+        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        let report =
+            int8::correct(model, state, &net, &mut Scratch { latents: &mut latents, sums: &mut sums }).unwrap();
+        assert_eq!(report.dynamic_edges, state.pairs().len());
+        assert_ne!(state.positions(), &before[..], "a correction moves the cloth");
+        assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");
+    });
+}

@@ -1,0 +1,245 @@
+//! The int8 network: the core's integer forward against the float model,
+//! the model file format, and a rollout with the baked weights.
+
+use std::path::Path;
+
+use candle_core::Device;
+use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
+use weft_core::physics::step;
+use weft_core::prelude::*;
+use weft_host::dataset::{self, DatasetSpec};
+use weft_host::families::{self, Family};
+use weft_host::gnn::{graph_of, Graph, Trained};
+use weft_host::quantize::{self, FloatNet};
+use weft_host::storage::VecStateStorage;
+use weft_weights::format::{FormatError, NetworkData};
+
+fn trained() -> Trained {
+    let stem = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/weft-gnn");
+    Trained::load(&stem, &Device::Cpu).expect("weights/weft-gnn.{json,safetensors}")
+}
+
+fn committed_file() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../weights/weft-gnn.q8")).expect("weights/weft-gnn.q8")
+}
+
+/// One recorded input: the graph (host) and the int8 forward's output on
+/// the same state.
+struct Recorded {
+    graph: Graph,
+    int8: Vec<[f32; 6]>,
+}
+
+/// States of one scenario after plain coarse steps, with their graphs.
+struct Trace {
+    family: Family,
+    seed: u64,
+    graphs: Vec<Graph>,
+    x: Vec<Vec<Vec3>>,
+    v: Vec<Vec<Vec3>>,
+}
+
+/// Records `states` graphs (every tenth step) of three test-split
+/// scenarios.
+fn record(states: usize) -> Vec<Trace> {
+    let spec = DatasetSpec::default();
+    let cfg = trained().meta.config;
+    [(Family::Drape, 6), (Family::Hang, 6), (Family::Fold, 6)]
+        .into_iter()
+        .map(|(family, seed)| {
+            let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
+            scn.with_model(|model| {
+                let n = model.mesh.node_count();
+                let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * n);
+                let mut state = State::new(model, ss.storage()).unwrap();
+                let (mut graphs, mut xs, mut vs) = (vec![], vec![], vec![]);
+                for t in 0..states * 10 {
+                    step(model, &mut state).unwrap();
+                    if t % 10 == 9 {
+                        graphs.push(graph_of(model, &mut state, &cfg)?);
+                        xs.push(state.positions().to_vec());
+                        vs.push(state.velocities().to_vec());
+                    }
+                }
+                Ok(Trace { family, seed, graphs, x: xs, v: vs })
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
+    let spec = DatasetSpec::default();
+    let mut out = vec![];
+    for Trace { family, seed, graphs, x: xs, v: vs } in traces {
+        let scn = families::scenario(*family, *seed, spec.coarse, spec.steps, spec.dt);
+        scn.with_model(|model| {
+            let n = model.mesh.node_count();
+            let mut ss = VecStateStorage::new(model, 8 * n);
+            let mut state = State::new(model, ss.storage()).unwrap();
+            for ((g, x), v) in graphs.iter().zip(xs).zip(vs) {
+                state.set_positions(x).unwrap();
+                state.set_velocities(v).unwrap();
+                state.find_pairs(&model.mesh, net.radius).unwrap();
+                let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
+                let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+                let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+                let gr = GraphRef {
+                    mesh: &model.mesh,
+                    x: state.positions(),
+                    v: state.velocities(),
+                    pinned: state.pinned(),
+                    pairs: state.pairs(),
+                };
+                assert_eq!(2 * (model.mesh.edges().len() + state.pairs().len()), g.edges.len());
+                net.with_network(|net| {
+                    int8::forward(net, gr, &mut Scratch { latents: &mut latents, sums: &mut sums }, &mut dx, &mut dv)
+                })
+                .unwrap();
+                let int8 = dx.iter().zip(&dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
+                out.push(Recorded { graph: g.clone(), int8 });
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    out
+}
+
+#[test]
+fn plain_float_forward_matches_candle() {
+    let t = trained();
+    let float = FloatNet::from_trained(&t).unwrap();
+    let rec = record(2);
+    let g = &rec[0].graphs[1];
+    let ours = float.forward(g, None);
+    let (dx, dv) = t.gnn.correct(g, &t.meta.normalizer, &Device::Cpu).unwrap();
+    let mut worst = 0f32;
+    for (i, o) in ours.iter().enumerate() {
+        if g.free[i] == 0.0 {
+            continue;
+        }
+        let c = [dx[i].x, dx[i].y, dx[i].z, dv[i].x, dv[i].y, dv[i].z];
+        for k in 0..6 {
+            let scale = t.meta.normalizer.target.std[k];
+            worst = worst.max((o[k] - c[k]).abs() / scale);
+        }
+    }
+    assert!(worst < 1e-4, "plain f32 forward differs from candle by {worst} target std");
+}
+
+#[test]
+fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
+    let float = FloatNet::from_trained(&trained()).unwrap();
+    let rec = record(4);
+    let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
+    // Calibrated on the same inputs, so none saturates (the bound's premise).
+    let ranges = quantize::calibrate(&float, &graphs);
+    let q = quantize::quantize(&float, &ranges).unwrap();
+    let sigma = quantize::noise_estimate(&float, &ranges).unwrap();
+    let results = run_int8(&q, &rec);
+    let (mut worst, mut err2, mut ref2, mut count) = ([0f32; 6], [0f64; 6], [0f64; 6], 0usize);
+    for r in &results {
+        let f = float.forward(&r.graph, None);
+        for (a, b) in r.int8.iter().zip(&f) {
+            for k in 0..6 {
+                let d = (a[k] - b[k]).abs();
+                worst[k] = worst[k].max(d);
+                err2[k] += (d as f64).powi(2);
+                ref2[k] += (b[k] as f64).powi(2);
+            }
+            count += 1;
+        }
+    }
+    for k in 0..6 {
+        let rms = (err2[k] / count as f64).sqrt() as f32;
+        let rel = (err2[k] / ref2[k]).sqrt();
+        println!(
+            "output {k}: rms error {rms:.3e} (predicted σ {:.3e}), worst {:.3e}, relative to the float output {rel:.4}",
+            sigma[k], worst[k]
+        );
+        assert!(rms <= sigma[k], "output {k}: rms error {rms} above the predicted {}", sigma[k]);
+        assert!(rel < 0.5, "output {k}: int8 differs from float by {rel} (rms, relative)");
+    }
+}
+
+#[test]
+fn model_file_round_trips_and_rejects_damage() {
+    let bytes = committed_file();
+    let net = NetworkData::from_bytes(&bytes).unwrap();
+    assert_eq!(net.to_bytes(), bytes);
+    assert_eq!(net.with_network(|n| n.validate()), Ok(()));
+
+    let mut bad = bytes.clone();
+    bad[bytes.len() / 2] ^= 0x40;
+    assert!(matches!(NetworkData::from_bytes(&bad), Err(FormatError::Checksum { .. })));
+    let mut bad = bytes.clone();
+    bad[0] = b'X';
+    assert_eq!(NetworkData::from_bytes(&bad), Err(FormatError::BadMagic));
+    let mut bad = bytes.clone();
+    bad[8] = 99;
+    assert!(matches!(NetworkData::from_bytes(&bad), Err(FormatError::Version { found: 99, .. })));
+    assert!(NetworkData::from_bytes(&bytes[..bytes.len() / 3]).is_err());
+
+    // A consistent file (valid checksum) whose shapes do not fit the core.
+    let mut wrong = net.clone();
+    wrong.head_v.l2.outputs = 2;
+    wrong.head_v.l2.weights.truncate(2 * wrong.head_v.l2.inputs);
+    wrong.head_v.l2.bias.truncate(2);
+    let err = NetworkData::from_bytes(&wrong.to_bytes()).unwrap_err();
+    assert!(matches!(err, FormatError::Shape(_)), "{err}");
+    assert!(err.to_string().contains("velocity head"), "{err}");
+}
+
+#[test]
+fn baked_network_is_the_committed_file() {
+    let net = NetworkData::from_bytes(&committed_file()).unwrap();
+    let baked = &weft_weights::NETWORK;
+    net.with_network(|n| {
+        assert_eq!(n.latent, baked.latent);
+        assert_eq!(n.radius, baked.radius);
+        assert_eq!(n.node_enc.l1.weights, baked.node_enc.l1.weights);
+        assert_eq!(n.head_v.l2.bias, baked.head_v.l2.bias);
+        assert_eq!(n.edge_mlp[1].residual, baked.edge_mlp[1].residual);
+        assert_eq!(n.out, baked.out);
+    });
+}
+
+/// The test-split drape that the float model corrects best: 200 corrected
+/// steps with the baked int8 weights stay finite and end closer to the fine
+/// reference than the plain coarse cloth.
+#[test]
+fn baked_rollout_beats_plain_coarse_on_a_test_scenario() {
+    let spec = DatasetSpec::default();
+    let seed = 13;
+    assert_eq!(dataset::split_of(&spec, Family::Drape, seed), "test");
+    let scn = families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
+    let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps).unwrap();
+    let net = &weft_weights::NETWORK;
+    let rmse = |corrected: bool| -> f32 {
+        scn.with_model(|model| {
+            let n = model.mesh.node_count();
+            let mut ss = VecStateStorage::new(model, 8 * n);
+            let mut state = State::new(model, ss.storage()).unwrap();
+            let sizes = ScratchSizes::new(model.mesh.counts(), 8 * n, net.latent);
+            let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+            let mut total = 0f32;
+            for reference in &fine[1..=spec.steps as usize] {
+                if corrected {
+                    let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
+                    weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap();
+                } else {
+                    step(model, &mut state).unwrap();
+                }
+                assert!(state.positions().iter().all(|p| p.is_finite()));
+                let e: f32 = state.positions().iter().zip(reference).map(|(a, b)| (*a - *b).norm2()).sum();
+                total += (e / n as f32).sqrt();
+            }
+            Ok(total / spec.steps as f32)
+        })
+        .unwrap()
+    };
+    let (plain, corrected) = (rmse(false), rmse(true));
+    println!("drape-{seed}: mean position RMSE plain {plain:.4} m, int8 corrected {corrected:.4} m");
+    assert!(corrected < plain, "int8 corrected {corrected} m is not better than plain {plain} m");
+}
