@@ -121,7 +121,7 @@ pub fn fine_reference(coarse: &Scenario, k: usize, time_substeps: u32) -> Result
     let map: Vec<usize> = (0..n).map(|i| coarse.refine_node(i, k)).collect();
     let (mut xs, mut vs) = (Vec::new(), Vec::new());
     let t0 = std::time::Instant::now();
-    sim::run(&fine, false, |_, _, state| {
+    sim::run(&fine, false, None, |_, _, state| {
         xs.push(map.iter().map(|&i| state.positions()[i]).collect());
         vs.push(map.iter().map(|&i| state.velocities()[i]).collect());
         Ok(())

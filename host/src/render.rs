@@ -154,14 +154,6 @@ fn trace(c: &Collider, o: Vec3, d: Vec3, t: f32) -> Option<(f32, Vec3, Vec3)> {
     None
 }
 
-/// Places two images side by side.
-pub fn side_by_side(a: &RgbImage, b: &RgbImage) -> RgbImage {
-    let mut out = RgbImage::new(a.width() + b.width(), a.height().max(b.height()));
-    image::imageops::replace(&mut out, a, 0, 0);
-    image::imageops::replace(&mut out, b, a.width() as i64, 0);
-    out
-}
-
 /// Writes an endlessly looping animated GIF.
 pub fn write_gif(path: &Path, frames: &[RgbImage], frame_ms: u32) -> Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
@@ -172,4 +164,17 @@ pub fn write_gif(path: &Path, frames: &[RgbImage], frame_ms: u32) -> Result<()> 
         enc.encode_frame(Frame::from_parts(rgba, 0, 0, Delay::from_numer_denom_ms(frame_ms, 1)))?;
     }
     Ok(())
+}
+
+/// Images placed left to right, top-aligned.
+pub fn side_by_side(panels: &[&RgbImage]) -> RgbImage {
+    let w = panels.iter().map(|p| p.width()).sum();
+    let h = panels.iter().map(|p| p.height()).max().unwrap_or(0);
+    let mut out = RgbImage::new(w, h);
+    let mut x = 0;
+    for p in panels {
+        image::imageops::replace(&mut out, *p, x as i64, 0);
+        x += p.width();
+    }
+    out
 }

@@ -9,9 +9,10 @@ use serde::Serialize;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
-use crate::storage::VecStateStorage;
-
+use crate::quantize::Int8Corrector;
 use crate::scenario::Scenario;
+use crate::storage::VecStateStorage;
+use weft_weights::format::NetworkData;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct EnergyOut {
@@ -59,17 +60,27 @@ pub struct Summary {
     pub dropped_pairs: u64,
     pub rejected_steps: u64,
     pub energy_check_failed: u64,
+    /// Dynamic edges the network saw, summed over steps (0 uncorrected).
+    pub dynamic_edges: u64,
 }
 
+/// Dynamic-pair storage per node when a network corrects the steps.
+pub const NETWORK_PAIRS_PER_NODE: usize = 8;
+
 /// Runs `scn`, calling `on_frame(frame, model, state)` after every frame
-/// (frame 0 is the initial state).
+/// (frame 0 is the initial state). With `network`, every physics step is
+/// followed by the int8 network's correction
+/// (`weft_core::gnn::int8::correct`).
 pub fn run(
     scn: &Scenario,
     progress: bool,
+    network: Option<&NetworkData>,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
     scn.with_model(|model| {
-        let mut storage = VecStateStorage::new(model, scn.max_pairs());
+        let net_pairs = network.map_or(0, |_| NETWORK_PAIRS_PER_NODE * model.mesh.node_count());
+        let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
+        let mut corrector = network.map(|n| Int8Corrector::new(n, model.mesh.counts(), net_pairs));
         let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
         let mut summary = Summary {
             name: scn.name.clone(),
@@ -98,6 +109,11 @@ pub fn run(
                 let r = physics::step(model, &mut state)
                     .map_err(|e| anyhow::anyhow!("frame {frame}, substep {sub}: {e}"))?;
                 reports.push(r);
+                if let Some(c) = corrector.as_mut() {
+                    let report =
+                        c.correct(model, &mut state).with_context(|| format!("frame {frame}, substep {sub}"))?;
+                    summary.dynamic_edges += report.dynamic_edges as u64;
+                }
             }
             summary.frames.push(frame_summary(frame, model, &state, &reports));
             on_frame(frame, model, &state)?;
@@ -146,11 +162,12 @@ pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
     Ok(())
 }
 
-/// `weft simulate`: OBJ frames and `summary.json` into `out`.
-pub fn simulate(scn: &Scenario, out: &Path, progress: bool) -> Result<Summary> {
+/// `weft simulate`: OBJ frames and `summary.json` into `out` (corrected by
+/// `network` when given).
+pub fn simulate(scn: &Scenario, out: &Path, progress: bool, network: Option<&NetworkData>) -> Result<Summary> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let every = scn.output.every;
-    let summary = run(scn, progress, |frame, model, state| {
+    let summary = run(scn, progress, network, |frame, model, state| {
         if every > 0 && frame % every == 0 {
             write_obj(&out.join(format!("frame_{frame:05}.obj")), &model.mesh, state.positions())?;
         }

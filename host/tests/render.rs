@@ -24,7 +24,7 @@ fn cloth_and_collider_appear_in_the_image() {
     let img2 = render(&cam, &mesh, &aside, &ball, 0.0, blue);
     let c2 = img2.get_pixel(32, 24);
     assert!(c2[0] > c2[2], "sphere colour expected at centre, got {c2:?}");
-    let both = side_by_side(&img, &img2);
+    let both = side_by_side(&[&img, &img2]);
     assert_eq!((both.width(), both.height()), (128, 48));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.gif");
