@@ -22,4 +22,4 @@ mod baked {
 }
 
 #[cfg(feature = "bake")]
-pub use baked::NETWORK;
+pub use baked::{LATENT, NETWORK, ROUNDS};

@@ -36,6 +36,7 @@
 
 use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use crate::math::Vec3;
+use crate::contact::Proximity;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 use crate::state::State;
@@ -142,6 +143,17 @@ impl<'a> Linear<'a> {
     /// at `col`.
     #[inline]
     fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32]) {
+        #[cfg(all(feature = "dsp", target_arch = "arm"))]
+        {
+            let mut packed = [0u32; MAX_LATENT];
+            let n = super::dsp::pack(x, &mut packed);
+            let (packed, tail) = (&packed[..n], &x[2 * n..]);
+            for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
+                let row = &self.weights[o * self.inputs + col..][..x.len()];
+                *a += super::dsp::dot(row, packed, tail);
+            }
+        }
+        #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
         for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
             let row = &self.weights[o * self.inputs + col..][..x.len()];
             *a += dot(row, x);
@@ -522,9 +534,8 @@ pub struct CorrectionReport {
 }
 
 /// The learned half of a corrected step, after [`crate::physics::step`]:
-/// finds the dynamic edges (pairs closer than the network's radius with no
-/// static edge), runs the network and adds its corrections to the free
-/// nodes. On error the state keeps the physics step's result.
+/// [`dynamic_edges`], [`infer`] and [`apply`]. On error the state keeps the
+/// physics step's result.
 pub fn correct(
     model: &Model,
     state: &mut State,
@@ -532,32 +543,54 @@ pub fn correct(
     scratch: &mut Scratch,
 ) -> Result<CorrectionReport, GnnError> {
     net.validate()?;
+    let found = dynamic_edges(model, state, net)?;
+    infer(model, state, net, scratch)?;
+    apply(state)?;
+    Ok(CorrectionReport { dynamic_edges: found.pairs, dropped_pairs: found.dropped })
+}
+
+/// Finds the dynamic edges of the current positions: node pairs closer
+/// than the network's radius with no static edge, into the state's pair
+/// storage (pairs beyond its capacity are dropped and counted).
+pub fn dynamic_edges(model: &Model, state: &mut State, net: &Network) -> Result<Proximity, GnnError> {
     if state.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
     }
-    let found = state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)?;
-    let n_pairs = state.ws.n_pairs;
-    // The solver's scratch vectors are free between steps.
+    state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)
+}
+
+/// Runs the network on the state and its dynamic edges; the corrections
+/// wait in the solver's scratch vectors (free between steps) for
+/// [`apply`].
+pub fn infer(model: &Model, state: &mut State, net: &Network, scratch: &mut Scratch) -> Result<(), GnnError> {
+    if state.x.len() != model.mesh.node_count() {
+        return Err(GnnError::MeshMismatch);
+    }
+    state.ws.r.fill(Vec3::ZERO);
+    state.ws.p.fill(Vec3::ZERO);
     let g = GraphRef {
         mesh: &model.mesh,
         x: state.x,
         v: state.v,
         pinned: state.ws.pinned,
-        pairs: &state.ws.pairs[..n_pairs],
+        pairs: &state.ws.pairs[..state.ws.n_pairs],
     };
-    forward(net, g, scratch, state.ws.r, state.ws.p)?;
+    forward(net, g, scratch, state.ws.r, state.ws.p)
+}
+
+/// Adds the corrections of [`infer`] to the free nodes; a non-finite
+/// correction leaves the state as it was.
+pub fn apply(state: &mut State) -> Result<(), GnnError> {
     let (dx, dv) = (&*state.ws.r, &*state.ws.p);
-    if dx.iter().chain(dv.iter()).any(|d| !d.is_finite()) {
+    let bad = state.x.iter().zip(dx).chain(state.v.iter().zip(dv)).any(|(a, d)| !(*a + *d).is_finite());
+    if bad {
         return Err(GnnError::NonFinite);
     }
     for (i, ((x, v), (ddx, ddv))) in state.x.iter_mut().zip(state.v.iter_mut()).zip(dx.iter().zip(dv)).enumerate() {
         if state.ws.pinned[i] == 0 {
-            let (nx, nv) = (*x + *ddx, *v + *ddv);
-            if nx.is_finite() && nv.is_finite() {
-                *x = nx;
-                *v = nv;
-            }
+            *x += *ddx;
+            *v += *ddv;
         }
     }
-    Ok(CorrectionReport { dynamic_edges: n_pairs, dropped_pairs: found.dropped })
+    Ok(())
 }

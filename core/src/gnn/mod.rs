@@ -11,6 +11,8 @@
 //! A corrected step is [`step`]: physics → dynamic edges → network →
 //! correction.
 
+#[cfg(all(feature = "dsp", target_arch = "arm"))]
+pub mod dsp;
 pub mod features;
 pub mod int8;
 

@@ -1,0 +1,235 @@
+//! weft on a Cortex-M4F: the built-in scenario ([`scene`]) with the int8
+//! correction, per-stage cost and a checksum of the final state over defmt.
+//!
+//! Cost is read from SysTick (core clock, 24-bit): on the board these are
+//! cycles; under QEMU with `-icount shift=0` one instruction is 1 ns of
+//! virtual time and the mps2-an386 SysTick runs at 25 MHz, so one tick is
+//! 40 instructions and the counts are deterministic instruction counts.
+#![no_std]
+#![no_main]
+
+mod scene;
+
+use cortex_m::peripheral::syst::SystClkSource;
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+#[cfg(feature = "board")]
+use defmt_rtt as _;
+#[cfg(feature = "qemu")]
+use defmt_semihosting as _;
+use panic_probe as _;
+use weft_core::gnn::int8::{self, ScratchBuffers};
+use weft_core::mesh::Mesh;
+use weft_core::model::Model;
+use weft_core::physics;
+use weft_core::state::State;
+use weft_core::storage::{MeshBuffers, StateBuffers};
+
+use scene::{COUNTS, SCRATCH, STATE};
+
+/// What one SysTick tick is worth, and its unit.
+#[cfg(feature = "qemu")]
+const PER_TICK: u64 = 40;
+#[cfg(feature = "qemu")]
+const UNIT: &str = "instructions";
+#[cfg(not(feature = "qemu"))]
+const PER_TICK: u64 = 1;
+#[cfg(not(feature = "qemu"))]
+const UNIT: &str = "cycles";
+
+const RELOAD: u32 = 0x00ff_ffff;
+
+/// SysTick as a free-running 24-bit down-counter.
+struct Clock {
+    _syst: cortex_m::peripheral::SYST,
+}
+
+impl Clock {
+    fn now(&self) -> u32 {
+        cortex_m::peripheral::SYST::get_current()
+    }
+    /// Ticks since `start` (spans shorter than 2^24 ticks).
+    fn since(&self, start: u32) -> u64 {
+        (start.wrapping_sub(self.now()) & RELOAD) as u64
+    }
+}
+
+/// Per-stage totals over all steps.
+#[derive(Default)]
+struct Cost {
+    physics: u64,
+    dynamic_edges: u64,
+    gnn: u64,
+    correction: u64,
+    worst_step: u64,
+}
+
+fn exit(code: i32) -> ! {
+    #[cfg(feature = "qemu")]
+    semihosting::process::exit(code);
+    #[cfg(not(feature = "qemu"))]
+    {
+        let _ = code;
+        loop {
+            cortex_m::asm::bkpt();
+        }
+    }
+}
+
+#[entry]
+fn main() -> ! {
+    static mut MESH: MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }> =
+        MeshBuffers::new();
+    static mut STATE_BUF: StateBuffers<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }> =
+        StateBuffers::new();
+    static mut GNN: ScratchBuffers<{ SCRATCH.latents }, { SCRATCH.sums }> = ScratchBuffers::new();
+
+    let mut cp = match cortex_m::Peripherals::take() {
+        Some(cp) => cp,
+        None => exit(3),
+    };
+    cp.SYST.set_clock_source(SystClkSource::Core);
+    cp.SYST.set_reload(RELOAD);
+    cp.SYST.clear_current();
+    cp.SYST.enable_counter();
+    let clock = Clock { _syst: cp.SYST };
+
+    match dsp_matches_portable() {
+        Ok(n) => defmt::info!("dsp kernel: {} dot products identical to the portable kernel", n),
+        Err(len) => {
+            defmt::error!("dsp kernel differs from the portable kernel at length {}", len);
+            exit(1)
+        }
+    }
+
+    let pins = scene::pins();
+    let colliders = scene::colliders();
+    let mesh = match Mesh::grid(&scene::grid(), MESH.storage()) {
+        Ok(m) => m,
+        Err(e) => {
+            defmt::error!("mesh: {}", defmt::Debug2Format(&e));
+            exit(1)
+        }
+    };
+    let model = match Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()) {
+        Ok(m) => m,
+        Err(e) => {
+            defmt::error!("model: {}", defmt::Debug2Format(&e));
+            exit(1)
+        }
+    };
+    let mut state = match State::new(&model, STATE_BUF.storage()) {
+        Ok(s) => s,
+        Err(e) => {
+            defmt::error!("state: {}", defmt::Debug2Format(&e));
+            exit(1)
+        }
+    };
+    let net = &weft_weights::NETWORK;
+    let mut scratch = GNN.scratch();
+    defmt::info!(
+        "weft: {}×{} cloth, {} steps, int8 network latent {} × {} rounds; cost unit: {}",
+        scene::N,
+        scene::N,
+        scene::STEPS,
+        net.latent,
+        net.rounds(),
+        UNIT
+    );
+
+    let mut cost = Cost::default();
+    let mut pairs = 0usize;
+    let mut cg = 0u32;
+    for step in 0..scene::STEPS {
+        let t = clock.now();
+        let report = physics::step(&model, &mut state);
+        let (a, t) = (clock.since(t), clock.now());
+        let found = int8::dynamic_edges(&model, &mut state, net);
+        let (b, t) = (clock.since(t), clock.now());
+        let inferred = int8::infer(&model, &mut state, net, &mut scratch);
+        let (c, t) = (clock.since(t), clock.now());
+        let applied = int8::apply(&mut state);
+        let d = clock.since(t);
+        cost.physics += a;
+        cost.dynamic_edges += b;
+        cost.gnn += c;
+        cost.correction += d;
+        cost.worst_step = cost.worst_step.max(a + b + c + d);
+        match (report, found, inferred, applied) {
+            (Ok(r), Ok(f), Ok(()), Ok(())) => {
+                pairs += f.pairs;
+                cg += r.cg_iterations;
+            }
+            (r, f, i, a) => {
+                defmt::error!(
+                    "step {}: physics {}, edges {}, network {}, correction {}",
+                    step,
+                    defmt::Debug2Format(&r.err()),
+                    defmt::Debug2Format(&f.err()),
+                    defmt::Debug2Format(&i.err()),
+                    defmt::Debug2Format(&a.err())
+                );
+                exit(1)
+            }
+        }
+    }
+
+    let steps = scene::STEPS as u64;
+    let per = |ticks: u64| ticks * PER_TICK / steps;
+    defmt::info!(
+        "per step ({}): physics {}, dynamic edges {}, gnn {}, correction {}, total {}, worst step {}",
+        UNIT,
+        per(cost.physics),
+        per(cost.dynamic_edges),
+        per(cost.gnn),
+        per(cost.correction),
+        per(cost.physics + cost.dynamic_edges + cost.gnn + cost.correction),
+        cost.worst_step * PER_TICK
+    );
+    defmt::info!("mean dynamic edges {}, mean CG iterations {}", pairs as u32 / scene::STEPS, cg / scene::STEPS);
+    let x = state.positions();
+    for &i in &scene::PROBES {
+        defmt::info!("node {} = {:08x} {:08x} {:08x}", i, x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits());
+    }
+    let sum = scene::checksum(state.positions(), state.velocities());
+    defmt::info!("checksum {:08x} after {} steps", sum, scene::STEPS);
+    exit(0)
+}
+
+/// The SMLAD kernel against the portable one on pseudo-random vectors of
+/// every length up to 2·MAX_LATENT, extreme values included.
+fn dsp_matches_portable() -> Result<u32, usize> {
+    use weft_core::gnn::{dsp, int8::MAX_LATENT};
+    let mut seed = 0x2545_f491u32;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        match seed % 16 {
+            0 => -128i8,
+            1 => 127,
+            _ => (seed >> 8) as i8,
+        }
+    };
+    let mut count = 0;
+    for len in 1..=2 * MAX_LATENT {
+        for _ in 0..8 {
+            let (mut w, mut x) = ([0i8; 2 * MAX_LATENT], [0i8; 2 * MAX_LATENT]);
+            for k in 0..len {
+                w[k] = next();
+                x[k] = next().max(-127);
+            }
+            let mut packed = [0u32; MAX_LATENT];
+            let n = dsp::pack(&x[..len], &mut packed);
+            if dsp::dot(&w[..len], &packed[..n], &x[2 * n..len]) != int8::dot(&w[..len], &x[..len]) {
+                return Err(len);
+            }
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    exit(2)
+}
