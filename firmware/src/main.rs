@@ -79,8 +79,13 @@ fn exit(code: i32) -> ! {
 fn main() -> ! {
     static mut MESH: MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }> =
         MeshBuffers::new();
-    static mut STATE_BUF: StateBuffers<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }> =
-        StateBuffers::new();
+    static mut STATE_BUF: StateBuffers<
+        { STATE.vec3 },
+        { STATE.mat3 },
+        { STATE.flags },
+        { STATE.cells },
+        { STATE.pairs },
+    > = StateBuffers::new();
     static mut GNN: ScratchBuffers<{ SCRATCH.latents }, { SCRATCH.sums }> = ScratchBuffers::new();
 
     let mut cp = match cortex_m::Peripherals::take() {

@@ -4,10 +4,10 @@
 //! runs the same code through `weft-core` on the desktop.
 
 use weft_core::gnn::int8::ScratchSizes;
+use weft_core::math::Vec3;
 use weft_core::mesh::{Grid, MeshCounts, NodeId};
 use weft_core::model::{Collider, Material, Pin, Scene, Shape, StepParams};
 use weft_core::state::StateSizes;
-use weft_core::math::Vec3;
 
 /// Nodes per side.
 pub const N: usize = 16;

@@ -35,8 +35,8 @@
 //! network → correction of the state.
 
 use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
-use crate::math::Vec3;
 use crate::contact::Proximity;
+use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 use crate::state::State;

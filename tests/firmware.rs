@@ -1,0 +1,101 @@
+//! The firmware in QEMU against the desktop: the built-in scenario
+//! (`firmware/src/scene.rs`) runs on a Cortex-M4F in QEMU's mps2-an386
+//! (with the SMLAD int8 kernel) and here through `weft-core` (portable
+//! kernel); the final state's checksum and probe positions must agree bit
+//! for bit. Also prints the firmware's per-step cost and its flash and RAM.
+//!
+//! Needs `qemu-system-arm` and `defmt-print` on the PATH (`.ci/run`
+//! installs both).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use object::{Object, ObjectSection};
+use weft_core::gnn::int8::ScratchBuffers;
+use weft_core::mesh::Mesh;
+use weft_core::model::Model;
+use weft_core::state::State;
+use weft_core::storage::{MeshBuffers, StateBuffers};
+use weft_tests::scene::{self, COUNTS, SCRATCH, STATE};
+
+fn firmware_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware")
+}
+
+/// Builds the QEMU flavour and returns the ELF.
+fn build() -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--no-default-features", "--features", "qemu"])
+        .current_dir(firmware_dir())
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the firmware failed");
+    firmware_dir().join("target/thumbv7em-none-eabihf/release/weft-firmware")
+}
+
+/// The scenario on the desktop: final checksum and probe positions (bits).
+fn on_host() -> (u32, Vec<[u32; 3]>) {
+    let mut mb =
+        Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
+    let mut sb =
+        Box::new(
+            StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }>::new(),
+        );
+    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }, { SCRATCH.sums }>::new());
+    let (pins, colliders) = (scene::pins(), scene::colliders());
+    let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
+    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()).unwrap();
+    let mut state = State::new(&model, sb.storage()).unwrap();
+    let mut scratch = gb.scratch();
+    for _ in 0..scene::STEPS {
+        weft_core::gnn::step(&model, &mut state, &weft_weights::NETWORK, &mut scratch).unwrap();
+    }
+    let x = state.positions();
+    let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
+    (scene::checksum(state.positions(), state.velocities()), probes)
+}
+
+fn hex(s: &str) -> u32 {
+    u32::from_str_radix(s, 16).unwrap_or_else(|_| panic!("not hex: {s}"))
+}
+
+/// Flash (`.vector_table`, `.text`, `.rodata`, `.data` image) and static
+/// RAM (`.data`, `.bss`, `.uninit`) of the ELF.
+fn sizes(elf: &Path) -> (u64, u64) {
+    let data = std::fs::read(elf).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let size = |name: &str| file.section_by_name(name).map_or(0, |s| s.size());
+    let flash = size(".vector_table") + size(".text") + size(".rodata") + size(".data");
+    let ram = size(".data") + size(".bss") + size(".uninit");
+    (flash, ram)
+}
+
+#[test]
+fn firmware_in_qemu_matches_the_host_bit_for_bit() {
+    let elf = build();
+    let out = Command::new(firmware_dir().join("qemu-run.sh")).arg(&elf).output().expect("qemu-run.sh runs");
+    let log = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{log}");
+    assert!(out.status.success(), "firmware failed ({}):\n{log}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+
+    let checksum = log
+        .lines()
+        .find_map(|l| l.split("checksum ").nth(1))
+        .map(|r| hex(r.split_whitespace().next().unwrap()))
+        .expect("a checksum line");
+    let probes: Vec<[u32; 3]> = log
+        .lines()
+        .filter_map(|l| l.split("node ").nth(1))
+        .map(|r| {
+            let w: Vec<&str> = r.split_whitespace().collect();
+            [hex(w[2]), hex(w[3]), hex(w[4])]
+        })
+        .collect();
+    let (host_sum, host_probes) = on_host();
+    assert_eq!(probes, host_probes, "probe positions differ");
+    assert_eq!(checksum, host_sum, "final-state checksum differs");
+
+    let (flash, ram) = sizes(&elf);
+    println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");
+}
