@@ -106,6 +106,8 @@ fn main() -> ! {
         }
     }
 
+    kernel_cost(&clock);
+
     let pins = scene::pins();
     let colliders = scene::colliders();
     let mesh = match Mesh::grid(&scene::grid(), MESH.storage()) {
@@ -198,6 +200,34 @@ fn main() -> ! {
     let sum = scene::checksum(state.positions(), state.velocities());
     defmt::info!("checksum {:08x} after {} steps", sum, scene::STEPS);
     exit(0)
+}
+
+/// Cost of the int8 MLP kernel alone: the processor's second layers
+/// (L×L, as every edge update runs them) over many rows.
+fn kernel_cost(clock: &Clock) {
+    let net = &weft_weights::NETWORK;
+    let layer = net.edge_mlp[0].l2;
+    let x = [37i8; int8::MAX_LATENT];
+    let mut acc = [0i32; int8::MAX_LATENT];
+    const CALLS: u32 = 200;
+    let t = clock.now();
+    for k in 0..CALLS {
+        layer.matvec(&x[..layer.inputs], &mut acc);
+        acc[0] = acc[0].wrapping_add(k as i32);
+    }
+    let ticks = clock.since(t);
+    let macs = (layer.inputs * layer.outputs) as u64 * CALLS as u64;
+    let milli = ticks * PER_TICK * 1000 / macs;
+    defmt::info!(
+        "int8 kernel ({}×{} layer, {} calls): {}.{=u64:03} {} per multiply-accumulate (result {})",
+        layer.outputs,
+        layer.inputs,
+        CALLS,
+        milli / 1000,
+        milli % 1000,
+        UNIT,
+        acc[0]
+    );
 }
 
 /// The SMLAD kernel against the portable one on pseudo-random vectors of

@@ -45,13 +45,16 @@ use crate::state::State;
 /// file format carries it).
 pub const FORMAT_VERSION: u32 = 1;
 /// Largest latent width the kernels hold on the stack.
-pub const MAX_LATENT: usize = 64;
+pub const MAX_LATENT: usize = 32;
 /// Largest number of processor rounds.
 pub const MAX_ROUNDS: usize = 8;
 
-/// `value · multiplier · 2^(shift − 31)`, rounded half up and saturated to
-/// i32; `multiplier` in `[2^30, 2^31)` (or 0 for "no term"), `shift` in
-/// `-31..=30`.
+/// An int32 → int32 rescaling by `multiplier · 2^(shift − 31)` with
+/// `multiplier` in `[2^30, 2^31)` (or 0: the term that is always 0) and
+/// `shift` in `-31..=30`, computed as CMSIS-NN's `arm_nn_requantize`: a left
+/// shift for factors ≥ 1 (saturating), the rounded high word of the 64-bit
+/// product with the multiplier (`SMMULR`), then a rounding right shift.
+/// The result is within one unit of the exact product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requant {
     pub multiplier: i32,
@@ -64,9 +67,17 @@ impl Requant {
 
     #[inline]
     pub fn apply(self, value: i32) -> i32 {
-        let right = (31 - self.shift as i32).clamp(1, 62) as u32;
-        let prod = value as i64 * self.multiplier as i64;
-        ((prod + (1i64 << (right - 1))) >> right).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
+        let s = self.shift as i32 + 1;
+        let v = if s > 0 { (value as i64) << s.min(31) } else { value as i64 };
+        let v = v.clamp(i32::MIN as i64, i32::MAX as i64);
+        let hi = ((v * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
+        let right = (-s).clamp(0, 31) as u32;
+        if right == 0 {
+            hi
+        } else {
+            hi.saturating_add(1 << (right - 1)) >> right
+        }
     }
 
     /// Whether the multiplier and shift are in range.
@@ -140,24 +151,30 @@ impl<'a> Linear<'a> {
     }
 
     /// `acc[o] += Σ_k W[o, col + k] · x[k]` over the column block starting
-    /// at `col`.
+    /// at `col` (`packed`: room for the DSP kernel's packed `x`).
     #[inline]
-    fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32]) {
+    fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32], packed: &mut [u32]) {
         #[cfg(all(feature = "dsp", target_arch = "arm"))]
         {
-            let mut packed = [0u32; MAX_LATENT];
-            let n = super::dsp::pack(x, &mut packed);
-            let (packed, tail) = (&packed[..n], &x[2 * n..]);
-            for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
-                let row = &self.weights[o * self.inputs + col..][..x.len()];
-                *a += super::dsp::dot(row, packed, tail);
-            }
+            let n = super::dsp::pack(x, packed);
+            super::dsp::accumulate(self.weights, self.inputs, col, &packed[..n], x, &mut acc[..self.outputs]);
         }
         #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-        for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
-            let row = &self.weights[o * self.inputs + col..][..x.len()];
-            *a += dot(row, x);
+        {
+            let _ = packed;
+            for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
+                let row = &self.weights[o * self.inputs + col..][..x.len()];
+                *a += dot(row, x);
+            }
         }
+    }
+
+    /// `acc = bias + W x` (the layer's accumulators, before
+    /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
+    pub fn matvec(&self, x: &[i8], acc: &mut [i32]) {
+        let mut packed = [0u32; MAX_LATENT];
+        self.start(acc);
+        self.accumulate(0, &x[..self.inputs], acc, &mut packed);
     }
 
     #[inline]
@@ -196,29 +213,35 @@ impl<'a> Mlp<'a> {
         }
     }
 
-    /// Second layer into `out` (int8), adding the residual term of the old
-    /// `out` when there is one.
+    /// Second layer from `w.hidden` into `out` (int8), adding the residual
+    /// term of the old `out` when there is one.
     #[inline]
-    fn finish(&self, hidden: &[i8], out: &mut [i8]) {
-        let mut acc = [0i32; MAX_LATENT];
-        self.l2.start(&mut acc);
-        self.l2.accumulate(0, hidden, &mut acc);
+    fn finish(&self, w: &mut Work, out: &mut [i8]) {
+        let h = self.l1.outputs;
+        self.l2.start(&mut w.acc);
+        self.l2.accumulate(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
         for (o, (y, r)) in out.iter_mut().zip(self.l2.requant).enumerate() {
             let old = self.residual.get(o).map_or(0, |res| res.apply(*y as i32));
-            *y = sat(r.apply(acc[o]).saturating_add(old));
+            *y = sat(r.apply(w.acc[o]).saturating_add(old));
         }
     }
 
     /// The whole MLP on one int8 input vector.
     #[inline]
-    fn run(&self, x: &[i8], out: &mut [i8]) {
-        let mut acc = [0i32; MAX_LATENT];
-        let mut hidden = [0i8; MAX_LATENT];
-        self.l1.start(&mut acc);
-        self.l1.accumulate(0, x, &mut acc);
-        self.hidden(&acc, &mut hidden[..self.l1.outputs]);
-        self.finish(&hidden[..self.l1.outputs], out);
+    fn run(&self, x: &[i8], w: &mut Work, out: &mut [i8]) {
+        let h = self.l1.outputs;
+        self.l1.start(&mut w.acc);
+        self.l1.accumulate(0, x, &mut w.acc, &mut w.packed);
+        self.hidden(&w.acc[..h], &mut w.hidden[..h]);
+        self.finish(w, out);
     }
+}
+
+/// Per-forward working rows (on the stack, made once per pass).
+struct Work {
+    acc: [i32; MAX_LATENT],
+    hidden: [i8; MAX_LATENT],
+    packed: [u32; MAX_LATENT],
 }
 
 /// Quantisation of one input feature: `q = round((x − offset) · gain)`,
@@ -427,6 +450,8 @@ pub fn forward(
     let (pr, rest) = rest.split_at_mut(n * l);
     let degree = &mut rest[..n];
 
+    let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
+
     // Encoders.
     let c = features::centroid(g.x);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
@@ -435,7 +460,7 @@ pub fn forward(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
             *q = inp.quantize(x);
         }
-        net.node_enc.run(&q, hi);
+        net.node_enc.run(&q, &mut w, hi);
     }
     degree.fill(0);
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
@@ -446,31 +471,29 @@ pub fn forward(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.edge_in) {
             *q = inp.quantize(x);
         }
-        net.edge_enc.run(&q, ek);
+        net.edge_enc.run(&q, &mut w, ek);
         degree[ends[1] as usize] += 1;
     }
 
     // Processor.
-    let mut acc = [0i32; MAX_LATENT];
-    let mut hidden = [0i8; MAX_LATENT];
     for (em, nm) in net.edge_mlp.iter().zip(net.node_mlp) {
         // Node terms of the edge update's first layer.
         for (i, hi) in h.chunks_exact(l).enumerate() {
             let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
             s.fill(0);
             r.fill(0);
-            em.l1.accumulate(l, hi, s);
-            em.l1.accumulate(2 * l, hi, r);
+            em.l1.accumulate(l, hi, s, &mut w.packed);
+            em.l1.accumulate(2 * l, hi, r, &mut w.packed);
         }
         for (k, ek) in e.chunks_exact_mut(l).enumerate() {
             let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-            em.l1.start(&mut acc);
-            em.l1.accumulate(0, ek, &mut acc);
-            for ((a, &x), &y) in acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
+            em.l1.start(&mut w.acc);
+            em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
+            for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
                 *a += x + y;
             }
-            em.hidden(&acc[..l], &mut hidden[..l]);
-            em.finish(&hidden[..l], ek);
+            em.hidden(&w.acc[..l], &mut w.hidden[..l]);
+            em.finish(&mut w, ek);
         }
         // Mean of incoming edges (the sums reuse the sender terms' rows).
         let agg = &mut *ps;
@@ -488,7 +511,7 @@ pub fn forward(
             for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
                 *q = sat(div_round(s, d));
             }
-            nm.run(&input[..2 * l], hi);
+            nm.run(&input[..2 * l], &mut w, hi);
         }
     }
 
@@ -496,15 +519,15 @@ pub fn forward(
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let mut out = [0f32; 6];
         for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
-            head.l1.start(&mut acc);
-            head.l1.accumulate(0, hi, &mut acc);
-            head.hidden(&acc[..head.l1.outputs], &mut hidden[..head.l1.outputs]);
-            let mut o = [0i32; MAX_LATENT];
-            head.l2.start(&mut o);
-            head.l2.accumulate(0, &hidden[..head.l1.outputs], &mut o);
+            let hidden = head.l1.outputs;
+            head.l1.start(&mut w.acc);
+            head.l1.accumulate(0, hi, &mut w.acc, &mut w.packed);
+            head.hidden(&w.acc[..hidden], &mut w.hidden[..hidden]);
+            head.l2.start(&mut w.acc);
+            head.l2.accumulate(0, &w.hidden[..hidden], &mut w.acc, &mut w.packed);
             for k in 0..3 {
                 let q = net.out[part + k];
-                out[part + k] = o[k] as f32 * q.scale + q.offset;
+                out[part + k] = w.acc[k] as f32 * q.scale + q.offset;
             }
         }
         dx[i] = Vec3::new(out[0], out[1], out[2]);
