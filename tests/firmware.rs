@@ -42,7 +42,7 @@ fn on_host() -> (u32, Vec<[u32; 3]>) {
         Box::new(
             StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }>::new(),
         );
-    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }, { SCRATCH.sums }>::new());
+    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
     let (pins, colliders) = (scene::pins(), scene::colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
     let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()).unwrap();

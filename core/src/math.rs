@@ -4,7 +4,8 @@
 use core::ops::{Add, AddAssign, Mul, Neg, Sub, SubAssign};
 
 /// A 3-vector in metres (or m/s, N, ... depending on context).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct Vec3 {
     pub x: f32,
     pub y: f32,
@@ -120,7 +121,8 @@ impl SubAssign for Vec3 {
 }
 
 /// A 3×3 matrix stored by columns.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct Mat3 {
     /// Columns.
     pub c: [Vec3; 3],

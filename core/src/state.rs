@@ -97,6 +97,14 @@ impl core::fmt::Display for StateError {
     }
 }
 
+/// The solver's diagonal, preconditioner and edge blocks of `blocks` for
+/// `nodes` nodes.
+pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize) -> (&mut [Mat3], &mut [Mat3], &mut [Mat3]) {
+    let (diag, rest) = blocks.split_at_mut(nodes.min(blocks.len()));
+    let (precond, off) = rest.split_at_mut(nodes.min(rest.len()));
+    (diag, precond, off)
+}
+
 /// Solver and search scratch.
 pub(crate) struct Workspace<'a> {
     pub force: &'a mut [Vec3],
@@ -106,9 +114,10 @@ pub(crate) struct Workspace<'a> {
     pub q: &'a mut [Vec3],
     pub dv: &'a mut [Vec3],
     pub x_new: &'a mut [Vec3],
-    pub diag: &'a mut [Mat3],
-    pub precond: &'a mut [Mat3],
-    pub off: &'a mut [Mat3],
+    /// Diagonal blocks, preconditioner blocks (one each per node), then
+    /// edge blocks ([`split_blocks`]); between steps the network's int32
+    /// sums live here.
+    pub blocks: &'a mut [Mat3],
     pub pinned: &'a mut [u8],
     pub cells: &'a mut [u32],
     pub order: &'a mut [NodeId],
@@ -160,9 +169,7 @@ impl<'a> State<'a> {
         let q = v3(&mut vec3)?;
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
-        let diag = take(&mut mat3, n, "mat3", mcap, need.mat3)?;
-        let precond = take(&mut mat3, n, "mat3", mcap, need.mat3)?;
-        let off = take(&mut mat3, counts.edges, "mat3", mcap, need.mat3)?;
+        let blocks = take(&mut mat3, 2 * n + counts.edges, "mat3", mcap, need.mat3)?;
         if flags.len() < n {
             return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
         }
@@ -186,9 +193,7 @@ impl<'a> State<'a> {
                 q,
                 dv,
                 x_new,
-                diag,
-                precond,
-                off,
+                blocks,
                 pinned: &mut flags[..n],
                 cells,
                 order: &mut order[..n],

@@ -218,7 +218,7 @@ fn forward_matches_the_plain_reference() {
                 pinned: state.pinned(),
                 pairs: state.pairs(),
             };
-            int8::forward(&net, g, &mut Scratch { latents: &mut latents, sums: &mut sums }, &mut dx, &mut dv).unwrap();
+            int8::forward(&net, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
             let want = reference(&net, g);
             let mut distinct = std::collections::BTreeSet::new();
             for i in 0..n {
@@ -249,17 +249,16 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
 
     cloth_state(&mut rng, |model, state| {
         let before = state.positions().to_vec();
-        let (mut latents, mut sums) = (vec![0i8; 10], vec![0i32; 10]);
-        let err = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents, sums: &mut sums });
+        let mut latents = vec![0i8; 10];
+        let err = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents });
         assert!(matches!(err, Err(GnnError::Scratch { what: "latents", .. })), "{err:?}");
         assert_eq!(state.positions(), &before[..], "a failed correction leaves the state");
-        let err = int8::correct(model, state, &broken, &mut Scratch { latents: &mut latents, sums: &mut sums });
+        let err = int8::correct(model, state, &broken, &mut Scratch { latents: &mut latents });
         assert_eq!(err, Err(GnnError::BadNetwork));
 
         let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
-        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
-        let report =
-            int8::correct(model, state, &net, &mut Scratch { latents: &mut latents, sums: &mut sums }).unwrap();
+        let mut latents = vec![0i8; sizes.latents];
+        let report = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents }).unwrap();
         assert_eq!(report.dynamic_edges, state.pairs().len());
         assert_ne!(state.positions(), &before[..], "a correction moves the cloth");
         assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");

@@ -10,6 +10,8 @@
 
 mod scene;
 
+use core::mem::MaybeUninit;
+
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 #[cfg(feature = "board")]
@@ -75,10 +77,16 @@ fn exit(code: i32) -> ! {
     }
 }
 
+type MeshMemory = MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>;
+
+/// The rest mesh: on the board in the 64 KiB core-coupled RAM (the state
+/// and the network's latents fill the 128 KiB SRAM), not initialised at
+/// boot.
+#[cfg_attr(feature = "board", link_section = ".ccmram")]
+static mut MESH: MaybeUninit<MeshMemory> = MaybeUninit::uninit();
+
 #[entry]
 fn main() -> ! {
-    static mut MESH: MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }> =
-        MeshBuffers::new();
     static mut STATE_BUF: StateBuffers<
         { STATE.vec3 },
         { STATE.mat3 },
@@ -86,8 +94,9 @@ fn main() -> ! {
         { STATE.cells },
         { STATE.pairs },
     > = StateBuffers::new();
-    static mut GNN: ScratchBuffers<{ SCRATCH.latents }, { SCRATCH.sums }> = ScratchBuffers::new();
+    static mut GNN: ScratchBuffers<{ SCRATCH.latents }> = ScratchBuffers::new();
 
+    stack::paint();
     let mut cp = match cortex_m::Peripherals::take() {
         Some(cp) => cp,
         None => exit(3),
@@ -110,7 +119,16 @@ fn main() -> ! {
 
     let pins = scene::pins();
     let colliders = scene::colliders();
-    let mesh = match Mesh::grid(&scene::grid(), MESH.storage()) {
+    // SAFETY: `main` runs once and is the only code that names `MESH`; the
+    // buffers hold integers and floats only, so all-zero bytes are a valid
+    // value (the one `MeshBuffers::new()` builds), written in place rather
+    // than through a 57 KB temporary on the stack.
+    let mesh_memory: &'static mut MeshMemory = unsafe {
+        let m = &mut *core::ptr::addr_of_mut!(MESH);
+        m.as_mut_ptr().write_bytes(0, 1);
+        m.assume_init_mut()
+    };
+    let mesh = match Mesh::grid(&scene::grid(), mesh_memory.storage()) {
         Ok(m) => m,
         Err(e) => {
             defmt::error!("mesh: {}", defmt::Debug2Format(&e));
@@ -199,7 +217,51 @@ fn main() -> ! {
     }
     let sum = scene::checksum(state.positions(), state.velocities());
     defmt::info!("checksum {:08x} after {} steps", sum, scene::STEPS);
+    defmt::info!("stack high-water mark {} bytes", stack::used());
     exit(0)
+}
+
+/// Stack use, measured by painting the free RAM below the stack at boot
+/// and finding the deepest overwritten word at the end.
+mod stack {
+    const PAINT: u32 = 0xdead_beef;
+    extern "C" {
+        static mut __sheap: u32;
+        static _stack_start: u32;
+    }
+
+    fn bounds() -> (*mut u32, *mut u32) {
+        // Addresses of linker symbols (no access).
+        (core::ptr::addr_of_mut!(__sheap), core::ptr::addr_of!(_stack_start) as *mut u32)
+    }
+
+    /// Paints from the end of the statics up to 256 bytes below the
+    /// current stack pointer.
+    pub fn paint() {
+        let (bottom, _) = bounds();
+        let sp = cortex_m::register::msp::read() as usize - 256;
+        let mut p = bottom;
+        while (p as usize) < sp {
+            // SAFETY: [__sheap, sp − 256) is RAM owned by nobody: above the
+            // statics and below the live stack.
+            unsafe {
+                p.write_volatile(PAINT);
+                p = p.add(1);
+            }
+        }
+    }
+
+    /// Bytes between the top of the stack and the deepest painted word that
+    /// was overwritten.
+    pub fn used() -> usize {
+        let (bottom, top) = bounds();
+        let mut p = bottom;
+        // SAFETY: reads within [__sheap, _stack_start), which is RAM.
+        while p < top && unsafe { p.read_volatile() } == PAINT {
+            p = unsafe { p.add(1) };
+        }
+        top as usize - p as usize
+    }
 }
 
 /// Cost of the int8 MLP kernel alone: the processor's second layers

@@ -19,6 +19,8 @@ pub const PAIRS: usize = 256;
 pub const COUNTS: MeshCounts = MeshCounts::grid(N, N);
 pub const STATE: StateSizes = StateSizes::new(COUNTS, PAIRS);
 pub const SCRATCH: ScratchSizes = ScratchSizes::new(COUNTS, PAIRS, weft_weights::LATENT);
+// The network's int32 sums live in the state's solver blocks.
+const _: () = assert!(SCRATCH.sums_fit_in_state(COUNTS));
 
 /// A horizontal 0.8 m square at 1 m, held at the two corners of its back
 /// edge: it swings down and hits the sphere in front of that edge.

@@ -38,13 +38,13 @@ fn bench(c: &mut Criterion) {
         });
         let net = &weft_weights::NETWORK;
         let sizes = ScratchSizes::new(model.mesh.counts(), cfg.pairs_per_node * 256, net.latent);
-        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        let mut latents = vec![0i8; sizes.latents];
         g.bench_function("corrected_int8_16x16", |b| {
             b.iter(|| {
                 state.set_positions(&x0).unwrap();
                 state.set_velocities(&v0).unwrap();
                 state.set_time(t0).unwrap();
-                let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
+                let mut scratch = Scratch { latents: &mut latents };
                 black_box(weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap())
             })
         });
@@ -119,8 +119,7 @@ fn forward(c: &mut Criterion, scn: &weft_host::scenario::Scenario, cfg: GnnConfi
         println!("graph: {n} nodes, {} directed edges ({} dynamic pairs)", graph.edges.len(), state.pairs().len());
         g.bench_function("int8_core", |b| {
             b.iter(|| {
-                let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
-                int8::forward(net, gr, &mut scratch, &mut dx, &mut dv).unwrap();
+                int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
                 black_box(&dx);
             })
         });

@@ -569,14 +569,13 @@ pub fn load(path: &std::path::Path) -> Result<NetworkData> {
 pub struct Int8Corrector<'n> {
     pub net: &'n NetworkData,
     latents: Vec<i8>,
-    sums: Vec<i32>,
 }
 
 impl<'n> Int8Corrector<'n> {
     /// Scratch for `model`'s mesh and `pairs` dynamic pairs.
     pub fn new(net: &'n NetworkData, counts: weft_core::mesh::MeshCounts, pairs: usize) -> Int8Corrector<'n> {
         let s = weft_core::gnn::int8::ScratchSizes::new(counts, pairs, net.latent);
-        Int8Corrector { net, latents: vec![0; s.latents], sums: vec![0; s.sums] }
+        Int8Corrector { net, latents: vec![0; s.latents] }
     }
 
     /// [`weft_core::gnn::int8::correct`] after a physics step.
@@ -585,7 +584,7 @@ impl<'n> Int8Corrector<'n> {
         model: &weft_core::model::Model,
         state: &mut weft_core::state::State,
     ) -> Result<weft_core::gnn::int8::CorrectionReport> {
-        let mut scratch = weft_core::gnn::int8::Scratch { latents: &mut self.latents, sums: &mut self.sums };
+        let mut scratch = weft_core::gnn::int8::Scratch { latents: &mut self.latents };
         self.net
             .with_network(|net| weft_core::gnn::int8::correct(model, state, net, &mut scratch))
             .map_err(|e| anyhow::anyhow!("int8 correction: {e}"))

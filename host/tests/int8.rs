@@ -92,10 +92,7 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
                     pairs: state.pairs(),
                 };
                 assert_eq!(2 * (model.mesh.edges().len() + state.pairs().len()), g.edges.len());
-                net.with_network(|net| {
-                    int8::forward(net, gr, &mut Scratch { latents: &mut latents, sums: &mut sums }, &mut dx, &mut dv)
-                })
-                .unwrap();
+                net.with_network(|net| int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv)).unwrap();
                 let int8 = dx.iter().zip(&dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
                 out.push(Recorded { graph: g.clone(), int8 });
             }
@@ -222,11 +219,11 @@ fn baked_rollout_beats_plain_coarse_on_a_test_scenario() {
             let mut ss = VecStateStorage::new(model, 8 * n);
             let mut state = State::new(model, ss.storage()).unwrap();
             let sizes = ScratchSizes::new(model.mesh.counts(), 8 * n, net.latent);
-            let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+            let mut latents = vec![0i8; sizes.latents];
             let mut total = 0f32;
             for reference in &fine[1..=spec.steps as usize] {
                 if corrected {
-                    let mut scratch = Scratch { latents: &mut latents, sums: &mut sums };
+                    let mut scratch = Scratch { latents: &mut latents };
                     weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap();
                 } else {
                     step(model, &mut state).unwrap();

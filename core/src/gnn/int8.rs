@@ -363,13 +363,16 @@ impl<'a> Network<'a> {
     }
 }
 
-/// Sizes of a [`Scratch`] for a mesh, a dynamic pair capacity and a latent
-/// width (const, for static buffers).
+/// Sizes of the network's working memory for a mesh, a dynamic pair
+/// capacity and a latent width (const, for static buffers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScratchSizes {
-    /// int8 latents: one row of `latent` per node and per directed edge.
+    /// int8 latents ([`Scratch`]): one row of `latent` per node and per
+    /// directed edge.
     pub latents: usize,
-    /// int32 sums: two rows of `latent` per node, and the in-degrees.
+    /// int32 sums: two rows of `latent` per node and the in-degrees. In a
+    /// corrected step ([`infer`]) they live in the state's solver blocks,
+    /// which are free between steps; [`forward`] takes them explicitly.
     pub sums: usize,
 }
 
@@ -380,30 +383,33 @@ impl ScratchSizes {
             sums: (2 * latent + 1) * counts.nodes,
         }
     }
+    /// Whether the sums fit in the solver blocks of a state for `counts`
+    /// (nine words per block; true for grids up to latent 20).
+    pub const fn sums_fit_in_state(&self, counts: MeshCounts) -> bool {
+        self.sums <= 9 * (2 * counts.nodes + counts.edges)
+    }
 }
 
-/// Caller-owned working memory of the network.
+/// Caller-owned int8 latents of the network.
 pub struct Scratch<'a> {
     pub latents: &'a mut [i8],
-    pub sums: &'a mut [i32],
 }
 
-/// Const-generic scratch buffers (sizes from [`ScratchSizes`]).
-pub struct ScratchBuffers<const I8: usize, const I32: usize> {
+/// Const-generic latent buffer (size from [`ScratchSizes::latents`]).
+pub struct ScratchBuffers<const I8: usize> {
     latents: [i8; I8],
-    sums: [i32; I32],
 }
 
-impl<const I8: usize, const I32: usize> ScratchBuffers<I8, I32> {
+impl<const I8: usize> ScratchBuffers<I8> {
     pub const fn new() -> Self {
-        ScratchBuffers { latents: [0; I8], sums: [0; I32] }
+        ScratchBuffers { latents: [0; I8] }
     }
     pub fn scratch(&mut self) -> Scratch<'_> {
-        Scratch { latents: &mut self.latents, sums: &mut self.sums }
+        Scratch { latents: &mut self.latents }
     }
 }
 
-impl<const I8: usize, const I32: usize> Default for ScratchBuffers<I8, I32> {
+impl<const I8: usize> Default for ScratchBuffers<I8> {
     fn default() -> Self {
         Self::new()
     }
@@ -425,7 +431,8 @@ pub struct GraphRef<'g> {
 pub fn forward(
     net: &Network,
     g: GraphRef,
-    scratch: &mut Scratch,
+    latents: &mut [i8],
+    sums: &mut [i32],
     dx: &mut [Vec3],
     dv: &mut [Vec3],
 ) -> Result<(), GnnError> {
@@ -438,15 +445,15 @@ pub fn forward(
     let ne = features::edge_count(g.mesh, g.pairs.len());
     let need_i8 = (n + ne) * l;
     let need_i32 = (2 * l + 1) * n;
-    if scratch.latents.len() < need_i8 {
-        return Err(GnnError::Scratch { what: "latents", capacity: scratch.latents.len(), needed: need_i8 });
+    if latents.len() < need_i8 {
+        return Err(GnnError::Scratch { what: "latents", capacity: latents.len(), needed: need_i8 });
     }
-    if scratch.sums.len() < need_i32 {
-        return Err(GnnError::Scratch { what: "sums", capacity: scratch.sums.len(), needed: need_i32 });
+    if sums.len() < need_i32 {
+        return Err(GnnError::Scratch { what: "sums", capacity: sums.len(), needed: need_i32 });
     }
-    let (h, rest) = scratch.latents.split_at_mut(n * l);
+    let (h, rest) = latents.split_at_mut(n * l);
     let e = &mut rest[..ne * l];
-    let (ps, rest) = scratch.sums.split_at_mut(n * l);
+    let (ps, rest) = sums.split_at_mut(n * l);
     let (pr, rest) = rest.split_at_mut(n * l);
     let degree = &mut rest[..n];
 
@@ -582,9 +589,9 @@ pub fn dynamic_edges(model: &Model, state: &mut State, net: &Network) -> Result<
     state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)
 }
 
-/// Runs the network on the state and its dynamic edges; the corrections
-/// wait in the solver's scratch vectors (free between steps) for
-/// [`apply`].
+/// Runs the network on the state and its dynamic edges; its int32 sums use
+/// the solver's blocks and the corrections wait in the solver's residual
+/// and search vectors (all free between steps) for [`apply`].
 pub fn infer(model: &Model, state: &mut State, net: &Network, scratch: &mut Scratch) -> Result<(), GnnError> {
     if state.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
@@ -598,7 +605,8 @@ pub fn infer(model: &Model, state: &mut State, net: &Network, scratch: &mut Scra
         pinned: state.ws.pinned,
         pairs: &state.ws.pairs[..state.ws.n_pairs],
     };
-    forward(net, g, scratch, state.ws.r, state.ws.p)
+    let sums: &mut [i32] = bytemuck::cast_slice_mut(state.ws.blocks);
+    forward(net, g, scratch.latents, sums, state.ws.r, state.ws.p)
 }
 
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite

@@ -20,7 +20,7 @@ use crate::contact;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::HINGE_EDGE_PAIRS;
 use crate::model::Model;
-use crate::state::State;
+use crate::state::{split_blocks, State};
 
 /// What one step did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -261,6 +261,7 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     let (alpha, beta) = (mat.damping_mass, mat.damping_stiffness);
     let ws = &mut state.ws;
     let (x, v) = (&*state.x, &*state.v);
+    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count());
 
     // External forces (gravity, wind), then elastic forces and stiffness K.
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
@@ -268,10 +269,10 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     }
     wind(model, state.time, x, v, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
-    assemble(model, x, ws.force, ws.diag, ws.off);
+    assemble(model, x, ws.force, diag, off);
 
     // rhs b = h (f − αMv − (β + h) K v).
-    solver::matvec(mesh, ws.diag, ws.off, mat.bending, v, ws.q);
+    solver::matvec(mesh, diag, off, mat.bending, v, ws.q);
     for (i, (r, (f, kv))) in ws.r.iter_mut().zip(ws.force.iter().zip(ws.q.iter())).enumerate() {
         *r = (*f - v[i] * (alpha * model.mass(i)) - *kv * (beta + h)) * h;
     }
@@ -280,10 +281,10 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     let m_scale = 1.0 + h * alpha;
     let c = h * beta + h * h;
     // Block-Jacobi preconditioner: the inverse 3×3 diagonal blocks of A.
-    for (i, (d, pc)) in ws.diag.iter().zip(ws.precond.iter_mut()).enumerate() {
+    for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
     }
-    for pc in ws.precond.iter_mut() {
+    for pc in precond.iter_mut() {
         let d = pc.diagonal();
         *pc = pc.inverse().unwrap_or(Mat3 {
             c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
@@ -291,13 +292,13 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     }
     let system = solver::System {
         mesh,
-        diag: ws.diag,
-        off: ws.off,
+        diag,
+        off,
         bend: mat.bending,
         density: mat.density,
         m_scale,
         c,
-        precond: ws.precond,
+        precond,
         pinned: ws.pinned,
     };
 
@@ -384,7 +385,7 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
 /// left at the last good (sub)step.
 pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     let n = model.mesh.node_count();
-    if state.x.len() != n || state.ws.off.len() != model.mesh.edges().len() {
+    if state.x.len() != n || state.ws.blocks.len() != 2 * n + model.mesh.edges().len() {
         return Err(StepError::MeshMismatch);
     }
     model.scene.mark_pinned(state.ws.pinned);
