@@ -211,13 +211,7 @@ fn forward_matches_the_plain_reference() {
             let sizes = ScratchSizes::new(model.mesh.counts(), 64, l);
             let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
             let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-            let g = GraphRef {
-                mesh: &model.mesh,
-                x: state.positions(),
-                v: state.velocities(),
-                pinned: state.pinned(),
-                pairs: state.pairs(),
-            };
+            let g = GraphRef::of(&model.mesh, state);
             int8::forward(&net, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
             let want = reference(&net, g);
             let mut distinct = std::collections::BTreeSet::new();

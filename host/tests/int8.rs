@@ -84,13 +84,7 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
                 let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
                 let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
                 let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-                let gr = GraphRef {
-                    mesh: &model.mesh,
-                    x: state.positions(),
-                    v: state.velocities(),
-                    pinned: state.pinned(),
-                    pairs: state.pairs(),
-                };
+                let gr = GraphRef::of(&model.mesh, &state);
                 assert_eq!(2 * (model.mesh.edges().len() + state.pairs().len()), g.edges.len());
                 net.with_network(|net| int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv)).unwrap();
                 let int8 = dx.iter().zip(&dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();

@@ -426,6 +426,14 @@ pub struct GraphRef<'g> {
     pub pairs: &'g [[NodeId; 2]],
 }
 
+impl<'g> GraphRef<'g> {
+    /// The graph of `state` (positions, velocities, pinned flags and the
+    /// pairs of its last proximity search) on `mesh`.
+    pub fn of(mesh: &'g Mesh<'g>, state: &'g State) -> GraphRef<'g> {
+        GraphRef { mesh, x: state.positions(), v: state.velocities(), pinned: state.pinned(), pairs: state.pairs() }
+    }
+}
+
 /// Runs the network: `dx[i], dv[i]` receive the corrections of node `i`
 /// (pinned nodes included; [`State::apply_correction`] skips them).
 pub fn forward(
