@@ -250,6 +250,19 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let err = int8::correct(model, state, &broken, &mut Scratch { latents: &mut latents });
         assert_eq!(err, Err(GnnError::BadNetwork));
 
+        // A graph with a pair outside the mesh, and short matvec inputs.
+        let sizes = ScratchSizes::new(model.mesh.counts(), 1, 4);
+        let (mut l8, mut s32) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        let n = state.node_count();
+        let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        let bad = [[0, n as NodeId]];
+        let g = GraphRef { pairs: &bad, ..GraphRef::of(&model.mesh, state) };
+        let err = int8::forward(&net, g, &mut l8, &mut s32, &mut dx, &mut dv);
+        assert_eq!(err, Err(GnnError::BadPair { pair: 0 }));
+        let mut acc = [0i32; 4];
+        assert!(matches!(net.node_enc.l1.matvec(&[1, 2], &mut acc), Err(GnnError::Length { what: "input", .. })));
+        assert_eq!(net.node_enc.l1.matvec(&[1; NODE_FEATURES], &mut acc), Ok(()));
+
         let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
         let mut latents = vec![0i8; sizes.latents];
         let report = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents }).unwrap();

@@ -171,10 +171,20 @@ impl<'a> Linear<'a> {
 
     /// `acc = bias + W x` (the layer's accumulators, before
     /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
-    pub fn matvec(&self, x: &[i8], acc: &mut [i32]) {
+    pub fn matvec(&self, x: &[i8], acc: &mut [i32]) -> Result<(), GnnError> {
+        if !self.is_valid(!self.requant.is_empty()) || self.inputs > 2 * MAX_LATENT {
+            return Err(GnnError::BadNetwork);
+        }
+        if x.len() < self.inputs {
+            return Err(GnnError::Length { what: "input", needed: self.inputs, got: x.len() });
+        }
+        if acc.len() < self.outputs {
+            return Err(GnnError::Length { what: "accumulator", needed: self.outputs, got: acc.len() });
+        }
         let mut packed = [0u32; MAX_LATENT];
         self.start(acc);
         self.accumulate(0, &x[..self.inputs], acc, &mut packed);
+        Ok(())
     }
 
     #[inline]
@@ -302,6 +312,10 @@ pub enum GnnError {
     Proximity,
     /// The correction was not finite (the state is unchanged).
     NonFinite,
+    /// A dynamic pair names a node the mesh does not have.
+    BadPair { pair: usize },
+    /// A slice given to [`Linear::matvec`] is too short.
+    Length { what: &'static str, needed: usize, got: usize },
 }
 
 impl core::fmt::Display for GnnError {
@@ -314,6 +328,8 @@ impl core::fmt::Display for GnnError {
             GnnError::MeshMismatch => write!(f, "state and mesh differ in size"),
             GnnError::Proximity => write!(f, "dynamic-edge search failed"),
             GnnError::NonFinite => write!(f, "the correction is not finite"),
+            GnnError::BadPair { pair } => write!(f, "dynamic pair {pair} names a node outside the mesh"),
+            GnnError::Length { what, needed, got } => write!(f, "{what} has {got} values, needs {needed}"),
         }
     }
 }
@@ -448,6 +464,9 @@ pub fn forward(
     let n = g.mesh.node_count();
     if g.x.len() != n || g.v.len() != n || g.pinned.len() != n || dx.len() != n || dv.len() != n {
         return Err(GnnError::MeshMismatch);
+    }
+    if let Some(pair) = g.pairs.iter().position(|p| p.iter().any(|&i| i as usize >= n)) {
+        return Err(GnnError::BadPair { pair });
     }
     let l = net.latent;
     let ne = features::edge_count(g.mesh, g.pairs.len());
