@@ -172,7 +172,8 @@ impl<'a> Linear<'a> {
     /// `acc = bias + W x` (the layer's accumulators, before
     /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
     pub fn matvec(&self, x: &[i8], acc: &mut [i32]) -> Result<(), GnnError> {
-        if !self.is_valid(!self.requant.is_empty()) || self.inputs > 2 * MAX_LATENT {
+        let shaped = self.weights.len() == self.inputs * self.outputs && self.bias.len() == self.outputs;
+        if !shaped || self.inputs > 2 * MAX_LATENT || self.outputs > MAX_LATENT {
             return Err(GnnError::BadNetwork);
         }
         if x.len() < self.inputs {
