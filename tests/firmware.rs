@@ -4,8 +4,8 @@
 //! kernel); the final state's checksum and probe positions must agree bit
 //! for bit. Also prints the firmware's per-step cost and its flash and RAM.
 //!
-//! Needs `qemu-system-arm` and `defmt-print` on the PATH (`.ci/run`
-//! installs both).
+//! Needs `qemu-system-arm`, `defmt-print` and `flip-link` on the PATH
+//! (`.ci/run` installs them).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -222,28 +222,35 @@ fn main() -> ! {
 }
 
 /// Stack use, measured by painting the free RAM below the stack at boot
-/// and finding the deepest overwritten word at the end.
+/// and finding the deepest overwritten word at the end. With flip-link the
+/// stack sits between the start of RAM and the statics; without it, between
+/// the statics and the end of RAM.
 mod stack {
     const PAINT: u32 = 0xdead_beef;
+    /// Start of RAM on both layouts (`memory-*.x`).
+    const RAM_ORIGIN: usize = 0x2000_0000;
     extern "C" {
-        static mut __sheap: u32;
         static _stack_start: u32;
+        static _stack_end: u32;
     }
 
-    fn bounds() -> (*mut u32, *mut u32) {
+    /// The lowest address the stack may reach, and its top.
+    fn bounds() -> (usize, usize) {
         // Addresses of linker symbols (no access).
-        (core::ptr::addr_of_mut!(__sheap), core::ptr::addr_of!(_stack_start) as *mut u32)
+        let top = core::ptr::addr_of!(_stack_start) as usize;
+        let end = core::ptr::addr_of!(_stack_end) as usize;
+        (if end < top { end } else { RAM_ORIGIN }, top)
     }
 
-    /// Paints from the end of the statics up to 256 bytes below the
-    /// current stack pointer.
+    /// Paints the stack region up to 256 bytes below the current stack
+    /// pointer.
     pub fn paint() {
         let (bottom, _) = bounds();
         let sp = cortex_m::register::msp::read() as usize - 256;
-        let mut p = bottom;
+        let mut p = bottom as *mut u32;
         while (p as usize) < sp {
-            // SAFETY: [__sheap, sp − 256) is RAM owned by nobody: above the
-            // statics and below the live stack.
+            // SAFETY: [bottom, sp − 256) is RAM of the stack region that the
+            // live stack has not reached.
             unsafe {
                 p.write_volatile(PAINT);
                 p = p.add(1);
@@ -255,12 +262,12 @@ mod stack {
     /// was overwritten.
     pub fn used() -> usize {
         let (bottom, top) = bounds();
-        let mut p = bottom;
-        // SAFETY: reads within [__sheap, _stack_start), which is RAM.
-        while p < top && unsafe { p.read_volatile() } == PAINT {
+        let mut p = bottom as *const u32;
+        // SAFETY: reads within the stack region [bottom, top), which is RAM.
+        while (p as usize) < top && unsafe { p.read_volatile() } == PAINT {
             p = unsafe { p.add(1) };
         }
-        top as usize - p as usize
+        top - p as usize
     }
 }
 
