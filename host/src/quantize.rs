@@ -501,28 +501,12 @@ fn mlp_noise(m: &FMlp, cols: &[f32], var_in: &[f64], mean_sq: &[f64], hidden: &[
 pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
     let sc = Scales::new(net, r)?;
     let ms = |c: &Channels| c.mean_sq();
-    let mut vh = add(
-        &mlp_noise(
-            &net.node_enc,
-            &sc.node_in,
-            &sq12(&sc.node_in),
-            &ms(&r.node_in),
-            &sc.node_enc_hidden,
-            &ms(&r.node_enc_hidden),
-        ),
-        &sq12(&sc.h[0]),
-    );
-    let mut ve = add(
-        &mlp_noise(
-            &net.edge_enc,
-            &sc.edge_in,
-            &sq12(&sc.edge_in),
-            &ms(&r.edge_in),
-            &sc.edge_enc_hidden,
-            &ms(&r.edge_enc_hidden),
-        ),
-        &sq12(&sc.e[0]),
-    );
+    // An encoder: its inputs' quantisation noise in, its output rounded.
+    let encoder = |m: &FMlp, cols: &[f32], input: &Channels, hidden: &[f32], hidden_stats: &Channels, out: &[f32]| {
+        add(&mlp_noise(m, cols, &sq12(cols), &ms(input), hidden, &ms(hidden_stats)), &sq12(out))
+    };
+    let mut vh = encoder(&net.node_enc, &sc.node_in, &r.node_in, &sc.node_enc_hidden, &r.node_enc_hidden, &sc.h[0]);
+    let mut ve = encoder(&net.edge_enc, &sc.edge_in, &r.edge_in, &sc.edge_enc_hidden, &r.edge_enc_hidden, &sc.e[0]);
     for k in 0..net.edge_mlp.len() {
         let var_in = [&ve[..], &vh, &vh].concat();
         let ms_in = [ms(&r.e[k]), ms(&r.h[k]), ms(&r.h[k])].concat();
