@@ -162,9 +162,18 @@ impl<'a> Linear<'a> {
         #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
         {
             let _ = packed;
-            for (o, a) in acc.iter_mut().enumerate().take(self.outputs) {
-                let row = &self.weights[o * self.inputs + col..][..x.len()];
-                *a += dot(row, x);
+            let rows = self.weights.get(col..).unwrap_or(&[]).chunks(self.inputs);
+            if let Ok(x16) = <&[i8; 16]>::try_from(x) {
+                // The latent width: a fixed-size dot product per row.
+                for (a, row) in acc.iter_mut().take(self.outputs).zip(rows) {
+                    if let Some(w) = row.first_chunk::<16>() {
+                        *a += dot_n(w, x16);
+                    }
+                }
+            } else {
+                for (a, row) in acc.iter_mut().take(self.outputs).zip(rows) {
+                    *a += dot(row, x);
+                }
             }
         }
     }
