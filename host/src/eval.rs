@@ -122,7 +122,7 @@ pub fn evaluate(
         let cfg = m.meta.config;
         let (xs, cost, fail) = rollout(scn, steps, &all, cfg.pairs_per_node * n, |model, state| {
             let g = gnn::graph_of(model, state, &cfg)?;
-            let (dx, dv) = m.gnn.correct(&g, &m.meta.normalizer, &dev)?;
+            let (dx, dv) = m.correct(&g, &dev)?;
             state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))
         })?;
         (r.rmse_corrected, r.cost_corrected) = (errors(&xs), cost);

@@ -402,6 +402,15 @@ pub struct ModelMeta {
     pub train_loss: f32,
     pub val_loss: f32,
     pub parameters: usize,
+    /// Factor on the network's corrections when it is used (chosen on
+    /// validation rollouts by `weft gain`; 1 = as trained). Training does
+    /// not use it.
+    #[serde(default = "unit_gain")]
+    pub gain: f32,
+}
+
+fn unit_gain() -> f32 {
+    1.0
 }
 
 pub const MODEL_FORMAT: &str = "weft-gnn-f32-1";
@@ -451,8 +460,19 @@ impl Trained {
             train_loss: 0.0,
             val_loss: 0.0,
             parameters: 0,
+            gain: 1.0,
         };
         Trained::new(meta, dev)
+    }
+
+    /// The corrections `(Δx, Δv)` as used: the network's, times
+    /// [`ModelMeta::gain`].
+    pub fn correct(&self, g: &Graph, dev: &Device) -> Result<(Vec<Vec3>, Vec<Vec3>)> {
+        let (mut dx, mut dv) = self.gnn.correct(g, &self.meta.normalizer, dev)?;
+        for d in dx.iter_mut().chain(dv.iter_mut()) {
+            *d = *d * self.meta.gain;
+        }
+        Ok((dx, dv))
     }
 
     pub fn parameters(&self) -> usize {

@@ -137,6 +137,22 @@ enum Command {
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
     },
+    /// Choose the factor on the network's corrections that gives the
+    /// lowest rollout error on a split (validation by default) and store it
+    /// in the model's JSON.
+    Gain {
+        #[arg(short, long, default_value = "weights/weft-gnn")]
+        model: PathBuf,
+        #[arg(short, long, default_value = "data")]
+        data: PathBuf,
+        #[arg(long, default_value = "val")]
+        split: String,
+        /// Candidate factors.
+        #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.5,0.75,1")]
+        gains: Vec<f32>,
+        #[arg(long, default_value_t = 200)]
+        steps: usize,
+    },
     /// Quantise a trained float model to int8 (calibrated on training
     /// samples) and write the model file that weft-weights bakes in.
     Quantize {
@@ -275,6 +291,35 @@ fn run(cli: Cli) -> Result<()> {
                 model.save(&stem)?;
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
+        }
+        Command::Gain { model, data, split, gains, steps } => {
+            let mut trained = Trained::load(&model, &candle_core::Device::Cpu)?;
+            let trajs = dataset::load_split(&data, Some(&split))?;
+            if trajs.is_empty() || gains.is_empty() {
+                anyhow::bail!(
+                    "nothing to choose from: split {split:?} of {} and {} gains",
+                    data.display(),
+                    gains.len()
+                );
+            }
+            let mut best = (f32::INFINITY, 1.0f32);
+            for &g in &gains {
+                trained.meta.gain = g;
+                let rollouts =
+                    trajs.iter().map(|t| eval::evaluate(t, Some(&trained), None, steps)).collect::<Result<Vec<_>>>()?;
+                let rep = eval::report(rollouts, steps);
+                println!(
+                    "gain {g}: corrected {:.4} m, plain {:.4} m ({:.3}× plain)",
+                    rep.overall_corrected, rep.overall_plain, rep.ratio_corrected_plain
+                );
+                if rep.overall_corrected < best.0 {
+                    best = (rep.overall_corrected, g);
+                }
+            }
+            trained.meta.gain = best.1;
+            let json = model.with_extension("json");
+            std::fs::write(&json, serde_json::to_string_pretty(&trained.meta)?)?;
+            println!("gain {} written to {}", best.1, json.display());
         }
         Command::Quantize { model, data, samples, out } => {
             let t0 = std::time::Instant::now();

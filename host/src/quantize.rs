@@ -158,6 +158,8 @@ pub struct FloatNet {
     pub latent: usize,
     pub radius: f32,
     pub norm: Normalizer,
+    /// Factor on the corrections ([`crate::gnn::ModelMeta::gain`]).
+    pub gain: f32,
     pub node_enc: FMlp,
     pub edge_enc: FMlp,
     pub edge_mlp: Vec<FMlp>,
@@ -186,6 +188,7 @@ impl FloatNet {
             latent: cfg.latent,
             radius: cfg.radius,
             norm: t.meta.normalizer.clone(),
+            gain: t.meta.gain,
             node_enc: mlp("node_enc")?,
             edge_enc: mlp("edge_enc")?,
             edge_mlp: (0..cfg.rounds).map(|r| mlp(&format!("edge_mlp{r}"))).collect::<Result<_>>()?,
@@ -262,7 +265,7 @@ impl FloatNet {
             self.head_v.apply(hi, &mut y, &mut r.head_v_hidden);
             o[3..].copy_from_slice(&y);
             for (k, v) in o.iter_mut().enumerate() {
-                *v = *v * t.std[k] + t.mean[k];
+                *v = (*v * t.std[k] + t.mean[k]) * self.gain;
             }
         }
         if let Some(rec) = rec {
@@ -445,7 +448,8 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
     let mut out = [Output { scale: 0.0, offset: 0.0 }; 6];
     for (k, o) in out.iter_mut().enumerate() {
         let acc = if k < 3 { ax[k] } else { av[k - 3] };
-        *o = Output { scale: (acc * t.std[k] as f64) as f32, offset: t.mean[k] };
+        let gain = net.gain as f64;
+        *o = Output { scale: (acc * t.std[k] as f64 * gain) as f32, offset: (t.mean[k] as f64 * gain) as f32 };
     }
     Ok(NetworkData {
         latent: net.latent,
@@ -528,7 +532,7 @@ pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
     let t = &net.norm.target;
     let mut out = [0f32; 6];
     for k in 0..6 {
-        out[k] = (if k < 3 { vx[k] } else { vv[k - 3] }).sqrt() as f32 * t.std[k];
+        out[k] = (if k < 3 { vx[k] } else { vv[k - 3] }).sqrt() as f32 * t.std[k] * net.gain.abs();
     }
     Ok(out)
 }

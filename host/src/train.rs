@@ -146,6 +146,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             train_loss: f32::NAN,
             val_loss: f32::NAN,
             parameters: 0,
+            gain: 1.0,
         };
         (Trained::new(meta, &dev)?, 0)
     };

@@ -104,7 +104,7 @@ fn plain_float_forward_matches_candle() {
     let rec = record(2);
     let g = &rec[0].graphs[1];
     let ours = float.forward(g, None);
-    let (dx, dv) = t.gnn.correct(g, &t.meta.normalizer, &Device::Cpu).unwrap();
+    let (dx, dv) = t.correct(g, &Device::Cpu).unwrap();
     let mut worst = 0f32;
     for (i, o) in ours.iter().enumerate() {
         if g.free[i] == 0.0 {
