@@ -394,17 +394,22 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::create_dir_all(&out)?;
             std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
             eval::plot(&rep, &out.join("rmse.png"))?;
+            let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
+                format!(
+                    "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
+                    rep.overall_int8, rep.ratio_int8_plain, rep.ratio_int8_corrected
+                )
+            } else {
+                "no int8 column".into()
+            };
             println!(
                 "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
-                 int8 {:.4} m ({:.3}× plain, {:.3}× float), 2× finer {:.4} m; \
+                 {int8_part}, 2× finer {:.4} m; \
                  s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, fine {:.2e} (corrected/fine {:.4}); wrote {}",
                 rep.rollouts.len(),
                 rep.overall_plain,
                 rep.overall_corrected,
                 rep.ratio_corrected_plain,
-                rep.overall_int8,
-                rep.ratio_int8_plain,
-                rep.ratio_int8_corrected,
                 rep.overall_fine2,
                 rep.cost_plain,
                 rep.cost_corrected,
