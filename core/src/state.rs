@@ -251,17 +251,7 @@ impl<'a> State<'a> {
     pub fn apply_correction(&mut self, dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
         check(dx, self.x.len())?;
         check(dv, self.v.len())?;
-        let overflow = self.x.iter().zip(dx).chain(self.v.iter().zip(dv)).position(|(a, b)| !(*a + *b).is_finite());
-        if let Some(k) = overflow {
-            return Err(StateError::NonFinite { node: k % self.x.len() });
-        }
-        for (i, ((x, v), (ddx, ddv))) in self.x.iter_mut().zip(self.v.iter_mut()).zip(dx.iter().zip(dv)).enumerate() {
-            if self.ws.pinned[i] == 0 {
-                *x += *ddx;
-                *v += *ddv;
-            }
-        }
-        Ok(())
+        add_correction(self.x, self.v, self.ws.pinned, dx, dv)
     }
 
     /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving
@@ -285,6 +275,29 @@ impl<'a> State<'a> {
         self.time = t;
         Ok(())
     }
+}
+
+/// Adds `dx`, `dv` to the positions and velocities of the free nodes
+/// (`pinned[i] == 0`), or changes nothing and names the first node whose
+/// sum would not be finite.
+pub(crate) fn add_correction(
+    x: &mut [Vec3],
+    v: &mut [Vec3],
+    pinned: &[u8],
+    dx: &[Vec3],
+    dv: &[Vec3],
+) -> Result<(), StateError> {
+    let overflow = x.iter().zip(dx).chain(v.iter().zip(dv)).position(|(a, b)| !(*a + *b).is_finite());
+    if let Some(k) = overflow {
+        return Err(StateError::NonFinite { node: k % x.len().max(1) });
+    }
+    for (((x, v), (ddx, ddv)), &p) in x.iter_mut().zip(v.iter_mut()).zip(dx.iter().zip(dv)).zip(pinned) {
+        if p == 0 {
+            *x += *ddx;
+            *v += *ddv;
+        }
+    }
+    Ok(())
 }
 
 fn check(values: &[Vec3], n: usize) -> Result<(), StateError> {

@@ -39,7 +39,7 @@ use crate::contact::Proximity;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
-use crate::state::State;
+use crate::state::{add_correction, State};
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
@@ -649,16 +649,5 @@ pub fn infer(model: &Model, state: &mut State, net: &Network, scratch: &mut Scra
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite
 /// correction leaves the state as it was.
 pub fn apply(state: &mut State) -> Result<(), GnnError> {
-    let (dx, dv) = (&*state.ws.r, &*state.ws.p);
-    let bad = state.x.iter().zip(dx).chain(state.v.iter().zip(dv)).any(|(a, d)| !(*a + *d).is_finite());
-    if bad {
-        return Err(GnnError::NonFinite);
-    }
-    for (i, ((x, v), (ddx, ddv))) in state.x.iter_mut().zip(state.v.iter_mut()).zip(dx.iter().zip(dv)).enumerate() {
-        if state.ws.pinned[i] == 0 {
-            *x += *ddx;
-            *v += *ddv;
-        }
-    }
-    Ok(())
+    add_correction(state.x, state.v, state.ws.pinned, state.ws.r, state.ws.p).map_err(|_| GnnError::NonFinite)
 }
