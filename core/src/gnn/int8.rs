@@ -12,7 +12,8 @@
 //!   int32 accumulator per output; biases are int32 in the accumulator's
 //!   scale.
 //! - Between layers, an accumulator becomes int8 by [`Requant`]: a Q31
-//!   multiplier and a shift, rounding half up, then saturation.
+//!   multiplier and a shift (CMSIS-NN's `arm_nn_requantize`), then
+//!   saturation.
 //! - A residual update `y ← y + MLP(…)` requantises both terms into the new
 //!   scale ([`Mlp::residual`]) and saturates their sum.
 //! - Latent and hidden activations have one scale per channel: a channel's
@@ -29,7 +30,7 @@
 //! node update from `[h, mean of incoming e]`), position head, velocity
 //! head; every MLP is `Linear → ReLU → Linear`. The first layer of the edge
 //! update is computed factorised: `W_e e + W_s h_s + W_r h_r`, the node
-//! terms once per node ([`Scratch`]).
+//! terms once per node (in the int32 sums, [`ScratchSizes::sums`]).
 //!
 //! [`correct`] is the pipeline after a physics step: dynamic edges →
 //! network → correction of the state.
@@ -137,12 +138,17 @@ fn dot_n<const N: usize>(w: &[i8; N], x: &[i8; N]) -> i32 {
 }
 
 impl<'a> Linear<'a> {
+    /// Weights and biases match the stated shape, within the kernels' bounds.
+    fn is_shaped(&self) -> bool {
+        self.outputs <= MAX_LATENT
+            && self.weights.len() == self.inputs * self.outputs
+            && self.bias.len() == self.outputs
+    }
+
     fn is_valid(&self, requant: bool) -> bool {
         self.inputs > 0
             && self.outputs > 0
-            && self.outputs <= MAX_LATENT
-            && self.weights.len() == self.inputs * self.outputs
-            && self.bias.len() == self.outputs
+            && self.is_shaped()
             && if requant {
                 self.requant.len() == self.outputs && self.requant.iter().all(|r| r.is_valid())
             } else {
@@ -181,8 +187,7 @@ impl<'a> Linear<'a> {
     /// `acc = bias + W x` (the layer's accumulators, before
     /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
     pub fn matvec(&self, x: &[i8], acc: &mut [i32]) -> Result<(), GnnError> {
-        let shaped = self.weights.len() == self.inputs * self.outputs && self.bias.len() == self.outputs;
-        if !shaped || self.inputs > 2 * MAX_LATENT || self.outputs > MAX_LATENT {
+        if !self.is_shaped() || self.inputs > 2 * MAX_LATENT {
             return Err(GnnError::BadNetwork);
         }
         if x.len() < self.inputs {
@@ -225,6 +230,15 @@ impl<'a> Mlp<'a> {
                 || (self.residual.len() == outputs && self.residual.iter().all(|r| r.is_valid())))
     }
 
+    /// First layer and ReLU on `x` into `w.hidden`.
+    #[inline]
+    fn first(&self, x: &[i8], w: &mut Work) {
+        let h = self.l1.outputs;
+        self.l1.start(&mut w.acc);
+        self.l1.accumulate(0, x, &mut w.acc, &mut w.packed);
+        self.hidden(&w.acc[..h], &mut w.hidden[..h]);
+    }
+
     /// Hidden layer from a finished first-layer accumulator.
     #[inline]
     fn hidden(&self, acc: &[i32], hidden: &mut [i8]) {
@@ -249,11 +263,16 @@ impl<'a> Mlp<'a> {
     /// The whole MLP on one int8 input vector.
     #[inline]
     fn run(&self, x: &[i8], w: &mut Work, out: &mut [i8]) {
-        let h = self.l1.outputs;
-        self.l1.start(&mut w.acc);
-        self.l1.accumulate(0, x, &mut w.acc, &mut w.packed);
-        self.hidden(&w.acc[..h], &mut w.hidden[..h]);
+        self.first(x, w);
         self.finish(w, out);
+    }
+
+    /// A head: the second layer's int32 accumulators in `w.acc`.
+    #[inline]
+    fn head(&self, x: &[i8], w: &mut Work) {
+        self.first(x, w);
+        self.l2.start(&mut w.acc);
+        self.l2.accumulate(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
     }
 }
 
@@ -563,12 +582,7 @@ pub fn forward(
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let mut out = [0f32; 6];
         for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
-            let hidden = head.l1.outputs;
-            head.l1.start(&mut w.acc);
-            head.l1.accumulate(0, hi, &mut w.acc, &mut w.packed);
-            head.hidden(&w.acc[..hidden], &mut w.hidden[..hidden]);
-            head.l2.start(&mut w.acc);
-            head.l2.accumulate(0, &w.hidden[..hidden], &mut w.acc, &mut w.packed);
+            head.head(hi, &mut w);
             for k in 0..3 {
                 let q = net.out[part + k];
                 out[part + k] = w.acc[k] as f32 * q.scale + q.offset;
