@@ -330,12 +330,7 @@ fn run(cli: Cli) -> Result<()> {
                 anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
             }
             let mut rng = weft_host::families::Rng::new(0x9a7e);
-            let picks: Vec<_> = (0..samples)
-                .map(|s| {
-                    let (k, t) = train::draw(&train_set, &mut rng);
-                    (k, t, s as u64)
-                })
-                .collect();
+            let picks = train::picks(&train_set, samples, &mut rng, 0);
             let none = weft_host::gnn::Noise { position: 0.0, velocity: 0.0 };
             let graphs = train::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
             let ranges = quantize::calibrate(&float, &graphs);

@@ -70,10 +70,21 @@ pub struct TrainLog {
     pub seconds: f32,
 }
 
-pub fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
+fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
     let k = (rng.next_u64() % trajs.len() as u64) as usize;
     let t = (rng.next_u64() % (trajs[k].x.len() as u64 - 1)) as usize;
     (k, t)
+}
+
+/// `n` random samples `(trajectory, frame, seed)` with seeds
+/// `first_seed..first_seed + n`.
+pub fn picks(trajs: &[Trajectory], n: usize, rng: &mut Rng, first_seed: u64) -> Vec<(usize, usize, u64)> {
+    (0..n as u64)
+        .map(|i| {
+            let (k, t) = draw(trajs, rng);
+            (k, t, first_seed + i)
+        })
+        .collect()
 }
 
 pub fn samples(
@@ -115,12 +126,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     }
     let mut rng = Rng::new(opts.seed);
     let val_set = if val.is_empty() { &train } else { &val };
-    let val_picks: Vec<_> = (0..32)
-        .map(|i| {
-            let (k, t) = draw(val_set, &mut rng);
-            (k, t, i)
-        })
-        .collect();
+    let val_picks = picks(val_set, 32, &mut rng, 0);
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
     let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None, 0)?;
 
@@ -130,12 +136,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         (m, s)
     } else {
         // Normalisation from noisy training samples.
-        let picks: Vec<_> = (0..256)
-            .map(|i| {
-                let (k, t) = draw(&train, &mut rng);
-                (k, t, 1_000_000 + i)
-            })
-            .collect();
+        let picks = picks(&train, 256, &mut rng, 1_000_000);
         let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise, None, 0)?);
         let meta = ModelMeta {
             format: MODEL_FORMAT.into(),
