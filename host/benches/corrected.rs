@@ -14,6 +14,25 @@ use weft_host::families::{self, Family};
 use weft_host::gnn::{graph_of, Batch, GnnConfig, Trained};
 use weft_host::storage::VecStateStorage;
 
+/// A state's positions, velocities and time, to restart every iteration
+/// from the same point.
+struct Snapshot {
+    x: Vec<Vec3>,
+    v: Vec<Vec3>,
+    t: f32,
+}
+
+impl Snapshot {
+    fn of(state: &State) -> Snapshot {
+        Snapshot { x: state.positions().to_vec(), v: state.velocities().to_vec(), t: state.time() }
+    }
+    fn restore(&self, state: &mut State) {
+        state.set_positions(&self.x).unwrap();
+        state.set_velocities(&self.v).unwrap();
+        state.set_time(self.t).unwrap();
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let scn = families::scenario(Family::Drape, 6, 16, 40, 1.0 / 60.0);
     let cfg = GnnConfig { radius: 0.03, ..GnnConfig::default() };
@@ -27,12 +46,10 @@ fn bench(c: &mut Criterion) {
         for _ in 0..30 {
             step(model, &mut state).unwrap();
         }
-        let (x0, v0, t0) = (state.positions().to_vec(), state.velocities().to_vec(), state.time());
+        let start = Snapshot::of(&state);
         g.bench_function("plain_16x16", |b| {
             b.iter(|| {
-                state.set_positions(&x0).unwrap();
-                state.set_velocities(&v0).unwrap();
-                state.set_time(t0).unwrap();
+                start.restore(&mut state);
                 black_box(step(model, &mut state).unwrap())
             })
         });
@@ -41,18 +58,14 @@ fn bench(c: &mut Criterion) {
         let mut latents = vec![0i8; sizes.latents];
         g.bench_function("corrected_int8_16x16", |b| {
             b.iter(|| {
-                state.set_positions(&x0).unwrap();
-                state.set_velocities(&v0).unwrap();
-                state.set_time(t0).unwrap();
+                start.restore(&mut state);
                 let mut scratch = Scratch { latents: &mut latents };
                 black_box(weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap())
             })
         });
         g.bench_function("corrected_16x16", |b| {
             b.iter(|| {
-                state.set_positions(&x0).unwrap();
-                state.set_velocities(&v0).unwrap();
-                state.set_time(t0).unwrap();
+                start.restore(&mut state);
                 step(model, &mut state).unwrap();
                 let graph = graph_of(model, &mut state, &cfg).unwrap();
                 let (dx, dv) = model_f.gnn.correct(&graph, &model_f.meta.normalizer, &dev).unwrap();
@@ -70,12 +83,10 @@ fn bench(c: &mut Criterion) {
         for _ in 0..120 {
             step(model, &mut state).unwrap();
         }
-        let (x0, v0, t0) = (state.positions().to_vec(), state.velocities().to_vec(), state.time());
+        let start = Snapshot::of(&state);
         g.bench_function("fine_reference_61x61_x4", |b| {
             b.iter(|| {
-                state.set_positions(&x0).unwrap();
-                state.set_velocities(&v0).unwrap();
-                state.set_time(t0).unwrap();
+                start.restore(&mut state);
                 for _ in 0..4 {
                     black_box(step(model, &mut state).unwrap());
                 }
