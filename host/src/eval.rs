@@ -19,9 +19,6 @@ use crate::quantize::Int8Corrector;
 use crate::scenario::Scenario;
 use weft_weights::format::NetworkData;
 
-/// Dynamic-pair storage per node for the int8 rollouts (as in training).
-const PAIRS_PER_NODE: usize = crate::gnn::GnnConfig::DEFAULT_PAIRS_PER_NODE;
-
 /// One rollout's errors and costs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Rollout {
@@ -129,7 +126,7 @@ pub fn evaluate(
         r.failures.extend(fail.map(|f| format!("corrected: {f}")));
     }
     if let Some(net) = int8 {
-        let pairs = PAIRS_PER_NODE * n;
+        let pairs = crate::gnn::GnnConfig::DEFAULT_PAIRS_PER_NODE * n;
         let mut corrector = None;
         let (xs, cost, fail) = rollout(scn, steps, &all, pairs, |model, state| {
             corrector

@@ -9,6 +9,7 @@ use serde::Serialize;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
+use crate::gnn::GnnConfig;
 use crate::quantize::Int8Corrector;
 use crate::scenario::Scenario;
 use crate::storage::VecStateStorage;
@@ -64,9 +65,6 @@ pub struct Summary {
     pub dynamic_edges: u64,
 }
 
-/// Dynamic-pair storage per node when a network corrects the steps.
-pub const NETWORK_PAIRS_PER_NODE: usize = 8;
-
 /// Runs `scn`, calling `on_frame(frame, model, state)` after every frame
 /// (frame 0 is the initial state). With `network`, every physics step is
 /// followed by the int8 network's correction
@@ -78,7 +76,7 @@ pub fn run(
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
     scn.with_model(|model| {
-        let net_pairs = network.map_or(0, |_| NETWORK_PAIRS_PER_NODE * model.mesh.node_count());
+        let net_pairs = network.map_or(0, |_| GnnConfig::DEFAULT_PAIRS_PER_NODE * model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
         let mut corrector = network.map(|n| Int8Corrector::new(n, model.mesh.counts(), net_pairs));
         let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
