@@ -98,6 +98,10 @@ enum Command {
         /// many plain coarse steps (0: off).
         #[arg(long, default_value_t = 0)]
         plain_unroll: usize,
+        /// Train on the samples as simulated only, not also turned about
+        /// the vertical.
+        #[arg(long)]
+        no_augment: bool,
         /// Training steps before unrolling starts.
         #[arg(long, default_value_t = 15_000)]
         unroll_after: usize,
@@ -250,6 +254,7 @@ fn run(cli: Cli) -> Result<()> {
             radius,
             unroll,
             plain_unroll,
+            no_augment,
             unroll_after,
             noise_position,
             noise_velocity,
@@ -267,6 +272,7 @@ fn run(cli: Cli) -> Result<()> {
                 resume,
                 unroll_steps: unroll,
                 plain_unroll_steps: plain_unroll,
+                augment: !no_augment,
                 noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
                 unroll_after,
                 progress: !quiet,

@@ -13,6 +13,15 @@ use crate::dataset::{self, Trajectory};
 use crate::families::Rng;
 use crate::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
 
+/// Turns every graph by a random angle about the vertical when `on`.
+fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
+    if on {
+        for g in graphs {
+            g.rotate_about_vertical(rng.range(0.0, std::f32::consts::TAU));
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TrainOptions {
     pub data: PathBuf,
@@ -35,6 +44,9 @@ pub struct TrainOptions {
     /// With unrolling on, a third of the samples start from up to this
     /// many plain coarse steps instead (0: off).
     pub plain_unroll_steps: usize,
+    /// Train on copies turned by a random angle about the vertical
+    /// ([`Graph::rotate_about_vertical`]).
+    pub augment: bool,
     pub progress: bool,
 }
 
@@ -55,6 +67,7 @@ impl Default for TrainOptions {
             unroll_steps: 0,
             unroll_after: 0,
             plain_unroll_steps: 0,
+            augment: true,
             progress: true,
         }
     }
@@ -137,7 +150,9 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     } else {
         // Normalisation from noisy training samples.
         let picks = picks(&train, 256, &mut rng, 1_000_000);
-        let stats = gnn::normalizer(&samples(&train, &picks, &opts.config, opts.noise, None, 0)?);
+        let mut graphs = samples(&train, &picks, &opts.config, opts.noise, None, 0)?;
+        augment(&mut graphs, opts.augment, &mut rng);
+        let stats = gnn::normalizer(&graphs);
         let meta = ModelMeta {
             format: MODEL_FORMAT.into(),
             config: opts.config,
@@ -187,7 +202,8 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             norm: &model.meta.normalizer,
             steps: opts.unroll_steps,
         });
-        let graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
+        let mut graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
+        augment(&mut graphs, opts.augment, &mut step_rng);
         let batch = Batch::new(&graphs, &model.meta.normalizer, &dev)?;
         let loss = model.gnn.loss(&batch)?;
         opt.backward_step(&loss)?;

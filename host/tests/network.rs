@@ -45,3 +45,59 @@ fn default_network_is_small_enough_for_a_microcontroller() {
     // int8 weights: under 8 KiB.
     assert!(m.parameters() < 8 * 1024, "{} parameters", m.parameters());
 }
+
+mod turning {
+    use proptest::prelude::*;
+    use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
+    use weft_core::math::Vec3;
+    use weft_host::gnn::Graph;
+
+    fn turned(p: Vec3, a: f32) -> Vec3 {
+        let (c, s) = (a.cos(), a.sin());
+        Vec3::new(c * p.x + s * p.z, p.y, c * p.z - s * p.x)
+    }
+
+    /// The graph of the state computed from turned positions, velocities
+    /// and rest positions.
+    fn graph(x: &[Vec3], v: &[Vec3], rest: &[Vec3], dx: &[Vec3], dv: &[Vec3]) -> Graph {
+        let n = x.len();
+        let mut nodes = vec![[0.0; NODE_FEATURES]; n];
+        features::node_features(x, v, &vec![0; n], &mut nodes);
+        let ends: Vec<[u16; 2]> =
+            (0..n as u16).flat_map(|i| [[i, (i + 1) % n as u16], [(i + 2) % n as u16, i]]).collect();
+        let edges: Vec<[f32; EDGE_FEATURES]> = ends
+            .iter()
+            .enumerate()
+            .map(|(k, &e)| features::edge_feature((k % 3 != 0).then_some(rest), x, e, 0.03))
+            .collect();
+        let targets = dx.iter().zip(dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
+        Graph { nodes, edges, endpoints: ends, free: vec![1.0; n], targets, dropped_pairs: 0 }
+    }
+
+    fn vecs(n: usize) -> impl Strategy<Value = Vec<Vec3>> {
+        prop::collection::vec((-2.0f32..2.0, -2.0f32..2.0, -2.0f32..2.0), n)
+            .prop_map(|v| v.into_iter().map(|(a, b, c)| Vec3::new(a, b, c)).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn turning_the_scene_turns_the_graph(
+            x in vecs(6), v in vecs(6), rest in vecs(6), dx in vecs(6), dv in vecs(6), a in -7.0f32..7.0,
+        ) {
+            let t = |p: &[Vec3]| p.iter().map(|q| turned(*q, a)).collect::<Vec<_>>();
+            let want = graph(&t(&x), &t(&v), &t(&rest), &t(&dx), &t(&dv));
+            let mut got = graph(&x, &v, &rest, &dx, &dv);
+            got.rotate_about_vertical(a);
+            let close = |p: &[f32], q: &[f32]| p.iter().zip(q).all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
+            for (g, w) in got.nodes.iter().zip(&want.nodes) {
+                prop_assert!(close(g, w), "node {:?} vs {:?}", g, w);
+            }
+            for (g, w) in got.edges.iter().zip(&want.edges) {
+                prop_assert!(close(g, w), "edge {:?} vs {:?}", g, w);
+            }
+            for (g, w) in got.targets.iter().zip(&want.targets) {
+                prop_assert!(close(g, w), "target {:?} vs {:?}", g, w);
+            }
+        }
+    }
+}

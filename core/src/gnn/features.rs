@@ -21,6 +21,14 @@ use crate::mesh::{Mesh, NodeId};
 pub const NODE_FEATURES: usize = 7;
 pub const EDGE_FEATURES: usize = 10;
 
+/// First index of every 3-vector among the node features (velocity,
+/// position); the other features are scalars. A rotation of the scene
+/// rotates exactly these.
+pub const NODE_VECTORS: [usize; 2] = [0, 3];
+/// First index of every 3-vector among the edge features (rest and current
+/// direction).
+pub const EDGE_VECTORS: [usize; 2] = [0, 4];
+
 /// Number of directed edges for `pairs` dynamic pairs.
 pub fn edge_count(mesh: &Mesh, pairs: usize) -> usize {
     2 * (mesh.edges().len() + pairs)
