@@ -277,6 +277,9 @@ pub struct Batch {
     pub senders: Tensor,
     pub receivers: Tensor,
     pub free: Tensor,
+    /// Weight of each node in the loss, `[nodes, 1]`: 0 on pinned nodes;
+    /// 1 on the others, or per graph with [`Batch::weighted`].
+    pub weight: Tensor,
     /// `1 / max(1, incoming edges)` per node, `[nodes, 1]`.
     pub inv_degree: Tensor,
     pub targets: Option<Tensor>,
@@ -285,6 +288,18 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(graphs: &[Graph], norm: &Normalizer, dev: &Device) -> Result<Batch> {
+        Batch::weighted(graphs, norm, dev, 0.0)
+    }
+
+    /// With `floor > 0`, the loss weighs each graph's free nodes by
+    /// `1 / (m + floor)`, where `m` is the graph's mean squared target in
+    /// units of the target's standard deviation (weights scaled to a mean
+    /// of 1): every state counts by its *relative* error. Quiet states — a
+    /// cloth at rest, a slow swing — have targets hundreds of times smaller
+    /// than an impact's, so a plain mean squared error lets the network err
+    /// there by more than the whole correction, and a rollout spends most
+    /// of its steps in such states.
+    pub fn weighted(graphs: &[Graph], norm: &Normalizer, dev: &Device, floor: f32) -> Result<Batch> {
         let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) =
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut offset = 0u32;
@@ -306,6 +321,30 @@ impl Batch {
             offset += g.nodes.len() as u32;
         }
         let (n, e) = (offset as usize, snd.len());
+        let mut weight = free.clone();
+        if floor > 0.0 {
+            let (mut start, mut total, mut count) = (0, 0.0f64, 0.0f64);
+            for g in graphs {
+                let nodes = start..start + g.nodes.len();
+                let free_here: f32 = g.free.iter().sum();
+                let ms = g
+                    .targets
+                    .iter()
+                    .zip(&g.free)
+                    .map(|(t, f)| f * t.iter().zip(&norm.target.std).map(|(x, s)| (x / s).powi(2)).sum::<f32>())
+                    .sum::<f32>()
+                    / (6.0 * free_here.max(1.0));
+                let w = 1.0 / (ms + floor);
+                for k in nodes {
+                    weight[k] *= w;
+                }
+                total += (w * free_here) as f64;
+                count += free_here as f64;
+                start += g.nodes.len();
+            }
+            let scale = if total > 0.0 { (count / total) as f32 } else { 1.0 };
+            weight.iter_mut().for_each(|w| *w *= scale);
+        }
 
         let mut deg = vec![0f32; n];
         for &r in &rcv {
@@ -319,6 +358,7 @@ impl Batch {
             senders: Tensor::from_vec(snd, e, dev)?,
             receivers: Tensor::from_vec(rcv, e, dev)?,
             free: Tensor::from_vec(free, (n, 1), dev)?,
+            weight: Tensor::from_vec(weight, (n, 1), dev)?,
             targets: if tgt.len() == n * 6 { Some(Tensor::from_vec(tgt, (n, 6), dev)?) } else { None },
             n_nodes: n,
         })
@@ -385,11 +425,12 @@ impl Gnn {
         Ok(Tensor::cat(&[&self.head_x.forward(&h)?, &self.head_v.forward(&h)?], 1)?)
     }
 
-    /// Mean squared error over free nodes of the normalised targets.
+    /// Mean squared error of the normalised targets, weighted by
+    /// [`Batch::weight`] (free nodes only).
     pub fn loss(&self, b: &Batch) -> Result<Tensor> {
         let Some(t) = &b.targets else { bail!("batch has no targets") };
-        let d = (self.forward(b)? - t)?.sqr()?.broadcast_mul(&b.free)?;
-        let count = b.free.sum_all()?.to_scalar::<f32>()?.max(1.0) * 6.0;
+        let d = (self.forward(b)? - t)?.sqr()?.broadcast_mul(&b.weight)?;
+        let count = b.weight.sum_all()?.to_scalar::<f32>()?.max(1e-12) * 6.0;
         Ok((d.sum_all()? / count as f64)?)
     }
 

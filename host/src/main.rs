@@ -98,6 +98,11 @@ enum Command {
         /// many plain coarse steps (0: off).
         #[arg(long, default_value_t = 0)]
         plain_unroll: usize,
+        /// Weigh every sample by its relative error, with this floor on its
+        /// mean squared target (in target standard deviations; 0: plain mean
+        /// squared error).
+        #[arg(long, default_value_t = 0.0)]
+        relative_floor: f32,
         /// Train on the samples as simulated only, not also turned about
         /// the vertical.
         #[arg(long)]
@@ -255,6 +260,7 @@ fn run(cli: Cli) -> Result<()> {
             unroll,
             plain_unroll,
             no_augment,
+            relative_floor,
             unroll_after,
             noise_position,
             noise_velocity,
@@ -273,6 +279,7 @@ fn run(cli: Cli) -> Result<()> {
                 unroll_steps: unroll,
                 plain_unroll_steps: plain_unroll,
                 augment: !no_augment,
+                relative_floor,
                 noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
                 unroll_after,
                 progress: !quiet,

@@ -44,6 +44,9 @@ pub struct TrainOptions {
     /// With unrolling on, a third of the samples start from up to this
     /// many plain coarse steps instead (0: off).
     pub plain_unroll_steps: usize,
+    /// Relative loss ([`Batch::weighted`]) with this floor (0: plain mean
+    /// squared error).
+    pub relative_floor: f32,
     /// Train on copies turned by a random angle about the vertical
     /// ([`Graph::rotate_about_vertical`]).
     pub augment: bool,
@@ -67,6 +70,7 @@ impl Default for TrainOptions {
             unroll_steps: 0,
             unroll_after: 0,
             plain_unroll_steps: 0,
+            relative_floor: 0.0,
             augment: true,
             progress: true,
         }
@@ -204,7 +208,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         });
         let mut graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
         augment(&mut graphs, opts.augment, &mut step_rng);
-        let batch = Batch::new(&graphs, &model.meta.normalizer, &dev)?;
+        let batch = Batch::weighted(&graphs, &model.meta.normalizer, &dev, opts.relative_floor)?;
         let loss = model.gnn.loss(&batch)?;
         opt.backward_step(&loss)?;
         acc += loss.to_scalar::<f32>()?;

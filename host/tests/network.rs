@@ -101,3 +101,35 @@ mod turning {
         }
     }
 }
+
+#[test]
+fn relative_weights_even_out_quiet_and_violent_states() {
+    use weft_host::gnn::{Batch, Graph, Normalizer, Stats};
+    let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
+    let norm = Normalizer {
+        node: unit(weft_core::gnn::features::NODE_FEATURES),
+        edge: unit(weft_core::gnn::features::EDGE_FEATURES),
+        target: Stats { mean: vec![0.5; 6], std: vec![2.0; 6] },
+    };
+    let graph = |t: f32, free: Vec<f32>| Graph {
+        nodes: vec![Default::default(); free.len()],
+        targets: vec![[t; 6]; free.len()],
+        free,
+        ..Graph::default()
+    };
+    // Mean squared targets (in standard deviations) 0.01 and 1.
+    let graphs = [graph(0.2, vec![1.0, 1.0, 0.0]), graph(2.0, vec![1.0, 1.0])];
+    let w = |floor: f32| -> Vec<f32> {
+        let b = Batch::weighted(&graphs, &norm, &Device::Cpu, floor).unwrap();
+        b.weight.flatten_all().unwrap().to_vec1().unwrap()
+    };
+    assert_eq!(w(0.0), vec![1.0, 1.0, 0.0, 1.0, 1.0]);
+    let r = w(0.01);
+    assert_eq!(r[2], 0.0, "pinned nodes stay out");
+    // 1 / (0.01 + 0.01) against 1 / (1 + 0.01), mean 1 over the free nodes.
+    let (quiet, loud) = (1.0 / 0.02, 1.0 / 1.01);
+    let scale = 2.0 / (quiet + loud);
+    for (got, want) in r.iter().zip([quiet * scale, quiet * scale, 0.0, loud * scale, loud * scale]) {
+        assert!((got - want).abs() < 1e-4 * want.max(1.0), "{r:?}");
+    }
+}
