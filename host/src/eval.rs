@@ -1,5 +1,6 @@
-//! `weft eval`: rollouts of the plain coarse step, the corrected coarse step
-//! and a plain mesh twice as fine, against the fine reference.
+//! `weft eval`: rollouts of the plain coarse step, the corrected coarse step,
+//! a plain mesh twice as fine and the plain coarse mesh at half the time
+//! step, against the fine reference.
 
 use std::path::Path;
 use std::time::Instant;
@@ -30,17 +31,24 @@ pub struct Rollout {
     pub rmse_plain: Vec<f32>,
     pub rmse_corrected: Vec<f32>,
     pub rmse_fine2: Vec<f32>,
+    /// The plain coarse mesh with two physics steps of `dt / 2` per frame.
+    #[serde(default)]
+    pub rmse_half_dt: Vec<f32>,
     /// Corrected by the int8 network of `weft_core::gnn::int8`.
     pub rmse_int8: Vec<f32>,
     /// Mean over steps.
     pub mean_plain: f32,
     pub mean_corrected: f32,
     pub mean_fine2: f32,
+    #[serde(default)]
+    pub mean_half_dt: f32,
     pub mean_int8: f32,
     /// Seconds per coarse step.
     pub cost_plain: f64,
     pub cost_corrected: f64,
     pub cost_fine2: f64,
+    #[serde(default)]
+    pub cost_half_dt: f64,
     pub cost_int8: f64,
     pub cost_fine: f64,
     /// Set when a rollout stopped early (non-finite state).
@@ -55,8 +63,9 @@ fn mean(v: &[f32]) -> f32 {
     v.iter().sum::<f32>() / v.len().max(1) as f32
 }
 
-/// Runs `scn` for `steps` steps, calling `after_step` (which may correct
-/// the state); returns per-step positions at `nodes` and seconds per step.
+/// Runs `scn` for `steps` frames (of `time.substeps` physics steps each),
+/// calling `after_step` after every frame (it may correct the state);
+/// returns per-frame positions at `nodes` and seconds per frame.
 fn rollout(
     scn: &Scenario,
     steps: usize,
@@ -71,7 +80,8 @@ fn rollout(
         let t0 = Instant::now();
         let mut failure = None;
         for t in 0..steps {
-            let r = physics::step(model, &mut state)
+            let r = (0..scn.time.substeps)
+                .try_for_each(|_| physics::step(model, &mut state).map(|_| ()))
                 .map_err(|e| anyhow::anyhow!("{e}"))
                 .and_then(|_| after_step(model, &mut state));
             if let Err(e) = r {
@@ -114,6 +124,10 @@ pub fn evaluate(
     (r.rmse_fine2, r.cost_fine2) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("fine2: {f}")));
 
+    let (xs, cost, fail) = rollout(&scn.refined(1, 2), steps, &all, 0, |_, _| Ok(()))?;
+    (r.rmse_half_dt, r.cost_half_dt) = (errors(&xs), cost);
+    r.failures.extend(fail.map(|f| format!("half dt: {f}")));
+
     if let Some(m) = model {
         let dev = Device::Cpu;
         let cfg = m.meta.config;
@@ -141,6 +155,7 @@ pub fn evaluate(
     r.mean_int8 = mean(&r.rmse_int8);
     r.mean_corrected = mean(&r.rmse_corrected);
     r.mean_fine2 = mean(&r.rmse_fine2);
+    r.mean_half_dt = mean(&r.rmse_half_dt);
     Ok(r)
 }
 
@@ -153,15 +168,21 @@ pub struct Report {
     pub mean_rmse_plain: Vec<f32>,
     pub mean_rmse_corrected: Vec<f32>,
     pub mean_rmse_fine2: Vec<f32>,
+    #[serde(default)]
+    pub mean_rmse_half_dt: Vec<f32>,
     pub mean_rmse_int8: Vec<f32>,
     /// Averages over steps and rollouts.
     pub overall_plain: f32,
     pub overall_corrected: f32,
     pub overall_fine2: f32,
+    #[serde(default)]
+    pub overall_half_dt: f32,
     pub overall_int8: f32,
     /// corrected / plain.
     pub ratio_corrected_plain: f32,
     pub ratio_corrected_fine2: f32,
+    #[serde(default)]
+    pub ratio_corrected_half_dt: f32,
     pub ratio_int8_plain: f32,
     /// int8 corrected / float corrected.
     pub ratio_int8_corrected: f32,
@@ -169,6 +190,8 @@ pub struct Report {
     pub cost_plain: f64,
     pub cost_corrected: f64,
     pub cost_fine2: f64,
+    #[serde(default)]
+    pub cost_half_dt: f64,
     pub cost_int8: f64,
     pub cost_fine: f64,
 }
@@ -190,10 +213,12 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
         mean_rmse_plain: per_step(&rollouts, |r| &r.rmse_plain),
         mean_rmse_corrected: per_step(&rollouts, |r| &r.rmse_corrected),
         mean_rmse_fine2: per_step(&rollouts, |r| &r.rmse_fine2),
+        mean_rmse_half_dt: per_step(&rollouts, |r| &r.rmse_half_dt),
         mean_rmse_int8: per_step(&rollouts, |r| &r.rmse_int8),
         cost_plain: m(|r| r.cost_plain),
         cost_corrected: m(|r| r.cost_corrected),
         cost_fine2: m(|r| r.cost_fine2),
+        cost_half_dt: m(|r| r.cost_half_dt),
         cost_int8: m(|r| r.cost_int8),
         cost_fine: m(|r| r.cost_fine),
         ..Report::default()
@@ -201,26 +226,29 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
     rep.overall_plain = mean(&rollouts.iter().map(|r| r.mean_plain).collect::<Vec<_>>());
     rep.overall_corrected = mean(&rollouts.iter().map(|r| r.mean_corrected).collect::<Vec<_>>());
     rep.overall_fine2 = mean(&rollouts.iter().map(|r| r.mean_fine2).collect::<Vec<_>>());
+    rep.overall_half_dt = mean(&rollouts.iter().map(|r| r.mean_half_dt).collect::<Vec<_>>());
     rep.overall_int8 = mean(&rollouts.iter().map(|r| r.mean_int8).collect::<Vec<_>>());
     rep.ratio_int8_plain = rep.overall_int8 / rep.overall_plain;
     rep.ratio_int8_corrected = rep.overall_int8 / rep.overall_corrected;
     rep.ratio_corrected_plain = rep.overall_corrected / rep.overall_plain;
     rep.ratio_corrected_fine2 = rep.overall_corrected / rep.overall_fine2;
+    rep.ratio_corrected_half_dt = rep.overall_corrected / rep.overall_half_dt;
     rep.rollouts = rollouts;
     rep
 }
 
 /// Line plot of the per-step mean RMSE: plain coarse red, corrected blue,
-/// plain 2× finer green, int8 corrected orange; x is the step, y is linear from 0 to the largest
+/// plain 2× finer green, int8 corrected orange, plain at dt / 2 purple; x is the step, y is linear from 0 to the largest
 /// value (grid lines every fifth of the range and every 50 steps).
 pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     let (w, h, m) = (800u32, 400u32, 30u32);
     let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
-    let series: [(&Vec<f32>, Rgb<u8>); 4] = [
+    let series: [(&Vec<f32>, Rgb<u8>); 5] = [
         (&rep.mean_rmse_plain, Rgb([200, 40, 40])),
         (&rep.mean_rmse_corrected, Rgb([40, 80, 220])),
         (&rep.mean_rmse_fine2, Rgb([40, 160, 60])),
         (&rep.mean_rmse_int8, Rgb([240, 150, 20])),
+        (&rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
     ];
     let ymax = series.iter().flat_map(|(s, _)| s.iter().copied()).fold(1e-9f32, f32::max);
     let n = series.iter().map(|(s, _)| s.len()).max().unwrap_or(1).max(2);

@@ -124,7 +124,7 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
-    /// Roll out plain coarse, corrected coarse and a plain 2× finer mesh
+    /// Roll out plain coarse, corrected coarse, a plain 2× finer mesh and the plain coarse mesh at dt/2
     /// against the fine reference: report.json and rmse.png.
     Eval {
         /// A scenario file (its fine reference is simulated here) ...
@@ -412,17 +412,20 @@ fn run(cli: Cli) -> Result<()> {
             };
             println!(
                 "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
-                 {int8_part}, 2× finer {:.4} m; \
-                 s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, fine {:.2e} (corrected/fine {:.4}); wrote {}",
+                 {int8_part}, 2× finer {:.4} m, plain at dt/2 {:.4} m; \
+                 s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, dt/2 {:.2e}, fine {:.2e} \
+                 (corrected/fine {:.4}); wrote {}",
                 rep.rollouts.len(),
                 rep.overall_plain,
                 rep.overall_corrected,
                 rep.ratio_corrected_plain,
                 rep.overall_fine2,
+                rep.overall_half_dt,
                 rep.cost_plain,
                 rep.cost_corrected,
                 rep.cost_int8,
                 rep.cost_fine2,
+                rep.cost_half_dt,
                 rep.cost_fine,
                 rep.cost_corrected / rep.cost_fine,
                 out.display()
