@@ -69,3 +69,34 @@ fn training_lowers_the_loss() {
     assert_eq!(log2.history.first().unwrap().0, 120);
     assert_eq!(m2.meta.steps, 160);
 }
+
+#[test]
+fn eval_columns_follow_their_scenarios() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, ..tiny() };
+    dataset::generate(&spec, dir.path(), false).unwrap();
+    let traj = dataset::load_split(dir.path(), Some("train")).unwrap().remove(0);
+    let r = weft_host::eval::evaluate(&traj, None, None, 12).unwrap();
+    assert!(r.failures.is_empty(), "{:?}", r.failures);
+    // The dt/2 column is the coarse scenario with twice the substeps, run
+    // by the simulator's own driver.
+    let half = traj.scenario.refined(1, 2);
+    assert_eq!(half.time.substeps, 2 * traj.scenario.time.substeps);
+    let mut want = Vec::new();
+    let mut scn = half.clone();
+    scn.time.steps = 12;
+    weft_host::sim::run(&scn, false, None, |f, _, state| {
+        if f > 0 {
+            let fine = &traj.x[f as usize];
+            let e = state.positions().iter().zip(fine).map(|(a, b)| (*a - *b).norm2()).sum::<f32>() / fine.len() as f32;
+            want.push(e.sqrt());
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(r.rmse_half_dt.len(), 12);
+    for (got, want) in r.rmse_half_dt.iter().zip(&want) {
+        assert!((got - want).abs() <= 1e-6 * (1.0 + want), "{got} vs {want}");
+    }
+    assert_ne!(r.rmse_half_dt, r.rmse_plain, "two step sizes, two trajectories");
+}
