@@ -128,27 +128,10 @@ fn main() -> ! {
         m.as_mut_ptr().write_bytes(0, 1);
         m.assume_init_mut()
     };
-    let mesh = match Mesh::grid(&scene::grid(), mesh_memory.storage()) {
-        Ok(m) => m,
-        Err(e) => {
-            defmt::error!("mesh: {}", defmt::Debug2Format(&e));
-            exit(1)
-        }
-    };
-    let model = match Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()) {
-        Ok(m) => m,
-        Err(e) => {
-            defmt::error!("model: {}", defmt::Debug2Format(&e));
-            exit(1)
-        }
-    };
-    let mut state = match State::new(&model, STATE_BUF.storage()) {
-        Ok(s) => s,
-        Err(e) => {
-            defmt::error!("state: {}", defmt::Debug2Format(&e));
-            exit(1)
-        }
-    };
+    let mesh = ok_or_exit(Mesh::grid(&scene::grid(), mesh_memory.storage()), "mesh");
+    let model =
+        ok_or_exit(Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()), "model");
+    let mut state = ok_or_exit(State::new(&model, STATE_BUF.storage()), "state");
     let net = &weft_weights::NETWORK;
     let mut scratch = GNN.scratch();
     defmt::info!(
@@ -334,6 +317,17 @@ fn dsp_matches_portable() -> Result<u32, usize> {
         }
     }
     Ok(count)
+}
+
+/// The value, or the error logged under `what` and exit code 1.
+fn ok_or_exit<T, E: core::fmt::Debug>(r: Result<T, E>, what: &str) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            defmt::error!("{}: {}", what, defmt::Debug2Format(&e));
+            exit(1)
+        }
+    }
 }
 
 #[exception]

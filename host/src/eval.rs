@@ -55,11 +55,13 @@ pub struct Rollout {
     pub failures: Vec<String>,
 }
 
-fn rmse(a: &[Vec3], b: &[Vec3]) -> f32 {
+/// Position RMSE between two node sets.
+pub fn rmse(a: &[Vec3], b: &[Vec3]) -> f32 {
     (a.iter().zip(b).map(|(p, q)| (*p - *q).norm2()).sum::<f32>() / a.len().max(1) as f32).sqrt()
 }
 
-fn mean(v: &[f32]) -> f32 {
+/// Mean of `v` (0 when empty).
+pub fn mean(v: &[f32]) -> f32 {
     v.iter().sum::<f32>() / v.len().max(1) as f32
 }
 

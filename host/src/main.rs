@@ -484,11 +484,8 @@ fn run(cli: Cli) -> Result<()> {
                 .collect();
             let ms = (2000.0 * scn.time.dt).round() as u32;
             render::write_gif(&out, &frames, ms)?;
-            let rmse = |xs: &[Vec<Vec3>]| -> f32 {
-                let per_frame = xs.iter().zip(&fine).skip(1).map(|(a, b)| {
-                    (a.iter().zip(b).map(|(p, q)| (*p - *q).norm2()).sum::<f32>() / a.len() as f32).sqrt()
-                });
-                per_frame.sum::<f32>() / (xs.len().max(2) - 1) as f32
+            let rmse = |xs: &[Vec<Vec3>]| {
+                eval::mean(&xs.iter().zip(&fine).skip(1).map(|(a, b)| eval::rmse(a, b)).collect::<Vec<_>>())
             };
             println!(
                 "{}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \

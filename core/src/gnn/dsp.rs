@@ -76,9 +76,9 @@ pub fn dot(w: &[i8], packed: &[u32], tail: &[i8]) -> i32 {
     let (body, rest) = w.split_at(4 * groups);
     let mut acc = 0i32;
     for (g, p) in body.chunks_exact(4).zip(packed.chunks_exact(2)) {
-        let word = u32::from_le_bytes([g[0] as u8, g[1] as u8, g[2] as u8, g[3] as u8]);
-        acc = smlad(sxtb16(word), p[0], acc);
-        acc = smlad(sxtb16_ror8(word), p[1], acc);
+        let w = word(g);
+        acc = smlad(sxtb16(w), p[0], acc);
+        acc = smlad(sxtb16_ror8(w), p[1], acc);
     }
     rest.iter().zip(tail).fold(acc, |a, (&w, &x)| a + w as i32 * x as i32)
 }
