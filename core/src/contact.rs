@@ -7,7 +7,8 @@
 
 use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
-use crate::model::Collider;
+use crate::model::{Collider, Shape};
+use crate::state::{COLLIDER_SHIFT, CONTACT, MAX_COLLIDERS, PINNED};
 
 /// Outcome of a proximity search.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,13 +128,14 @@ pub fn proximity(
 }
 
 /// Pushes nodes out of the colliders at time `t` and applies inelastic
-/// normal response with Coulomb friction to their velocities. Returns the
+/// normal response with Coulomb friction to their velocities (nodes the
+/// step held by a contact constraint got theirs in the solve). Returns the
 /// number of node contacts.
-pub fn collide(colliders: &[Collider], t: f32, pinned: &[u8], x: &mut [Vec3], v: &mut [Vec3]) -> usize {
+pub fn collide(colliders: &[Collider], t: f32, flags: &[u8], x: &mut [Vec3], v: &mut [Vec3]) -> usize {
     let mut contacts = 0;
     for c in colliders {
         for i in 0..x.len() {
-            if pinned[i] != 0 {
+            if flags[i] & PINNED != 0 {
                 continue;
             }
             let (d, n) = c.distance(x[i], t);
@@ -195,4 +197,270 @@ pub fn repel(
         x[b] += dvb * h;
     }
     active
+}
+
+/// Contact constraints for the implicit solve. A free node whose gap to a
+/// collider at time `t`, less its approach over the step `h`
+/// (`d + h·min(0, (v − v_c)·n) − thickness`), falls under `margin` is held
+/// by its most constraining collider: flagged [`CONTACT`] with the
+/// collider's index, its normal in `normal`, and in `dv` the normal velocity
+/// change that brings it onto the collider's surface (at the thickness) at
+/// the end of the step. The solve then leaves that component fixed; nodes
+/// the solution pulls away from the surface are released by the step.
+///
+/// A sphere or capsule that fits between nodes touches the inside of mesh
+/// edges: an edge whose closest point (`β` inside the edge) has such a gap
+/// holds both its free end nodes along the normal there, each brought to
+/// the gap that puts the edge's contact point on the surface, unless the
+/// node's own contact is closer. Returns the nodes held.
+#[allow(clippy::too_many_arguments)]
+pub fn constrain(
+    mesh: &Mesh,
+    colliders: &[Collider],
+    t: f32,
+    h: f32,
+    margin: f32,
+    x: &[Vec3],
+    v: &[Vec3],
+    flags: &mut [u8],
+    normal: &mut [Vec3],
+    dv: &mut [Vec3],
+) -> usize {
+    let colliders = &colliders[..colliders.len().min(MAX_COLLIDERS)];
+    let mut held = 0;
+    // `gap` of the constraint holding node `i`, if it is held.
+    let held_gap = |f: u8, xi: Vec3, vi: Vec3, n: Vec3| {
+        holder(colliders, f).map(|c| c.distance(xi, t).0 + h * (vi - c.velocity).dot(n).min(0.0) - c.thickness)
+    };
+    let hold = |i: usize, k: usize, n: Vec3, d: f32, flags: &mut [u8], normal: &mut [Vec3], dv: &mut [Vec3]| {
+        let c = &colliders[k];
+        flags[i] = CONTACT | ((k as u8) << COLLIDER_SHIFT);
+        normal[i] = n;
+        dv[i] = n * ((c.thickness - d) / h - (v[i] - c.velocity).dot(n));
+    };
+    for i in 0..x.len().min(flags.len()) {
+        if flags[i] & PINNED != 0 {
+            continue;
+        }
+        let mut best: Option<(usize, f32, Vec3, f32)> = None;
+        for (k, c) in colliders.iter().enumerate() {
+            let (d, n) = c.distance(x[i], t);
+            let gap = d + h * (v[i] - c.velocity).dot(n).min(0.0) - c.thickness;
+            if gap < margin && best.is_none_or(|b| gap < b.1) {
+                best = Some((k, gap, n, d));
+            }
+        }
+        if let Some((k, _, n, d)) = best {
+            hold(i, k, n, d, flags, normal, dv);
+            held += 1;
+        }
+    }
+    for (k, c) in colliders.iter().enumerate() {
+        if matches!(c.shape, Shape::Plane { .. }) {
+            continue;
+        }
+        for e in mesh.edges() {
+            let (a, b) = (e.a as usize, e.b as usize);
+            let (d, n, beta) = c.segment_distance(x[a], x[b], t);
+            if !(beta > EDGE_END && beta < 1.0 - EDGE_END) || d - c.thickness >= margin + (v[a] - v[b]).norm() * h {
+                continue;
+            }
+            let vp = v[a] + (v[b] - v[a]) * beta - c.velocity;
+            let gap = d + h * vp.dot(n).min(0.0) - c.thickness;
+            if gap >= margin {
+                continue;
+            }
+            // The contact point's normal distance is shared by both ends.
+            for i in [a, b] {
+                if flags[i] & PINNED != 0 {
+                    continue;
+                }
+                let own = held_gap(flags[i], x[i], v[i], normal[i]);
+                if own.is_some_and(|g| g <= gap) {
+                    continue;
+                }
+                if own.is_none() {
+                    held += 1;
+                }
+                hold(i, k, n, d, flags, normal, dv);
+            }
+        }
+    }
+    held
+}
+
+/// Edge contacts closer to an end than this fraction of the edge are the
+/// end node's.
+const EDGE_END: f32 = 1e-3;
+
+/// The collider holding node flags `f`, if any.
+#[inline]
+pub fn holder(colliders: &[Collider], f: u8) -> Option<&Collider> {
+    if f & CONTACT != 0 {
+        colliders.get((f >> COLLIDER_SHIFT) as usize)
+    } else {
+        None
+    }
+}
+
+/// Conservative advancement of a motion from `s = 0` to `s = 1` towards a
+/// collider: `gap(s)` is the distance less the thickness at `s`, `lip` a
+/// bound on how fast it can fall per unit `s`. Returns the first `s` at
+/// which the gap closes (within `tol`), or `None` when the motion stays
+/// clear. Bounded: after `SWEEP_ITERATIONS` advances the last `s` is
+/// taken as the hit.
+fn advance(lip: f32, tol: f32, mut gap: impl FnMut(f32) -> f32) -> Option<f32> {
+    if !(lip > 0.0) {
+        return None;
+    }
+    let mut s = 0.0;
+    for _ in 0..SWEEP_ITERATIONS {
+        let g = gap(s);
+        if !(g > tol) {
+            return Some(s);
+        }
+        s += g / lip;
+        if s >= 1.0 {
+            return if gap(1.0) > tol { None } else { Some(1.0) };
+        }
+    }
+    Some(s)
+}
+
+/// Advances of the swept test before it stops at the last safe point.
+pub const SWEEP_ITERATIONS: u32 = 24;
+
+/// Swept node test: a free node that starts clear of a collider (gap above
+/// `tol`) and whose straight path from `x0` to `x1` over the step `h`
+/// (collider moving with it, from time `t`) touches the collider is stopped
+/// at the first touch; the rest of its motion relative to the collider
+/// continues in the tangent plane there, and its approaching normal
+/// velocity is removed. Catches nodes that would tunnel through a thin
+/// collider within one step. Returns the nodes stopped.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep_nodes(
+    colliders: &[Collider],
+    t: f32,
+    h: f32,
+    tol: f32,
+    flags: &[u8],
+    x0: &[Vec3],
+    x1: &mut [Vec3],
+    v: &mut [Vec3],
+) -> usize {
+    let mut hits = 0;
+    for c in colliders {
+        let carry = c.velocity * h;
+        for i in 0..x1.len().min(x0.len()) {
+            if flags[i] & PINNED != 0 {
+                continue;
+            }
+            let (a, b) = (x0[i], x1[i]);
+            let lip = (b - a - carry).norm();
+            let at = |s: f32| a + (b - a) * s;
+            let Some(s) = advance(lip, tol, |s| c.distance(at(s), t + s * h).0 - c.thickness) else { continue };
+            if s <= 0.0 && c.distance(a, t).0 - c.thickness <= tol {
+                // Started in contact: left to the constraint and projection.
+                continue;
+            }
+            let (_, n) = c.distance(at(s), t + s * h);
+            let rest = (b - a - carry) * (1.0 - s);
+            x1[i] = at(s) + carry * (1.0 - s) + rest - n * rest.dot(n).min(0.0);
+            let vn = (v[i] - c.velocity).dot(n);
+            if vn < 0.0 {
+                v[i] -= n * vn;
+            }
+            hits += 1;
+        }
+    }
+    hits
+}
+
+/// Contact of a collider with the inside of a mesh edge (where a sphere or
+/// capsule fits between nodes): the edge's closest point is kept outside
+/// the collider, swept over the step and at its end, by moving both end
+/// nodes (weights `1 − β`, `β` at the contact point `β`); the point's
+/// approaching normal velocity is removed, its tangential velocity reduced
+/// by Coulomb friction with that impulse. `x0` are the positions at the
+/// start of the step (time `t`), `x1` and `v` the end state. Edges whose
+/// contact point is an end node are left to the node contacts. Returns
+/// the edge contacts.
+#[allow(clippy::too_many_arguments)]
+pub fn collide_edges(
+    mesh: &Mesh,
+    colliders: &[Collider],
+    t: f32,
+    h: f32,
+    tol: f32,
+    flags: &[u8],
+    x0: &[Vec3],
+    x1: &mut [Vec3],
+    v: &mut [Vec3],
+) -> usize {
+    let mut contacts = 0;
+    for c in colliders {
+        if matches!(c.shape, Shape::Plane { .. }) {
+            continue;
+        }
+        let carry = c.velocity * h;
+        let t1 = t + h;
+        for e in mesh.edges() {
+            let (a, b) = (e.a as usize, e.b as usize);
+            let (free_a, free_b) = (flags[a] & PINNED == 0, flags[b] & PINNED == 0);
+            if !(free_a || free_b) {
+                continue;
+            }
+            let (a0, b0, a1, b1) = (x0[a], x0[b], x1[a], x1[b]);
+            let half = 0.5 * (b1 - a1).norm().max((b0 - a0).norm());
+            let lip = (a1 - a0 - carry).norm().max((b1 - b0 - carry).norm());
+            // Far from the collider all step long: no edge point can touch.
+            if c.distance(a0, t).0.min(c.distance(b0, t).0) - half - lip > c.thickness + tol {
+                continue;
+            }
+            let lerp = |p: Vec3, q: Vec3, s: f32| p + (q - p) * s;
+            let at = |s: f32| (lerp(a0, a1, s), lerp(b0, b1, s));
+            let gap0 = c.segment_distance(a0, b0, t).0 - c.thickness;
+            // The contact: swept (first touch) for an edge that starts
+            // clear, else the end state's closest point.
+            let (n, beta, push) = match advance(lip, tol, |s| {
+                let (p, q) = at(s);
+                c.segment_distance(p, q, t + s * h).0 - c.thickness
+            }) {
+                Some(s) if gap0 > tol && s > 0.0 => {
+                    let (p, q) = at(s);
+                    let (_, n, beta) = c.segment_distance(p, q, t + s * h);
+                    let hit = lerp(p, q, beta) + carry * (1.0 - s);
+                    (n, beta, n.dot(hit - lerp(a1, b1, beta)).max(0.0))
+                }
+                _ => {
+                    let (d, n, beta) = c.segment_distance(a1, b1, t1);
+                    (n, beta, (c.thickness - d).max(0.0))
+                }
+            };
+            if !(beta > EDGE_END && beta < 1.0 - EDGE_END) || !(push > 0.0 || gap0 <= tol) {
+                continue;
+            }
+            let wa = if free_a { 1.0 - beta } else { 0.0 };
+            let wb = if free_b { beta } else { 0.0 };
+            let w2 = wa * wa + wb * wb;
+            let point_v = lerp(v[a], v[b], beta) - c.velocity;
+            let vn = point_v.dot(n);
+            if push <= 0.0 && vn >= 0.0 {
+                continue;
+            }
+            contacts += 1;
+            // Position: the contact point moves `push` along n.
+            x1[a] += n * (push * wa / w2);
+            x1[b] += n * (push * wb / w2);
+            if vn < 0.0 {
+                let vt = point_v - n * vn;
+                let vt_len = vt.norm();
+                let slow = if vt_len > 0.0 { (c.friction * (-vn) / vt_len).min(1.0) } else { 0.0 };
+                let dv = -(n * vn) - vt * slow;
+                v[a] += dv * (wa / w2);
+                v[b] += dv * (wb / w2);
+            }
+        }
+    }
+    contacts
 }

@@ -161,6 +161,30 @@ impl Collider {
         }
     }
 
+    /// Signed distance of the segment `p`–`q` to the surface at time `t`:
+    /// `(distance, outward normal, β)` at the segment's closest point
+    /// `p + β (q − p)`. A plane's closest point is an end (the nodes carry
+    /// plane contact); a sphere or capsule may touch a segment between its
+    /// ends.
+    pub fn segment_distance(&self, p: Vec3, q: Vec3, t: f32) -> (f32, Vec3, f32) {
+        let shift = self.velocity * t;
+        let (p0, q0) = (p - shift, q - shift);
+        let (c, beta, radius) = match self.shape {
+            Shape::Plane { .. } => {
+                let (dp, np) = self.distance(p, t);
+                let (dq, nq) = self.distance(q, t);
+                return if dp <= dq { (dp, np, 0.0) } else { (dq, nq, 1.0) };
+            }
+            Shape::Sphere { center, radius } => (center, closest_on_segment(p0, q0, center), radius),
+            Shape::Capsule { a, b, radius } => {
+                let (beta, gamma) = segment_segment(p0, q0, a, b);
+                (a + (b - a) * gamma, beta, radius)
+            }
+        };
+        let (d, n) = sphere_distance(p0 + (q0 - p0) * beta, c, radius);
+        (d, n, beta)
+    }
+
     fn validate(&self) -> Result<(), ParamError> {
         finite_vec("collider.velocity", self.velocity)?;
         non_negative("collider.thickness", self.thickness)?;
@@ -182,6 +206,43 @@ impl Collider {
             }
         }
     }
+}
+
+/// Parameter in [0, 1] of the point of segment `p`–`q` closest to `c`.
+fn closest_on_segment(p: Vec3, q: Vec3, c: Vec3) -> f32 {
+    let d = q - p;
+    let len2 = d.norm2();
+    if len2 > 0.0 {
+        ((c - p).dot(d) / len2).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Parameters `(s, u)` of the closest points `p + s (q − p)` and
+/// `a + u (b − a)` of two segments.
+fn segment_segment(p: Vec3, q: Vec3, a: Vec3, b: Vec3) -> (f32, f32) {
+    let (d1, d2, r) = (q - p, b - a, p - a);
+    let (aa, ee, f) = (d1.norm2(), d2.norm2(), d2.dot(r));
+    if aa <= 1e-20 {
+        return (0.0, if ee > 1e-20 { (f / ee).clamp(0.0, 1.0) } else { 0.0 });
+    }
+    let c = d1.dot(r);
+    if ee <= 1e-20 {
+        return ((-c / aa).clamp(0.0, 1.0), 0.0);
+    }
+    let bb = d1.dot(d2);
+    let denom = aa * ee - bb * bb;
+    let mut s = if denom > 1e-12 * aa * ee { ((bb * f - c * ee) / denom).clamp(0.0, 1.0) } else { 0.0 };
+    let mut u = (bb * s + f) / ee;
+    if u < 0.0 {
+        u = 0.0;
+        s = (-c / aa).clamp(0.0, 1.0);
+    } else if u > 1.0 {
+        u = 1.0;
+        s = ((bb - c) / aa).clamp(0.0, 1.0);
+    }
+    (s, u)
 }
 
 fn sphere_distance(q: Vec3, c: Vec3, r: f32) -> (f32, Vec3) {
@@ -240,7 +301,7 @@ impl Scene<'_> {
         flags.fill(0);
         for pin in self.pins {
             if let Some(f) = flags.get_mut(pin.node as usize) {
-                *f = 1;
+                *f = crate::state::PINNED;
             }
         }
     }
@@ -271,6 +332,9 @@ pub struct StepParams {
     pub self_contact: Option<SelfContact>,
     /// Energy check: split a step that would add energy.
     pub energy_check: bool,
+    /// Largest stretch `l/l₀ − 1` an edge keeps at the end of a step
+    /// (strain limiting, [`crate::physics::limit`]); `None`: no limit.
+    pub strain_limit: Option<f32>,
 }
 
 impl Default for StepParams {
@@ -281,11 +345,15 @@ impl Default for StepParams {
             cg_tolerance: 1e-4,
             self_contact: None,
             energy_check: true,
+            strain_limit: Some(StepParams::DEFAULT_STRAIN_LIMIT),
         }
     }
 }
 
 impl StepParams {
+    /// The default strain limit: 8 % stretch.
+    pub const DEFAULT_STRAIN_LIMIT: f32 = 0.08;
+
     pub fn validate(&self) -> Result<(), ParamError> {
         range("dt", self.dt, 1e-7, 1.0)?;
         range("cg_tolerance", self.cg_tolerance, 1e-9, 1.0)?;
@@ -294,6 +362,9 @@ impl StepParams {
         }
         if let Some(sc) = self.self_contact {
             positive("self_contact.radius", sc.radius)?;
+        }
+        if let Some(limit) = self.strain_limit {
+            range("strain_limit", limit, 1e-4, 10.0)?;
         }
         Ok(())
     }
@@ -398,6 +469,9 @@ impl<'a> Model<'a> {
                     non_negative("pin.frequency", frequency)?;
                 }
             }
+        }
+        if scene.colliders.len() > crate::state::MAX_COLLIDERS {
+            return Err(ParamError { name: "colliders (at most 64)", problem: Problem::OutOfRange });
         }
         for c in scene.colliders {
             c.validate()?;

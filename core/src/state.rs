@@ -7,8 +7,20 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 
-/// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new.
-pub const VEC3_PER_NODE: usize = 9;
+/// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
+/// contact normal.
+pub const VEC3_PER_NODE: usize = 10;
+
+/// Node flag: the node is pinned (a velocity constraint in every direction).
+pub const PINNED: u8 = 1;
+/// Node flag, set only during a step: the node is held by a collider's
+/// contact constraint along its contact normal; the collider's index is
+/// `flags >> COLLIDER_SHIFT`.
+pub const CONTACT: u8 = 2;
+/// Shift of the contact collider's index in a node's flags.
+pub const COLLIDER_SHIFT: u32 = 2;
+/// Colliders a model may hold (the index must fit a node's flags).
+pub const MAX_COLLIDERS: usize = 1 << (8 - COLLIDER_SHIFT);
 /// Mat3 slots per node (diagonal block, preconditioner); one more per edge.
 pub const MAT3_PER_NODE: usize = 2;
 
@@ -114,10 +126,14 @@ pub(crate) struct Workspace<'a> {
     pub q: &'a mut [Vec3],
     pub dv: &'a mut [Vec3],
     pub x_new: &'a mut [Vec3],
+    /// Contact normal of each node held by a collider during a step.
+    pub normal: &'a mut [Vec3],
     /// Diagonal blocks, preconditioner blocks (one each per node), then
     /// edge blocks ([`split_blocks`]); between steps the network's int32
     /// sums live here.
     pub blocks: &'a mut [Mat3],
+    /// Node flags: [`PINNED`]; [`CONTACT`] and the collider index only
+    /// during a step (cleared when it ends).
     pub pinned: &'a mut [u8],
     pub cells: &'a mut [u32],
     pub order: &'a mut [NodeId],
@@ -169,6 +185,7 @@ impl<'a> State<'a> {
         let q = v3(&mut vec3)?;
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
+        let normal = v3(&mut vec3)?;
         let blocks = take(&mut mat3, 2 * n + counts.edges, "mat3", mcap, need.mat3)?;
         if flags.len() < n {
             return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
@@ -193,6 +210,7 @@ impl<'a> State<'a> {
                 q,
                 dv,
                 x_new,
+                normal,
                 blocks,
                 pinned: &mut flags[..n],
                 cells,

@@ -162,6 +162,8 @@ pub struct SolverSpec {
     pub cg_tolerance: f32,
     /// Split steps that would add energy (see `weft_core::physics::step`).
     pub energy_check: bool,
+    /// Largest edge stretch `l/l₀ − 1` after a step; 0 turns the limit off.
+    pub strain_limit: f32,
 }
 
 impl Default for SolverSpec {
@@ -171,6 +173,7 @@ impl Default for SolverSpec {
             cg_max_iterations: p.cg_max_iterations,
             cg_tolerance: p.cg_tolerance,
             energy_check: p.energy_check,
+            strain_limit: p.strain_limit.unwrap_or(0.0),
         }
     }
 }
@@ -434,6 +437,7 @@ impl Scenario {
             cg_max_iterations: self.solver.cg_max_iterations,
             cg_tolerance: self.solver.cg_tolerance,
             energy_check: self.solver.energy_check,
+            strain_limit: (self.solver.strain_limit > 0.0).then_some(self.solver.strain_limit),
             self_contact: sc
                 .enabled
                 .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),

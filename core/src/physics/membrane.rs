@@ -92,6 +92,15 @@ impl Membrane {
         tri.area * self.spectral([e1, e2]).energy
     }
 
+    /// Energy and `A (|σ₁| + |σ₂|)`: the element's area times the sum of
+    /// its principal stresses' magnitudes (the energy's sensitivity to a
+    /// strain error).
+    pub fn energy_and_stress(&self, tri: &Triangle, x: [Vec3; 3]) -> (f32, f32) {
+        let (e1, e2, _) = green_strain(deformation(tri, x)).eigen();
+        let sp = self.spectral([e1, e2]);
+        (tri.area * sp.energy, tri.area * (libm::fabsf(sp.f[0]) + libm::fabsf(sp.f[1])))
+    }
+
     /// Forces, energy and stiffness. With `definite`, the stiffness is the
     /// positive semi-definite one; otherwise the exact Hessian.
     pub fn element(&self, tri: &Triangle, x: [Vec3; 3], definite: bool) -> Element {

@@ -13,6 +13,7 @@
 //! commits a finite state or leaves the state as it was.
 
 pub mod bending;
+pub mod limit;
 pub mod membrane;
 pub mod solver;
 
@@ -20,7 +21,7 @@ use crate::contact;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::HINGE_EDGE_PAIRS;
 use crate::model::Model;
-use crate::state::{split_blocks, State};
+use crate::state::{split_blocks, State, CONTACT, PINNED};
 
 /// What one step did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -181,58 +182,137 @@ fn wind(model: &Model, t: f32, x: &[Vec3], v: &[Vec3], force: &mut [Vec3]) {
 
 /// The energy check of a (sub)step. For end-of-step velocities `u`,
 ///
-/// `Ψ(u) = ½‖u‖²_M + E(x + h u) − h f_extᵀu`   (free nodes in the sums)
+/// `Ψ(u) = ½‖u‖²_M + E(x + h u) − h f_extᵀu`   (free directions in the sums)
 ///
 /// is the cloth's mechanical energy after the step less the work of the
 /// external forces. A step passes when `Ψ(u)` does not exceed
-/// `½‖v‖²_M + E(x̃)`, the energy before it with the pinned nodes already on
-/// their new targets (`x̃`): it adds no energy beyond what external forces
-/// and moving pins put in. Backward Euler passes with its full step; the
-/// linearised step can overshoot when a stiff cloth rotates or deforms fast
-/// within one step.
+/// `½‖v‖²_M + E(x̃)`, the energy before it with the constrained motion
+/// already done (`x̃`: pinned nodes on their new targets, held nodes moved
+/// along their contact normals): it adds no energy beyond what external
+/// forces, moving pins and contact constraints put in. A held node's normal
+/// direction is constrained like a pin's, so only its tangential velocity
+/// counts. Backward Euler passes with its full step; the linearised step can
+/// overshoot when a stiff cloth rotates or deforms fast within one step.
+///
+/// Both energies come with a bound on their `f32` rounding noise
+/// ([`elastic_energy_noise`]), which the tolerance includes: a cloth at rest
+/// under small strains must not fail the check on rounding alone.
 struct EnergyCheck<'s, 'm> {
     model: &'s Model<'m>,
     h: f32,
     x: &'s [Vec3],
     f_ext: &'s [Vec3],
-    pinned: &'s [u8],
+    flags: &'s [u8],
+    normal: &'s [Vec3],
 }
 
 impl EnergyCheck<'_, '_> {
-    fn elastic(&self, x: &[Vec3]) -> f32 {
-        let (membrane, bend) = elastic_energy(self.model, x);
-        membrane + bend
+    /// The part of `w` the check counts at node `i`: none of a pinned
+    /// node's, the tangential part of a held node's, all of a free node's.
+    #[inline]
+    fn free_part(&self, i: usize, w: Vec3) -> Vec3 {
+        let f = self.flags[i];
+        if f & PINNED != 0 {
+            Vec3::ZERO
+        } else if f & CONTACT != 0 {
+            w - self.normal[i] * self.normal[i].dot(w)
+        } else {
+            w
+        }
     }
 
-    /// `Ψ(u)`, with `xt` as scratch for `x + h u`.
-    fn after(&self, u: &[Vec3], xt: &mut [Vec3]) -> f32 {
+    /// `Ψ(u)` and its rounding bound, with `xt` as scratch for `x + h u`.
+    fn after(&self, u: &[Vec3], xt: &mut [Vec3]) -> (f32, f32) {
         let mut psi = 0.0;
         for (i, (ui, (xi, fi))) in u.iter().zip(self.x.iter().zip(self.f_ext)).enumerate() {
             xt[i] = *xi + *ui * self.h;
-            if self.pinned[i] == 0 {
-                psi += 0.5 * self.model.mass(i) * ui.norm2() - self.h * fi.dot(*ui);
-            }
+            let w = self.free_part(i, *ui);
+            psi += 0.5 * self.model.mass(i) * w.norm2() - self.h * fi.dot(w);
         }
-        psi + self.elastic(xt)
+        let (e, noise) = elastic_energy_noise(self.model, xt);
+        (psi + e, noise)
     }
 
-    /// `½‖v‖²_M + E(x̃)`; `xt` holds `x + h u` for pinned nodes on entry.
-    fn before(&self, v: &[Vec3], xt: &mut [Vec3]) -> f32 {
+    /// `½‖v‖²_M + E(x̃)` and its rounding bound, for the trial velocities
+    /// `u` (which give the constrained motion).
+    fn before(&self, v: &[Vec3], u: &[Vec3], xt: &mut [Vec3]) -> (f32, f32) {
         let mut kin = 0.0;
-        for (i, (vi, xi)) in v.iter().zip(self.x).enumerate() {
-            if self.pinned[i] == 0 {
-                kin += 0.5 * self.model.mass(i) * vi.norm2();
-                xt[i] = *xi;
-            }
+        for (i, (vi, (xi, ui))) in v.iter().zip(self.x.iter().zip(u)).enumerate() {
+            let w = self.free_part(i, *vi);
+            kin += 0.5 * self.model.mass(i) * w.norm2();
+            xt[i] = *xi + (*ui - self.free_part(i, *ui)) * self.h;
         }
-        kin + self.elastic(xt)
+        let (e, noise) = elastic_energy_noise(self.model, xt);
+        (kin + e, noise)
     }
 }
 
-/// `u = v + z + s·y`: pinned entries of `dv` hold `z`, free ones `y`.
-fn trial(s: f32, v: &[Vec3], dv: &[Vec3], pinned: &[u8], u: &mut [Vec3]) {
-    for (((ui, vi), di), &p) in u.iter_mut().zip(v).zip(dv).zip(pinned) {
-        *ui = *vi + if p != 0 { *di } else { *di * s };
+/// Membrane and bending energy of positions `x`, and a bound on its `f32`
+/// rounding noise: the stresses times the strain error of each element's
+/// deformation gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node
+/// positions far from the origin), the bending moments times the same
+/// error of each hinge's curvature.
+pub fn elastic_energy_noise(model: &Model, x: &[Vec3]) -> (f32, f32) {
+    let mem = model.material.membrane();
+    let (mut e, mut noise) = (0.0, 0.0);
+    for t in model.mesh.triangles() {
+        let xs = t.nodes.map(|i| x[i as usize]);
+        let (energy, stress) = mem.energy_and_stress(t, xs);
+        e += energy;
+        let mut df = 0.0;
+        for (xk, g) in xs.iter().zip(&t.grad) {
+            df += (libm::fabsf(xk.x) + libm::fabsf(xk.y) + libm::fabsf(xk.z)) * (libm::fabsf(g[0]) + libm::fabsf(g[1]));
+        }
+        noise += stress * df;
+    }
+    let kb = model.material.bending;
+    for h in model.mesh.hinges() {
+        let k = bending::curvature(h, x);
+        e += 0.5 * kb * h.weight * k.norm2();
+        let mut dk = 0.0;
+        for q in 0..4 {
+            let xq = x[h.nodes[q] as usize];
+            dk += (libm::fabsf(xq.x) + libm::fabsf(xq.y) + libm::fabsf(xq.z)) * libm::fabsf(h.k[q]);
+        }
+        noise += kb * h.weight * k.norm() * dk;
+    }
+    (e, noise * f32::EPSILON)
+}
+
+/// Gap (m) under which a swept node or edge counts as touching a collider.
+const SWEEP_TOLERANCE: f32 = 1e-5;
+
+/// The energy check's tolerance counts this many rounding bounds.
+const NOISE_FACTOR: f32 = 4.0;
+
+/// Solves a step may add to release nodes its contact constraints would
+/// otherwise hold against the collider.
+const MAX_RELEASES: u32 = 1;
+
+/// Nodes within this gap of a collider (after their approach over the
+/// step) are held by a contact constraint: the collider's thickness plus
+/// the distance gravity alone moves a node in one step, so a resting node
+/// stays held.
+fn contact_margin(model: &Model, h: f32) -> f32 {
+    let g = model.scene.gravity.norm();
+    model.scene.colliders.iter().map(|c| c.thickness).fold(0.0, f32::max) + g * h * h
+}
+
+/// `u = v + z + s·y`: the constrained part `z` of `dv` (a pinned node's
+/// whole change, a held node's normal part) in full, the solved part `y`
+/// scaled by `s`.
+fn trial(s: f32, v: &[Vec3], dv: &[Vec3], flags: &[u8], normal: &[Vec3], u: &mut [Vec3]) {
+    for (i, ((ui, vi), di)) in u.iter_mut().zip(v).zip(dv).enumerate() {
+        let f = flags[i];
+        *ui = *vi
+            + if f & PINNED != 0 {
+                *di
+            } else if f & CONTACT != 0 {
+                let z = normal[i] * normal[i].dot(*di);
+                z + (*di - z) * s
+            } else {
+                *di * s
+            };
     }
 }
 
@@ -290,7 +370,21 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
             c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
         });
     }
-    let system = solver::System {
+    // Constraints: pinned nodes Δv = z moves them onto their targets at
+    // t + h; nodes at or heading into a collider get the normal part of Δv
+    // that ends the step on its surface. The solve fills in the rest.
+    ws.dv.fill(Vec3::ZERO);
+    for pin in model.scene.pins {
+        let i = pin.node as usize;
+        ws.dv[i] = (pin.target(t1) - x[i]) * (1.0 / h) - v[i];
+    }
+    let colliders = model.scene.colliders;
+    let margin = contact_margin(model, h);
+    let held = contact::constrain(mesh, colliders, state.time, h, margin, x, v, ws.pinned, ws.normal, ws.dv);
+    // b (unfiltered) is kept in `force` to measure the constraint impulses.
+    ws.force.copy_from_slice(ws.r);
+    // The operator; each use takes the flags as they are then.
+    let operator = solver::System {
         mesh,
         diag,
         off,
@@ -299,60 +393,138 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
         m_scale,
         c,
         precond,
-        pinned: ws.pinned,
+        flags: &[],
+        normal: ws.normal,
     };
-
-    // Pinned nodes: Δv = z moves them onto their targets at t + h; b ← b − A z.
-    ws.dv.fill(Vec3::ZERO);
-    for pin in model.scene.pins {
-        let i = pin.node as usize;
-        ws.dv[i] = (pin.target(t1) - x[i]) * (1.0 / h) - v[i];
-    }
-    if !model.scene.pins.is_empty() {
+    let mut solve = solver::Solve::default();
+    let mut released = 0;
+    for pass in 0..=MAX_RELEASES {
+        let system = solver::System { flags: ws.pinned, ..operator };
+        // r = b − A Δv: the constrained part of Δv, and after a release the
+        // previous solution as the starting guess.
+        if pass > 0 || held > 0 || !model.scene.pins.is_empty() {
+            system.apply(ws.dv, ws.q);
+            for ((r, b), q) in ws.r.iter_mut().zip(ws.force.iter()).zip(ws.q.iter()) {
+                *r = *b - *q;
+            }
+        }
+        let s =
+            system.pcg(ws.dv, ws.r, ws.p, ws.q, model.params.cg_max_iterations, model.params.cg_tolerance);
+        solve.iterations += s.iterations;
+        solve.residual = s.residual;
+        solve.converged = s.converged;
+        if held == 0 || pass == MAX_RELEASES {
+            break;
+        }
+        // Constraint impulses λ = (A Δv − b)·n; a collider cannot pull.
         system.apply(ws.dv, ws.q);
-        for (r, q) in ws.r.iter_mut().zip(ws.q.iter()) {
-            *r -= *q;
+        let mut newly = 0;
+        for (i, f) in ws.pinned.iter_mut().enumerate() {
+            if *f & CONTACT != 0 && (ws.q[i] - ws.force[i]).dot(ws.normal[i]) < 0.0 {
+                *f &= PINNED;
+                newly += 1;
+            }
+        }
+        released += newly;
+        if newly == 0 {
+            break;
         }
     }
-    let solve = system.pcg(ws.dv, ws.r, ws.p, ws.q, model.params.cg_max_iterations, model.params.cg_tolerance);
+
+    // The held nodes' normal impulses λ = (A Δv − b)·n (from `q` = A Δv and
+    // `force` = b, kept until the candidate is made) and the work the
+    // constraints may do (pushing a node out of a collider).
+    let mut constraint_work = 0.0;
+    if held > released {
+        solver::System { flags: ws.pinned, ..operator }.apply(ws.dv, ws.q);
+        for (i, &f) in ws.pinned.iter().enumerate() {
+            let Some(col) = contact::holder(colliders, f) else { continue };
+            let n = ws.normal[i];
+            let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
+            constraint_work += lambda * (v[i] + ws.dv[i] - col.velocity).dot(n).max(0.0);
+        }
+    }
 
     let mut scale = 1.0;
     let mut passed = true;
     if model.params.energy_check && solve.residual.is_finite() {
-        let check = EnergyCheck { model, h, x, f_ext: ws.f_ext, pinned: ws.pinned };
-        trial(scale, v, ws.dv, ws.pinned, ws.p);
-        let mut psi = check.after(ws.p, ws.x_new);
-        let psi0 = check.before(v, ws.x_new);
-        let tol = 1e-5 * (psi0.abs() + psi.abs()) + f32::MIN_POSITIVE;
+        let check = EnergyCheck { model, h, x, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
+        trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+        let (mut psi, noise1) = check.after(ws.p, ws.x_new);
+        let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
+        let tol = 1e-5 * (psi0.abs() + psi.abs()) + NOISE_FACTOR * (noise0 + noise1) + constraint_work
+            + f32::MIN_POSITIVE;
         passed = psi <= psi0 + tol || !psi0.is_finite();
         let mut halvings = 0;
         while last_resort && !passed && halvings < MAX_HALVINGS {
             halvings += 1;
             scale *= 0.5;
-            trial(scale, v, ws.dv, ws.pinned, ws.p);
-            psi = check.after(ws.p, ws.x_new);
+            trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+            psi = check.after(ws.p, ws.x_new).0;
             passed = psi <= psi0 + tol;
         }
     }
 
     // Candidate: v⁺ = v + Δv (kept in dv), x⁺ = x + h v⁺.
-    for ((dv, xn), ((xi, vi), &p)) in
-        ws.dv.iter_mut().zip(ws.x_new.iter_mut()).zip(x.iter().zip(v).zip(ws.pinned.iter()))
-    {
-        *dv = *vi + if p != 0 { *dv } else { *dv * scale };
-        *xn = *xi + *dv * h;
+    // The candidate: friction on the held nodes (Coulomb, from the normal
+    // impulse over the step; it only slows their sliding), then strain
+    // limiting; neither is part of the linearisation the energy check
+    // guards. A held node ends on the collider's surface at rest along its
+    // normal.
+    trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+    for (i, &f) in ws.pinned.iter().enumerate() {
+        if let Some(col) = contact::holder(colliders, f) {
+            let n = ws.normal[i];
+            let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
+            let rel = ws.p[i] - col.velocity;
+            let vn = rel.dot(n);
+            let vt = rel - n * vn;
+            let vt_len = vt.norm();
+            let slow = col.friction * lambda / (model.mass(i) * m_scale);
+            let keep = if vt_len > slow { 1.0 - slow / vt_len } else { 0.0 };
+            ws.p[i] = col.velocity + n * vn + vt * keep;
+        }
+    }
+    match model.params.strain_limit {
+        Some(limit) => {
+            limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, x, ws.p, ws.x_new);
+        }
+        None => {
+            for ((xn, xi), u) in ws.x_new.iter_mut().zip(x).zip(ws.p.iter()) {
+                *xn = *xi + *u * h;
+            }
+        }
+    }
+    for (i, dv) in ws.dv.iter_mut().enumerate() {
+        let u = ws.p[i];
+        *dv = match contact::holder(colliders, ws.pinned[i]) {
+            Some(col) => u - ws.normal[i] * (u - col.velocity).dot(ws.normal[i]),
+            None => u,
+        };
     }
     let finite =
         solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
     Substep { solve, passed, scale, finite }
 }
 
-/// Colliders and self-contact on the candidate, then commit it.
+/// Colliders and self-contact on the candidate, then commit it: nodes that
+/// would cross a collider within the step are stopped where they touch it,
+/// edges are kept out of spheres and capsules that fit between their nodes,
+/// nodes inside a collider are pushed out.
 fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> bool {
     let mesh = &model.mesh;
     let ws = &mut state.ws;
-    let t1 = state.time + h;
-    report.contacts += contact::collide(model.scene.colliders, t1, ws.pinned, ws.x_new, ws.dv);
+    let (t0, t1) = (state.time, state.time + h);
+    let colliders = model.scene.colliders;
+    if !colliders.is_empty() {
+        let tol = SWEEP_TOLERANCE;
+        report.contacts += contact::sweep_nodes(colliders, t0, h, tol, ws.pinned, state.x, ws.x_new, ws.dv);
+        report.contacts += contact::collide_edges(mesh, colliders, t0, h, tol, ws.pinned, state.x, ws.x_new, ws.dv);
+    }
+    report.contacts += contact::collide(colliders, t1, ws.pinned, ws.x_new, ws.dv);
+    for f in ws.pinned.iter_mut() {
+        *f &= PINNED;
+    }
     ws.n_pairs = 0;
     if let Some(sc) = model.params.self_contact {
         if let Ok(found) = contact::proximity(mesh, ws.x_new, sc.radius, ws.cells, ws.order, ws.pairs) {

@@ -5,6 +5,7 @@
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
+use crate::state::{CONTACT, PINNED};
 
 /// `out = K p`: `diag` and `off` hold the diagonal and symmetric static-edge
 /// blocks (`off[e]` is the block of row `a`, column `b` of edge `e`) with
@@ -36,11 +37,15 @@ pub fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x.dot(*y)).sum()
 }
 
+/// Removes the constrained components of `v`: all of a pinned node's, the
+/// normal component of a node held by a collider (`normal[i]`).
 #[inline]
-fn filter(pinned: &[u8], v: &mut [Vec3]) {
-    for (vi, &p) in v.iter_mut().zip(pinned) {
-        if p != 0 {
+fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
+    for ((vi, &f), n) in v.iter_mut().zip(flags).zip(normal) {
+        if f & PINNED != 0 {
             *vi = Vec3::ZERO;
+        } else if f & CONTACT != 0 {
+            *vi -= *n * n.dot(*vi);
         }
     }
 }
@@ -67,7 +72,10 @@ pub struct System<'s, 'm> {
     pub c: f32,
     /// Inverse diagonal blocks of `A` (block-Jacobi preconditioner).
     pub precond: &'s [Mat3],
-    pub pinned: &'s [u8],
+    /// Node flags ([`PINNED`], [`CONTACT`]).
+    pub flags: &'s [u8],
+    /// Contact normals of the nodes flagged [`CONTACT`].
+    pub normal: &'s [Vec3],
 }
 
 impl System<'_, '_> {
@@ -80,8 +88,9 @@ impl System<'_, '_> {
         }
     }
 
-    /// Solves `A y = r` on the free nodes and adds `y` to `x`. On entry `r`
-    /// holds the right-hand side; `p` and `q` are scratch.
+    /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
+    /// contact nodes free only in their tangent plane) and adds `y` to `x`.
+    /// On entry `r` holds the right-hand side; `p` and `q` are scratch.
     pub fn pcg(
         &self,
         x: &mut [Vec3],
@@ -91,8 +100,21 @@ impl System<'_, '_> {
         max_iter: u32,
         tol: f32,
     ) -> Solve {
-        filter(self.pinned, r);
-        let b_norm = libm::sqrtf(dot(r, r));
+        // The residual is measured against the right-hand side including the
+        // normal loads of held nodes (at rest on a collider the free part
+        // alone is only rounding noise).
+        let held: f32 = r
+            .iter()
+            .zip(self.flags)
+            .zip(self.normal)
+            .filter(|((_, &f), _)| f & PINNED == 0 && f & CONTACT != 0)
+            .map(|((ri, _), n)| {
+                let rn = ri.dot(*n);
+                rn * rn
+            })
+            .sum();
+        filter(self.flags, self.normal, r);
+        let b_norm = libm::sqrtf(dot(r, r) + held);
         if !(b_norm > 0.0) {
             let converged = b_norm == 0.0;
             return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged };
@@ -100,6 +122,7 @@ impl System<'_, '_> {
         for ((pi, ri), di) in p.iter_mut().zip(r.iter()).zip(self.precond) {
             *pi = di.mul_vec(*ri);
         }
+        filter(self.flags, self.normal, p);
         let mut rz = dot(r, p);
         let mut res = 1.0;
         let mut it = 0;
@@ -109,7 +132,7 @@ impl System<'_, '_> {
                 break;
             }
             self.apply(p, q);
-            filter(self.pinned, q);
+            filter(self.flags, self.normal, q);
             let pq = dot(p, q);
             if !(pq > 0.0) {
                 break;
@@ -123,6 +146,7 @@ impl System<'_, '_> {
             for ((qi, ri), di) in q.iter_mut().zip(r.iter()).zip(self.precond) {
                 *qi = di.mul_vec(*ri);
             }
+            filter(self.flags, self.normal, q);
             let rz_new = dot(r, q);
             let beta = rz_new / rz;
             rz = rz_new;

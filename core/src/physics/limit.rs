@@ -1,0 +1,73 @@
+//! Strain limiting: a linearised step cannot see the stretch of an edge
+//! that rotates out of a flat, unstressed cloth (the membrane has no
+//! out-of-plane stiffness there), so a cloth stopped by a collider while
+//! its neighbours keep falling would stretch its edges far beyond what a
+//! stiff cloth allows. After the solve, edges longer than `(1 + limit)`
+//! times their rest length are shortened by moving their end nodes along
+//! the edge, shared by inverse mass (pinned nodes do not move, a node held
+//! by a collider moves only in its tangent plane), Gauss–Seidel over the
+//! edges for a bounded number of passes; the velocity change is the
+//! position change over the step. Only stretch is limited: compression is
+//! the material's (buckling below the mesh's resolution).
+
+use crate::math::Vec3;
+use crate::model::Model;
+use crate::state::{CONTACT, PINNED};
+
+/// Passes over the edges at most.
+pub const MAX_PASSES: u32 = 8;
+
+/// Shortens over-stretched edges of the end-of-step state: on return `xe`
+/// holds the end positions `x + h u` and `u` the end velocities that lead
+/// there. Returns the passes that moved a node (0 when no edge was over the
+/// limit).
+#[allow(clippy::too_many_arguments)]
+pub fn limit_stretch(
+    model: &Model,
+    limit: f32,
+    h: f32,
+    flags: &[u8],
+    normal: &[Vec3],
+    x: &[Vec3],
+    u: &mut [Vec3],
+    xe: &mut [Vec3],
+) -> u32 {
+    for (i, p) in xe.iter_mut().enumerate() {
+        *p = x[i] + u[i] * h;
+    }
+    let rest = model.mesh.rest();
+    let inv_mass = |i: usize| if flags[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
+    let tangent = |i: usize, d: Vec3| if flags[i] & CONTACT != 0 { d - normal[i] * normal[i].dot(d) } else { d };
+    let mut moved = 0;
+    for _ in 0..MAX_PASSES {
+        let mut any = false;
+        for e in model.mesh.edges() {
+            let (a, b) = (e.a as usize, e.b as usize);
+            let d = xe[b] - xe[a];
+            let l = d.norm();
+            let l_max = (rest[b] - rest[a]).norm() * (1.0 + limit);
+            if !(l > l_max) {
+                continue;
+            }
+            let (wa, wb) = (inv_mass(a), inv_mass(b));
+            if wa + wb <= 0.0 {
+                continue;
+            }
+            any = true;
+            let c = d * ((l - l_max) / (l * (wa + wb)));
+            xe[a] += tangent(a, c * wa);
+            xe[b] -= tangent(b, c * wb);
+        }
+        if !any {
+            break;
+        }
+        moved += 1;
+    }
+    if moved > 0 {
+        let inv_h = 1.0 / h;
+        for (i, ui) in u.iter_mut().enumerate() {
+            *ui = (xe[i] - x[i]) * inv_h;
+        }
+    }
+    moved
+}
