@@ -1,0 +1,120 @@
+//! Bending against the exact heavy elastica: a cantilever strip clamped
+//! along two node columns droops under its own weight. With plate
+//! stiffness `D`, areal density `ρ` and `c = (D / ρg)^(1/3)`, the angle of
+//! the chord from the clamp to the tip depends only on the overhang `l/c`;
+//! the exact value comes from shooting the elastica ODE here.
+//!
+//! The quadratic hinge model (energy `½ D ∫ (κ₁ + κ₂)²`, no twisting term)
+//! droops too far: 5–7° on square cells, 2–3° on cells four times longer
+//! than wide, 10–16° on cells four times wider than long. These tests bound
+//! that error so it cannot grow unnoticed; the goal is 1°.
+mod common;
+use common::*;
+use weft_core::physics::step;
+use weft_core::prelude::*;
+
+/// `θ'' = −(l − σ) cos θ`, `θ(0) = 0`, `θ'(l) = 0` (σ = s/c, θ the droop
+/// below horizontal): the chord angle (degrees) of the exact solution, by
+/// RK4 and bisection on `θ'(0)` (f64).
+fn elastica_chord_angle(l: f64) -> f64 {
+    let n = 4000;
+    let h = l / n as f64;
+    let run = |k0: f64| {
+        // State: θ, θ', x, y.
+        let f = |s: f64, y: [f64; 4]| [y[1], -(l - s) * y[0].cos(), y[0].cos(), -y[0].sin()];
+        let mut y = [0.0, k0, 0.0, 0.0];
+        for i in 0..n {
+            let s = i as f64 * h;
+            let k1 = f(s, y);
+            let add = |a: [f64; 4], b: [f64; 4], t: f64| [a[0] + t * b[0], a[1] + t * b[1], a[2] + t * b[2], a[3] + t * b[3]];
+            let k2 = f(s + 0.5 * h, add(y, k1, 0.5 * h));
+            let k3 = f(s + 0.5 * h, add(y, k2, 0.5 * h));
+            let k4 = f(s + h, add(y, k3, h));
+            for j in 0..4 {
+                y[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j]);
+            }
+        }
+        y
+    };
+    // θ'(l) grows with θ'(0); the root curvature lies in [0, l²/2].
+    let (mut lo, mut hi) = (0.0, 0.5 * l * l);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if run(mid)[1] > 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let y = run(0.5 * (lo + hi));
+    (-y[3]).atan2(y[2]).to_degrees()
+}
+
+/// The FEM strip's chord angle (degrees): `cells` cells along the overhang
+/// `l·c`, `across` cells of width `aspect × ` the cell length across it,
+/// one more cell in the clamp (two node columns pinned), settled by
+/// damped steps.
+fn strip_chord_angle(l: f32, cells: usize, across: usize, aspect: f32, poisson: f32) -> f32 {
+    strip_chord_angle_clamp(l, cells, across, aspect, poisson, 2)
+}
+
+fn strip_chord_angle_clamp(l: f32, cells: usize, across: usize, aspect: f32, poisson: f32, clamp: usize) -> f32 {
+    let mat = Material { poisson, damping_mass: 8.0, ..Material::COTTON };
+    let c = (mat.bending / (mat.density * 9.81)).powf(1.0 / 3.0);
+    let dx = l * c / cells as f32;
+    let grid = Grid::horizontal(cells + clamp, across + 1, dx * (cells + clamp - 1) as f32, dx * aspect * across as f32, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let pins: Vec<Pin> = (0..grid.ny)
+        .flat_map(|j| (0..clamp).map(move |i| (i, j)))
+        .map(|(i, j)| grid.node(i, j))
+        .map(|n| Pin::fixed(n as u16, mesh.rest()[n]))
+        .collect();
+    let scene = Scene { pins: &pins, ..Scene::default() };
+    let params = StepParams { dt: 0.01, cg_tolerance: 1e-6, cg_max_iterations: 2000, ..StepParams::default() };
+    let model = Model::new(mesh, mat, scene, params).unwrap();
+    let mut ss = VecStateStorage::new(&model, 0);
+    let mut state = State::new(&model, ss.storage()).unwrap();
+    for _ in 0..600 {
+        step(&model, &mut state).unwrap();
+    }
+    let v = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
+    assert!(v < 1e-4, "strip not at rest: |v| = {v}");
+    let x = state.positions();
+    let mean = |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
+    let d = mean(grid.nx - 1) - mean(clamp - 1);
+    (-d.y).atan2(d.x).to_degrees()
+}
+
+#[test]
+fn shooting_reproduces_the_tabulated_elastica() {
+    // Independent values of the heavy cantilever elastica's chord angle.
+    for (l, deg) in [(1.5, 22.18), (2.0, 41.49), (2.5, 56.89)] {
+        let a = elastica_chord_angle(l);
+        assert!((a - deg).abs() < 0.01, "l/c {l}: {a:.3}° vs {deg}°");
+    }
+}
+
+#[test]
+fn cantilever_droops_near_the_elastica_on_three_cell_shapes() {
+    // (cell width / length, cells across, bound on |error| in degrees)
+    for (aspect, across, bound) in [(1.0f32, 2, 7.0f32), (0.25, 4, 3.0), (4.0, 1, 16.0)] {
+        for l in [1.5f32, 2.0, 2.5] {
+            let exact = elastica_chord_angle(l as f64) as f32;
+            let a = strip_chord_angle(l, 24, across, aspect, 0.0);
+            println!("l/c {l}: cells 1:{aspect} → {a:.2}° (exact {exact:.2}°, {:+.2}°)", a - exact);
+            assert!(a > exact, "l/c {l}, cells 1:{aspect}: {a:.2}° stiffer than the elastica ({exact:.2}°)");
+            assert!(a - exact < bound, "l/c {l}, cells 1:{aspect}: {a:.2}° vs exact {exact:.2}°");
+        }
+    }
+}
+
+#[test]
+fn cantilever_converges_under_refinement() {
+    let exact = elastica_chord_angle(2.0) as f32;
+    let errors: Vec<f32> =
+        [6usize, 12, 24].iter().map(|&cells| (strip_chord_angle(2.0, cells, 2, 1.0, 0.0) - exact).abs()).collect();
+    println!("chord-angle errors at 6 / 12 / 24 cells: {errors:?}");
+    assert!(errors[1] < errors[0] && errors[2] < errors[1], "no convergence: {errors:?}");
+
+}
