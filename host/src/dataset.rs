@@ -50,6 +50,10 @@ pub struct DatasetSpec {
     pub heldout: Option<Family>,
     /// Offset added to every seed.
     pub seed: u64,
+    /// Check the fine reference's time convergence on the first seed of
+    /// every family ([`Convergence`]).
+    #[serde(default)]
+    pub check_convergence: bool,
 }
 
 impl Default for DatasetSpec {
@@ -63,6 +67,7 @@ impl Default for DatasetSpec {
             per_family: 14,
             heldout: Some(Family::Flag),
             seed: 0,
+            check_convergence: true,
         }
     }
 }
@@ -94,6 +99,58 @@ pub struct Index {
     pub trajectories: Vec<IndexEntry>,
     /// Trajectories whose fine simulation failed, with the reason.
     pub failed: Vec<String>,
+    /// The time-convergence check of the first seed of every family.
+    #[serde(default)]
+    pub convergence: Vec<Convergence>,
+}
+
+/// How far a fine reference is from its own time-converged value: the
+/// change when its step is halved, against the error it is there to
+/// measure (the plain coarse run's). Both are 200-frame means of the
+/// position RMSE at the coarse nodes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Convergence {
+    pub family: Family,
+    pub seed: u64,
+    /// Fine reference against the same fine run with twice the steps (m).
+    pub half_step_change: f32,
+    /// Plain coarse run against the fine reference (m).
+    pub plain_error: f32,
+}
+
+impl Convergence {
+    /// `half_step_change / plain_error`; a converged reference keeps it
+    /// under [`CONVERGENCE_LIMIT`].
+    pub fn ratio(&self) -> f32 {
+        self.half_step_change / self.plain_error.max(f32::MIN_POSITIVE)
+    }
+}
+
+/// Largest [`Convergence::ratio`] of a reference that counts as converged.
+pub const CONVERGENCE_LIMIT: f32 = 0.1;
+
+/// Mean over frames of the position RMSE between two frame sequences.
+fn mean_rmse(a: &Frames, b: &Frames) -> f32 {
+    let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::eval::rmse(p, q)).collect();
+    crate::eval::mean(&per_frame)
+}
+
+/// The time-convergence check of one scenario's fine reference `fine_x`
+/// (made with `spec`): the same fine run at half the step, and the plain
+/// coarse run.
+pub fn convergence(scn: &Scenario, spec: &DatasetSpec, family: Family, seed: u64, fine_x: &Frames) -> Result<Convergence> {
+    let (half, _, _) = fine_reference(scn, spec.k, 2 * spec.time_substeps)?;
+    let mut plain = Vec::new();
+    sim::run(scn, false, None, |_, _, state| {
+        plain.push(state.positions().to_vec());
+        Ok(())
+    })?;
+    Ok(Convergence {
+        family,
+        seed,
+        half_step_change: mean_rmse(fine_x, &half),
+        plain_error: mean_rmse(&plain, fine_x),
+    })
 }
 
 /// A loaded trajectory.
@@ -210,28 +267,37 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
         ProgressStyle::with_template("{bar:40} {pos}/{len} trajectories {elapsed}/{duration} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let results: Vec<Result<IndexEntry, String>> = jobs
+    type Job = (IndexEntry, Option<Convergence>);
+    let results: Vec<Result<Job, String>> = jobs
         .par_iter()
         .map(|&(family, seed)| {
             let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
-            let r = (|| -> Result<IndexEntry> {
+            let r = (|| -> Result<Job> {
                 let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps)?;
+                let check = if spec.check_convergence && seed == spec.seed {
+                    Some(convergence(&scn, spec, family, seed, &x)?)
+                } else {
+                    None
+                };
                 let split = split_of(spec, family, seed).to_string();
                 let file = format!("{}_{seed:04}.safetensors", family.name());
                 let t =
                     Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
                 write_trajectory(&out.join(&file), &t, spec)?;
-                Ok(IndexEntry { file, family, seed, split, fine_seconds: secs })
+                Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check))
             })();
             bar.inc(1);
             r.map_err(|e| format!("{}-{seed}: {e:#}", family.name()))
         })
         .collect();
     bar.finish_and_clear();
-    let mut index = Index { spec: spec.clone(), trajectories: Vec::new(), failed: Vec::new() };
+    let mut index = Index { spec: spec.clone(), trajectories: Vec::new(), failed: Vec::new(), convergence: Vec::new() };
     for r in results {
         match r {
-            Ok(e) => index.trajectories.push(e),
+            Ok((e, check)) => {
+                index.trajectories.push(e);
+                index.convergence.extend(check);
+            }
             Err(e) => index.failed.push(e),
         }
     }

@@ -67,6 +67,10 @@ enum Command {
         /// Offset added to every seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Skip the time-convergence check of the fine reference (the first
+        /// seed of every family, run again at half the step).
+        #[arg(long)]
+        no_convergence_check: bool,
         #[arg(short, long)]
         quiet: bool,
     },
@@ -222,7 +226,18 @@ fn run(cli: Cli) -> Result<()> {
                 out.display()
             );
         }
-        Command::Generate { out, per_family, steps, coarse, k, time_substeps, heldout, seed, quiet } => {
+        Command::Generate {
+            out,
+            per_family,
+            steps,
+            coarse,
+            k,
+            time_substeps,
+            heldout,
+            seed,
+            no_convergence_check,
+            quiet,
+        } => {
             let spec = DatasetSpec {
                 coarse,
                 k,
@@ -231,6 +246,7 @@ fn run(cli: Cli) -> Result<()> {
                 per_family,
                 heldout: Some(heldout),
                 seed,
+                check_convergence: !no_convergence_check,
                 ..DatasetSpec::default()
             };
             let t0 = std::time::Instant::now();
@@ -246,6 +262,21 @@ fn run(cli: Cli) -> Result<()> {
             );
             for f in &index.failed {
                 println!("failed: {f}");
+            }
+            if !index.convergence.is_empty() {
+                println!("fine reference at half its step (first seed of each family; converged below {:.0} % of the plain error):", 100.0 * dataset::CONVERGENCE_LIMIT);
+                println!("  family   seed  change (m)  plain error (m)  change / plain");
+                for c in &index.convergence {
+                    let mark = if c.ratio() < dataset::CONVERGENCE_LIMIT { "" } else { "  NOT CONVERGED" };
+                    println!(
+                        "  {:<8} {:>4}  {:>10.4}  {:>15.4}  {:>14.3}{mark}",
+                        c.family.name(),
+                        c.seed,
+                        c.half_step_change,
+                        c.plain_error,
+                        c.ratio()
+                    );
+                }
             }
         }
         Command::Train {

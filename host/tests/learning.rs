@@ -100,3 +100,21 @@ fn eval_columns_follow_their_scenarios() {
     }
     assert_ne!(r.rmse_half_dt, r.rmse_plain, "two step sizes, two trajectories");
 }
+
+#[test]
+fn the_convergence_check_sees_the_fine_step_converge() {
+    // Halving a step of 1/480 s changes the fine reference less than
+    // halving one of 1/60 s; the plain coarse error does not depend on it.
+    let (family, seed) = (Family::Drape, 0);
+    let scn = weft_host::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
+    let check = |time_substeps: u32| {
+        let spec = DatasetSpec { time_substeps, ..tiny() };
+        let (x, _, _) = dataset::fine_reference(&scn, spec.k, time_substeps).unwrap();
+        dataset::convergence(&scn, &spec, family, seed, &x).unwrap()
+    };
+    let (coarse, fine) = (check(1), check(8));
+    println!("half-step change {:.5} m at 1 step per frame, {:.5} m at 8", coarse.half_step_change, fine.half_step_change);
+    assert!(fine.half_step_change < 0.5 * coarse.half_step_change);
+    assert!(fine.half_step_change > 0.0 && fine.plain_error > 0.0);
+    assert!(fine.ratio() < coarse.ratio());
+}
