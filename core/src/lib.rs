@@ -58,7 +58,9 @@ pub mod storage;
 pub mod prelude {
     pub use crate::math::Vec3;
     pub use crate::mesh::{Grid, Mesh, MeshCounts, MeshError, NodeId};
-    pub use crate::model::{Collider, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind};
+    pub use crate::model::{
+        Collider, Integrator, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
+    };
     pub use crate::physics::{step, StepError, StepReport};
     pub use crate::state::{State, StateSizes};
 }

@@ -320,6 +320,21 @@ pub struct SelfContact {
     pub radius: f32,
 }
 
+/// The time integrator of a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Integrator {
+    /// Linearised backward Euler: first order, strongly damping at large
+    /// steps; needs no history (the device's step).
+    #[default]
+    BackwardEuler,
+    /// Linearised BDF2 (second order, far less numerical damping) from the
+    /// previous step's state, for references that must converge in time.
+    /// Falls back to backward Euler without history storage
+    /// ([`crate::state::StateSizes::with_history`]), on the first step, after
+    /// the state was set or corrected, and for a step the energy check split.
+    Bdf2,
+}
+
 /// Integrator parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepParams {
@@ -335,6 +350,7 @@ pub struct StepParams {
     /// Largest stretch `l/l₀ − 1` an edge keeps at the end of a step
     /// (strain limiting, [`crate::physics::limit`]); `None`: no limit.
     pub strain_limit: Option<f32>,
+    pub integrator: Integrator,
 }
 
 impl Default for StepParams {
@@ -346,6 +362,7 @@ impl Default for StepParams {
             self_contact: None,
             energy_check: true,
             strain_limit: Some(StepParams::DEFAULT_STRAIN_LIMIT),
+            integrator: Integrator::BackwardEuler,
         }
     }
 }

@@ -11,6 +11,10 @@ use crate::model::Model;
 /// contact normal.
 pub const VEC3_PER_NODE: usize = 10;
 
+/// Optional Vec3 slots per node after the others: the previous step's
+/// positions and velocities (BDF2).
+pub const HISTORY_PER_NODE: usize = 2;
+
 /// Node flag: the node is pinned (a velocity constraint in every direction).
 pub const PINNED: u8 = 1;
 /// Node flag, set only during a step: the node is held by a collider's
@@ -36,6 +40,14 @@ pub struct StateSizes {
 }
 
 impl StateSizes {
+    /// The same sizes with room for the previous step's positions and
+    /// velocities, which the BDF2 integrator needs
+    /// ([`crate::model::Integrator::Bdf2`]; without them a state steps with
+    /// backward Euler).
+    pub const fn with_history(self, counts: MeshCounts) -> StateSizes {
+        StateSizes { vec3: self.vec3 + HISTORY_PER_NODE * counts.nodes, ..self }
+    }
+
     /// Storage for a mesh of `counts` with room for `pairs` proximity pairs
     /// and a spatial hash of twice as many buckets as nodes.
     pub const fn new(counts: MeshCounts, pairs: usize) -> StateSizes {
@@ -139,6 +151,11 @@ pub(crate) struct Workspace<'a> {
     pub order: &'a mut [NodeId],
     pub pairs: &'a mut [[NodeId; 2]],
     pub n_pairs: usize,
+    /// The previous step's positions and velocities (empty without history
+    /// storage) and whether they hold a step of the current length.
+    pub x_prev: &'a mut [Vec3],
+    pub v_prev: &'a mut [Vec3],
+    pub history: bool,
 }
 
 /// The changing part of a simulation.
@@ -186,6 +203,11 @@ impl<'a> State<'a> {
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
         let normal = v3(&mut vec3)?;
+        let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
+            (v3(&mut vec3)?, v3(&mut vec3)?)
+        } else {
+            (Default::default(), Default::default())
+        };
         let blocks = take(&mut mat3, 2 * n + counts.edges, "mat3", mcap, need.mat3)?;
         if flags.len() < n {
             return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
@@ -217,6 +239,9 @@ impl<'a> State<'a> {
                 order: &mut order[..n],
                 pairs,
                 n_pairs: 0,
+                x_prev,
+                v_prev,
+                history: false,
             },
             time: 0.0,
             steps: 0,
@@ -269,7 +294,9 @@ impl<'a> State<'a> {
     pub fn apply_correction(&mut self, dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
         check(dx, self.x.len())?;
         check(dv, self.v.len())?;
-        add_correction(self.x, self.v, self.ws.pinned, dx, dv)
+        add_correction(self.x, self.v, self.ws.pinned, dx, dv)?;
+        self.ws.history = false;
+        Ok(())
     }
 
     /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving
@@ -277,12 +304,14 @@ impl<'a> State<'a> {
     pub fn set_positions(&mut self, x: &[Vec3]) -> Result<(), StateError> {
         check(x, self.x.len())?;
         self.x.copy_from_slice(x);
+        self.ws.history = false;
         Ok(())
     }
     /// Replaces all velocities; rejects NaN/inf and wrong lengths.
     pub fn set_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
         check(v, self.v.len())?;
         self.v.copy_from_slice(v);
+        self.ws.history = false;
         Ok(())
     }
     /// Sets the clock (used when restarting from a recorded state).

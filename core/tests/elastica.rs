@@ -26,7 +26,8 @@ fn elastica_chord_angle(l: f64) -> f64 {
         for i in 0..n {
             let s = i as f64 * h;
             let k1 = f(s, y);
-            let add = |a: [f64; 4], b: [f64; 4], t: f64| [a[0] + t * b[0], a[1] + t * b[1], a[2] + t * b[2], a[3] + t * b[3]];
+            let add =
+                |a: [f64; 4], b: [f64; 4], t: f64| [a[0] + t * b[0], a[1] + t * b[1], a[2] + t * b[2], a[3] + t * b[3]];
             let k2 = f(s + 0.5 * h, add(y, k1, 0.5 * h));
             let k3 = f(s + 0.5 * h, add(y, k2, 0.5 * h));
             let k4 = f(s + h, add(y, k3, h));
@@ -62,7 +63,8 @@ fn strip_chord_angle_clamp(l: f32, cells: usize, across: usize, aspect: f32, poi
     let mat = Material { poisson, damping_mass: 8.0, ..Material::COTTON };
     let c = (mat.bending / (mat.density * 9.81)).powf(1.0 / 3.0);
     let dx = l * c / cells as f32;
-    let grid = Grid::horizontal(cells + clamp, across + 1, dx * (cells + clamp - 1) as f32, dx * aspect * across as f32, 0.0);
+    let grid =
+        Grid::horizontal(cells + clamp, across + 1, dx * (cells + clamp - 1) as f32, dx * aspect * across as f32, 0.0);
     let mut ms = VecMeshStorage::for_counts(grid.counts());
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
     let pins: Vec<Pin> = (0..grid.ny)
@@ -81,7 +83,8 @@ fn strip_chord_angle_clamp(l: f32, cells: usize, across: usize, aspect: f32, poi
     let v = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
     assert!(v < 1e-4, "strip not at rest: |v| = {v}");
     let x = state.positions();
-    let mean = |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
+    let mean =
+        |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
     let d = mean(grid.nx - 1) - mean(clamp - 1);
     (-d.y).atan2(d.x).to_degrees()
 }
@@ -116,5 +119,4 @@ fn cantilever_converges_under_refinement() {
         [6usize, 12, 24].iter().map(|&cells| (strip_chord_angle(2.0, cells, 2, 1.0, 0.0) - exact).abs()).collect();
     println!("chord-angle errors at 6 / 12 / 24 cells: {errors:?}");
     assert!(errors[1] < errors[0] && errors[2] < errors[1], "no convergence: {errors:?}");
-
 }

@@ -50,6 +50,9 @@ pub struct DatasetSpec {
     pub heldout: Option<Family>,
     /// Offset added to every seed.
     pub seed: u64,
+    /// Integrator of the fine reference.
+    #[serde(default)]
+    pub fine_integrator: crate::scenario::IntegratorSpec,
     /// Check the fine reference's time convergence on the first seed of
     /// every family ([`Convergence`]).
     #[serde(default)]
@@ -61,12 +64,13 @@ impl Default for DatasetSpec {
         DatasetSpec {
             coarse: 16,
             k: 4,
-            time_substeps: 4,
+            time_substeps: 8,
             steps: 200,
             dt: 1.0 / 60.0,
             per_family: 14,
             heldout: Some(Family::Flag),
             seed: 0,
+            fine_integrator: crate::scenario::IntegratorSpec::Bdf2,
             check_convergence: true,
         }
     }
@@ -138,19 +142,20 @@ fn mean_rmse(a: &Frames, b: &Frames) -> f32 {
 /// The time-convergence check of one scenario's fine reference `fine_x`
 /// (made with `spec`): the same fine run at half the step, and the plain
 /// coarse run.
-pub fn convergence(scn: &Scenario, spec: &DatasetSpec, family: Family, seed: u64, fine_x: &Frames) -> Result<Convergence> {
-    let (half, _, _) = fine_reference(scn, spec.k, 2 * spec.time_substeps)?;
+pub fn convergence(
+    scn: &Scenario,
+    spec: &DatasetSpec,
+    family: Family,
+    seed: u64,
+    fine_x: &Frames,
+) -> Result<Convergence> {
+    let (half, _, _) = fine_reference(scn, spec.k, 2 * spec.time_substeps, spec.fine_integrator)?;
     let mut plain = Vec::new();
     sim::run(scn, false, None, |_, _, state| {
         plain.push(state.positions().to_vec());
         Ok(())
     })?;
-    Ok(Convergence {
-        family,
-        seed,
-        half_step_change: mean_rmse(fine_x, &half),
-        plain_error: mean_rmse(&plain, fine_x),
-    })
+    Ok(Convergence { family, seed, half_step_change: mean_rmse(fine_x, &half), plain_error: mean_rmse(&plain, fine_x) })
 }
 
 /// A loaded trajectory.
@@ -171,9 +176,15 @@ pub type Frames = Vec<Vec<Vec3>>;
 
 /// Runs the fine simulation of `coarse` and restricts it to the coarse
 /// nodes: positions, velocities and the wall time of the simulation.
-pub fn fine_reference(coarse: &Scenario, k: usize, time_substeps: u32) -> Result<(Frames, Frames, f32)> {
+pub fn fine_reference(
+    coarse: &Scenario,
+    k: usize,
+    time_substeps: u32,
+    integrator: crate::scenario::IntegratorSpec,
+) -> Result<(Frames, Frames, f32)> {
     let mut fine = coarse.refined(k, time_substeps);
     fine.self_contact.enabled = true;
+    fine.solver.integrator = integrator;
     let n = coarse.cloth.resolution[0] * coarse.cloth.resolution[1];
     let map: Vec<usize> = (0..n).map(|i| coarse.refine_node(i, k)).collect();
     let (mut xs, mut vs) = (Vec::new(), Vec::new());
@@ -273,7 +284,7 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
         .map(|&(family, seed)| {
             let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
             let r = (|| -> Result<Job> {
-                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps)?;
+                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
                 let check = if spec.check_convergence && seed == spec.seed {
                     Some(convergence(&scn, spec, family, seed, &x)?)
                 } else {

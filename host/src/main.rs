@@ -58,8 +58,8 @@ enum Command {
         /// Fine grid refinement factor.
         #[arg(long, default_value_t = 4)]
         k: usize,
-        /// Fine physics steps per coarse frame.
-        #[arg(long, default_value_t = 4)]
+        /// Fine physics steps (BDF2) per coarse frame.
+        #[arg(long, default_value_t = 8)]
         time_substeps: u32,
         /// Family kept out of training.
         #[arg(long, value_enum, default_value = "flag")]
@@ -406,7 +406,7 @@ fn run(cli: Cli) -> Result<()> {
                     scn.time.steps = steps as u32;
                     scn.time.substeps = 1;
                     let spec = DatasetSpec::default();
-                    let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps)?;
+                    let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
                     vec![dataset::Trajectory {
                         scenario: scn,
                         family: Family::Hang,
@@ -501,7 +501,7 @@ fn run(cli: Cli) -> Result<()> {
                 })?;
                 bar.inc(1);
             }
-            let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps)?;
+            let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
             scn.with_model(|model| {
                 for (t, x) in fine.iter().enumerate().step_by(2) {
                     let time = t as f32 * scn.time.dt;

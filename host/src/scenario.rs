@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::Grid;
 use weft_core::model::{
-    Collider, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
+    Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
 use weft_core::prelude::{Mesh, Vec3};
 
@@ -164,6 +164,26 @@ pub struct SolverSpec {
     pub energy_check: bool,
     /// Largest edge stretch `l/l₀ − 1` after a step; 0 turns the limit off.
     pub strain_limit: f32,
+    /// `backward-euler` (the device's) or `bdf2` (second order).
+    pub integrator: IntegratorSpec,
+}
+
+/// The time integrator of a scenario (`solver.integrator`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum IntegratorSpec {
+    #[default]
+    BackwardEuler,
+    Bdf2,
+}
+
+impl From<IntegratorSpec> for Integrator {
+    fn from(i: IntegratorSpec) -> Integrator {
+        match i {
+            IntegratorSpec::BackwardEuler => Integrator::BackwardEuler,
+            IntegratorSpec::Bdf2 => Integrator::Bdf2,
+        }
+    }
 }
 
 impl Default for SolverSpec {
@@ -174,6 +194,7 @@ impl Default for SolverSpec {
             cg_tolerance: p.cg_tolerance,
             energy_check: p.energy_check,
             strain_limit: p.strain_limit.unwrap_or(0.0),
+            integrator: IntegratorSpec::BackwardEuler,
         }
     }
 }
@@ -438,6 +459,7 @@ impl Scenario {
             cg_tolerance: self.solver.cg_tolerance,
             energy_check: self.solver.energy_check,
             strain_limit: (self.solver.strain_limit > 0.0).then_some(self.solver.strain_limit),
+            integrator: self.solver.integrator.into(),
             self_contact: sc
                 .enabled
                 .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),

@@ -3,7 +3,7 @@
 
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
-use weft_core::model::Model;
+use weft_core::model::{Integrator, Model};
 use weft_core::state::{StateSizes, StateStorage};
 
 /// Heap storage for a mesh.
@@ -55,8 +55,14 @@ pub struct VecStateStorage {
 
 impl VecStateStorage {
     /// Storage for `model` with room for `pairs` proximity pairs.
+    /// With history storage when the model's integrator needs it (BDF2).
     pub fn new(model: &Model, pairs: usize) -> Self {
-        Self::with_sizes(StateSizes::new(model.mesh.counts(), pairs))
+        let counts = model.mesh.counts();
+        let sizes = StateSizes::new(counts, pairs);
+        Self::with_sizes(match model.params.integrator {
+            Integrator::Bdf2 => sizes.with_history(counts),
+            Integrator::BackwardEuler => sizes,
+        })
     }
     pub fn with_sizes(s: StateSizes) -> Self {
         VecStateStorage {

@@ -209,7 +209,7 @@ fn baked_rollout_beats_plain_coarse_on_a_test_scenario() {
     let seed = 13;
     assert_eq!(dataset::split_of(&spec, Family::Drape, seed), "test");
     let scn = families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
-    let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps).unwrap();
+    let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     let net = &weft_weights::NETWORK;
     let rmse = |corrected: bool| -> f32 {
         scn.with_model(|model| {

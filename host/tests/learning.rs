@@ -109,11 +109,14 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     let scn = weft_host::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
     let check = |time_substeps: u32| {
         let spec = DatasetSpec { time_substeps, ..tiny() };
-        let (x, _, _) = dataset::fine_reference(&scn, spec.k, time_substeps).unwrap();
+        let (x, _, _) = dataset::fine_reference(&scn, spec.k, time_substeps, spec.fine_integrator).unwrap();
         dataset::convergence(&scn, &spec, family, seed, &x).unwrap()
     };
     let (coarse, fine) = (check(1), check(8));
-    println!("half-step change {:.5} m at 1 step per frame, {:.5} m at 8", coarse.half_step_change, fine.half_step_change);
+    println!(
+        "half-step change {:.5} m at 1 step per frame, {:.5} m at 8",
+        coarse.half_step_change, fine.half_step_change
+    );
     assert!(fine.half_step_change < 0.5 * coarse.half_step_change);
     assert!(fine.half_step_change > 0.0 && fine.plain_error > 0.0);
     assert!(fine.ratio() < coarse.ratio());

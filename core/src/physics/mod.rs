@@ -201,6 +201,9 @@ struct EnergyCheck<'s, 'm> {
     model: &'s Model<'m>,
     h: f32,
     x: &'s [Vec3],
+    /// Where the step's motion starts: `x` (backward Euler) or
+    /// `x + (x − x_prev)/3` (BDF2); the end positions are `base + h u`.
+    base: &'s [Vec3],
     f_ext: &'s [Vec3],
     flags: &'s [u8],
     normal: &'s [Vec3],
@@ -221,13 +224,20 @@ impl EnergyCheck<'_, '_> {
         }
     }
 
-    /// `Ψ(u)` and its rounding bound, with `xt` as scratch for `x + h u`.
+    /// The displacement of node `i` over the step for end velocity `u`.
+    #[inline]
+    fn displacement(&self, i: usize, u: Vec3) -> Vec3 {
+        (self.base[i] - self.x[i]) + u * self.h
+    }
+
+    /// `Ψ(u)` and its rounding bound, with `xt` as scratch for the end
+    /// positions `base + h u`.
     fn after(&self, u: &[Vec3], xt: &mut [Vec3]) -> (f32, f32) {
         let mut psi = 0.0;
-        for (i, (ui, (xi, fi))) in u.iter().zip(self.x.iter().zip(self.f_ext)).enumerate() {
-            xt[i] = *xi + *ui * self.h;
+        for (i, (ui, fi)) in u.iter().zip(self.f_ext).enumerate() {
+            xt[i] = self.base[i] + *ui * self.h;
             let w = self.free_part(i, *ui);
-            psi += 0.5 * self.model.mass(i) * w.norm2() - self.h * fi.dot(w);
+            psi += 0.5 * self.model.mass(i) * w.norm2() - fi.dot(self.free_part(i, self.displacement(i, *ui)));
         }
         let (e, noise) = elastic_energy_noise(self.model, xt);
         (psi + e, noise)
@@ -240,7 +250,8 @@ impl EnergyCheck<'_, '_> {
         for (i, (vi, (xi, ui))) in v.iter().zip(self.x.iter().zip(u)).enumerate() {
             let w = self.free_part(i, *vi);
             kin += 0.5 * self.model.mass(i) * w.norm2();
-            xt[i] = *xi + (*ui - self.free_part(i, *ui)) * self.h;
+            let d = self.displacement(i, *ui);
+            xt[i] = *xi + (d - self.free_part(i, d));
         }
         let (e, noise) = elastic_energy_noise(self.model, xt);
         (kin + e, noise)
@@ -334,9 +345,12 @@ struct Substep {
 
 /// One linearised backward-Euler solve over `h` from the committed state;
 /// the candidate end state is left in `ws.x_new` / `ws.dv`.
-fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Substep {
+fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf2: bool) -> Substep {
     let mesh = &model.mesh;
-    let t1 = state.time + h;
+    let t1 = state.time + h_step;
+    // BDF2 solves a backward-Euler-like system over 2h/3 from the base
+    // x + (x − x_prev)/3 with the velocity predictor (4v − v_prev)/3.
+    let h = if bdf2 { h_step * (2.0 / 3.0) } else { h_step };
     let mat = &model.material;
     let (alpha, beta) = (mat.damping_mass, mat.damping_stiffness);
     let ws = &mut state.ws;
@@ -351,10 +365,25 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, x, ws.force, diag, off);
 
-    // rhs b = h (f − αMv − (β + h) K v).
+    // rhs b = h (f − αMv − (β + h) K v); with BDF2 (h = 2h_step/3) also
+    // − h K d + M (v̂ − v), d = (x − x_prev)/3, v̂ = (4v − v_prev)/3.
     solver::matvec(mesh, diag, off, mat.bending, v, ws.q);
     for (i, (r, (f, kv))) in ws.r.iter_mut().zip(ws.force.iter().zip(ws.q.iter())).enumerate() {
         *r = (*f - v[i] * (alpha * model.mass(i)) - *kv * (beta + h)) * h;
+    }
+    // `x_new` holds the base positions x + d until the solve is done.
+    if bdf2 {
+        for (dn, (xi, xp)) in ws.x_new.iter_mut().zip(x.iter().zip(ws.x_prev.iter())) {
+            *dn = (*xi - *xp) * (1.0 / 3.0);
+        }
+        solver::matvec(mesh, diag, off, mat.bending, ws.x_new, ws.p);
+        for (i, r) in ws.r.iter_mut().enumerate() {
+            let v_hat = v[i] * (4.0 / 3.0) - ws.v_prev[i] * (1.0 / 3.0);
+            *r += (v_hat - v[i]) * model.mass(i) - ws.p[i] * h;
+            ws.x_new[i] += x[i];
+        }
+    } else {
+        ws.x_new.copy_from_slice(x);
     }
 
     // A = M(1 + hα) + (hβ + h²) K and its inverse diagonal.
@@ -376,11 +405,11 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     ws.dv.fill(Vec3::ZERO);
     for pin in model.scene.pins {
         let i = pin.node as usize;
-        ws.dv[i] = (pin.target(t1) - x[i]) * (1.0 / h) - v[i];
+        ws.dv[i] = (pin.target(t1) - ws.x_new[i]) * (1.0 / h) - v[i];
     }
     let colliders = model.scene.colliders;
     let margin = contact_margin(model, h);
-    let held = contact::constrain(mesh, colliders, state.time, h, margin, x, v, ws.pinned, ws.normal, ws.dv);
+    let held = contact::constrain(mesh, colliders, state.time, h, margin, ws.x_new, v, ws.pinned, ws.normal, ws.dv);
     // b (unfiltered) is kept in `force` to measure the constraint impulses.
     ws.force.copy_from_slice(ws.r);
     // The operator; each use takes the flags as they are then.
@@ -408,8 +437,7 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
                 *r = *b - *q;
             }
         }
-        let s =
-            system.pcg(ws.dv, ws.r, ws.p, ws.q, model.params.cg_max_iterations, model.params.cg_tolerance);
+        let s = system.pcg(ws.dv, ws.r, ws.p, ws.q, model.params.cg_max_iterations, model.params.cg_tolerance);
         solve.iterations += s.iterations;
         solve.residual = s.residual;
         solve.converged = s.converged;
@@ -445,15 +473,17 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
         }
     }
 
+    // The base positions move to `r` (free after the solve).
+    ws.r.copy_from_slice(ws.x_new);
     let mut scale = 1.0;
     let mut passed = true;
     if model.params.energy_check && solve.residual.is_finite() {
-        let check = EnergyCheck { model, h, x, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
+        let check = EnergyCheck { model, h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
         trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
         let (mut psi, noise1) = check.after(ws.p, ws.x_new);
         let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
-        let tol = 1e-5 * (psi0.abs() + psi.abs()) + NOISE_FACTOR * (noise0 + noise1) + constraint_work
-            + f32::MIN_POSITIVE;
+        let tol =
+            1e-5 * (psi0.abs() + psi.abs()) + NOISE_FACTOR * (noise0 + noise1) + constraint_work + f32::MIN_POSITIVE;
         passed = psi <= psi0 + tol || !psi0.is_finite();
         let mut halvings = 0;
         while last_resort && !passed && halvings < MAX_HALVINGS {
@@ -487,10 +517,10 @@ fn substep(model: &Model, state: &mut State, h: f32, last_resort: bool) -> Subst
     }
     match model.params.strain_limit {
         Some(limit) => {
-            limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, x, ws.p, ws.x_new);
+            limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new);
         }
         None => {
-            for ((xn, xi), u) in ws.x_new.iter_mut().zip(x).zip(ws.p.iter()) {
+            for ((xn, xi), u) in ws.x_new.iter_mut().zip(ws.r.iter()).zip(ws.p.iter()) {
                 *xn = *xi + *u * h;
             }
         }
@@ -541,6 +571,10 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
         ws.n_pairs = 0;
         return false;
     }
+    if ws.x_prev.len() == state.x.len() && ws.v_prev.len() == state.v.len() {
+        ws.x_prev.copy_from_slice(state.x);
+        ws.v_prev.copy_from_slice(state.v);
+    }
     state.x.copy_from_slice(ws.x_new);
     state.v.copy_from_slice(ws.dv);
     state.time = t1;
@@ -570,7 +604,11 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         let size = 1u32 << (MAX_SPLIT - level);
         let hs = h * size as f32 / total as f32;
         let last_resort = level == MAX_SPLIT;
-        let sub = substep(model, state, hs, last_resort);
+        let bdf2 = level == 0
+            && state.ws.history
+            && model.params.integrator == crate::model::Integrator::Bdf2
+            && state.ws.x_prev.len() == n;
+        let sub = substep(model, state, hs, last_resort, bdf2);
         report.cg_iterations += sub.solve.iterations;
         report.residual = report.residual.max(sub.solve.residual);
         report.converged &= sub.solve.converged;
@@ -581,6 +619,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         }
         if !sub.finite || !finish(model, state, hs, &mut report) {
             state.warnings.rejected_steps += 1;
+            state.ws.history = false;
             return Err(StepError::NonFinite);
         }
         if !sub.passed {
@@ -595,6 +634,8 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     if !report.converged {
         state.warnings.cg_not_converged += 1;
     }
+    // The history holds a step of this length only if it was not split.
+    state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;
     state.steps += 1;
     Ok(report)
 }
