@@ -52,9 +52,9 @@ impl Material {
 
     pub fn validate(&self) -> Result<(), ParamError> {
         positive("material.density", self.density)?;
-        range("material.compression", self.compression, 1e-4, 1.0)?;
+        range("material.compression", self.compression)?;
         positive("material.stretch", self.stretch)?;
-        range("material.poisson", self.poisson, 0.0, 0.49)?;
+        range("material.poisson", self.poisson)?;
         non_negative("material.bending", self.bending)?;
         non_negative("material.damping_mass", self.damping_mass)?;
         non_negative("material.damping_stiffness", self.damping_stiffness)
@@ -372,8 +372,8 @@ impl StepParams {
     pub const DEFAULT_STRAIN_LIMIT: f32 = 0.08;
 
     pub fn validate(&self) -> Result<(), ParamError> {
-        range("dt", self.dt, 1e-7, 1.0)?;
-        range("cg_tolerance", self.cg_tolerance, 1e-9, 1.0)?;
+        range("dt", self.dt)?;
+        range("cg_tolerance", self.cg_tolerance)?;
         if self.cg_max_iterations == 0 {
             return Err(ParamError { name: "cg_max_iterations", problem: Problem::OutOfRange });
         }
@@ -381,7 +381,7 @@ impl StepParams {
             positive("self_contact.radius", sc.radius)?;
         }
         if let Some(limit) = self.strain_limit {
-            range("strain_limit", limit, 1e-4, 10.0)?;
+            range("strain_limit", limit)?;
         }
         Ok(())
     }
@@ -404,6 +404,22 @@ pub enum Problem {
     Duplicate,
 }
 
+/// The closed range `[min, max]` a bounded parameter must lie in.
+const RANGES: [(&str, f32, f32); 5] = [
+    ("material.compression", 1e-4, 1.0),
+    ("material.poisson", 0.0, 0.49),
+    ("dt", 1e-7, 1.0),
+    ("cg_tolerance", 1e-9, 1.0),
+    ("strain_limit", 1e-4, 10.0),
+];
+
+impl ParamError {
+    /// The range a bounded parameter must lie in, if this one has one.
+    pub fn range(&self) -> Option<(f32, f32)> {
+        RANGES.iter().find(|r| r.0 == self.name).map(|r| (r.1, r.2))
+    }
+}
+
 impl core::fmt::Display for ParamError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let what = match self.problem {
@@ -412,7 +428,11 @@ impl core::fmt::Display for ParamError {
             Problem::NoSuchNode => "names a node the mesh does not have",
             Problem::Duplicate => "holds a node twice",
         };
-        write!(f, "{} {}", self.name, what)
+        write!(f, "{} {}", self.name, what)?;
+        match (self.problem, self.range()) {
+            (Problem::OutOfRange, Some((lo, hi))) => write!(f, " (allowed: {lo} to {hi})"),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -430,8 +450,9 @@ fn finite_vec(name: &'static str, v: Vec3) -> Result<(), ParamError> {
         Err(ParamError { name, problem: Problem::NotFinite })
     }
 }
-fn range(name: &'static str, v: f32, lo: f32, hi: f32) -> Result<(), ParamError> {
+fn range(name: &'static str, v: f32) -> Result<(), ParamError> {
     finite(name, v)?;
+    let (lo, hi) = RANGES.iter().find(|r| r.0 == name).map_or((f32::MIN, f32::MAX), |r| (r.1, r.2));
     if v >= lo && v <= hi {
         Ok(())
     } else {

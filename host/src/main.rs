@@ -17,7 +17,7 @@ use weft_host::train::{self, TrainOptions};
 
 /// weft: FEM cloth simulation for microcontrollers, run on the desktop.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "weft", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use weft_core::mesh::Grid;
+use weft_core::mesh::{Grid, MeshCounts};
 use weft_core::model::{
     Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
@@ -407,6 +407,15 @@ impl Scenario {
         if nx < 2 || ny < 2 || nx * ny > u16::MAX as usize {
             bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
         }
+        let edges = MeshCounts::grid(nx, ny).edges;
+        if edges > u16::MAX as usize {
+            bail!(
+                "cloth.resolution [{nx}, {ny}] has {edges} mesh edges; a mesh holds at most 65535 (a square grid up to 148 × 148)"
+            );
+        }
+        if self.time.steps == 0 {
+            bail!("time.steps must be at least 1");
+        }
         for (k, v) in [("cloth.width", self.cloth.width), ("cloth.height", self.cloth.height)] {
             if !(v.is_finite() && v > 0.0) {
                 bail!("{k} must be a positive number of metres, got {v}");
@@ -458,7 +467,7 @@ impl Scenario {
             cg_max_iterations: self.solver.cg_max_iterations,
             cg_tolerance: self.solver.cg_tolerance,
             energy_check: self.solver.energy_check,
-            strain_limit: (self.solver.strain_limit > 0.0).then_some(self.solver.strain_limit),
+            strain_limit: (self.solver.strain_limit != 0.0).then_some(self.solver.strain_limit),
             integrator: self.solver.integrator.into(),
             self_contact: sc
                 .enabled
@@ -544,9 +553,17 @@ pub fn toml_key(e: ParamError) -> anyhow::Error {
         "dt" => "time.dt / time.substeps",
         "cg_tolerance" => "solver.cg_tolerance",
         "cg_max_iterations" => "solver.cg_max_iterations",
+        "strain_limit" => "solver.strain_limit",
         n => n,
     };
-    anyhow::anyhow!("{}", ParamError { name: key, problem: e.problem })
+    // The range is looked up by the core's name.
+    let range = match (e.problem, e.range()) {
+        (weft_core::model::Problem::OutOfRange, Some((lo, hi))) if key != e.name => {
+            format!(" (allowed: {lo} to {hi})")
+        }
+        _ => String::new(),
+    };
+    anyhow::anyhow!("{}{range}", ParamError { name: key, problem: e.problem })
 }
 
 fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {

@@ -48,7 +48,8 @@ fn unknown_keys_are_named() {
 fn bad_values_are_named() {
     let cases = [
         ("[material]\ndensity = -1.0\n", "material.density"),
-        ("[material]\npoisson = 0.7\n", "material.poisson"),
+        ("[material]\npoisson = 0.7\n", "material.poisson is out of range (allowed: 0 to 0.49)"),
+        ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit is out of range (allowed: 0.0001 to 10)"),
         ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
         ("[[pin]]\nnodes = [99]\n", "node 99"),
         ("[[pin]]\nregion = \"row:9\"\n", "row 9"),
@@ -69,6 +70,13 @@ fn bad_values_are_named() {
     assert!(e.contains("cloth.width"), "{e}");
     let e = err(&format!("{MINIMAL}dt = 0.0\n"));
     assert!(e.contains("time.dt"), "{e}");
+    let e = err(&format!("{MINIMAL}dt = 5.0\n"));
+    assert!(e.contains("time.dt / time.substeps is out of range (allowed: 0.0000001 to 1)"), "{e}");
+    let e = err(&MINIMAL.replace("steps = 3", "steps = 0"));
+    assert!(e.contains("time.steps must be at least 1"), "{e}");
+    // 60 000 nodes fit a mesh, their 179 001 edges do not.
+    let e = err(&MINIMAL.replace("[5, 4]", "[300, 200]"));
+    assert!(e.contains("179001 mesh edges") && e.contains("148 × 148"), "{e}");
 }
 
 #[test]
