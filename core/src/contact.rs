@@ -330,6 +330,19 @@ fn advance(lip: f32, tol: f32, mut gap: impl FnMut(f32) -> f32) -> Option<f32> {
 /// Advances of the swept test before it stops at the last safe point.
 pub const SWEEP_ITERATIONS: u32 = 24;
 
+/// One step's motion, for the swept contact tests: the colliders from time
+/// `t` over the step `h`, the gap `tol` under which a motion counts as
+/// touching, the node flags and the positions `x0` at the start.
+#[derive(Clone, Copy)]
+pub struct StepMotion<'s> {
+    pub colliders: &'s [Collider],
+    pub t: f32,
+    pub h: f32,
+    pub tol: f32,
+    pub flags: &'s [u8],
+    pub x0: &'s [Vec3],
+}
+
 /// Swept node test: a free node that starts clear of a collider (gap above
 /// `tol`) and whose straight path from `x0` to `x1` over the step `h`
 /// (collider moving with it, from time `t`) touches the collider is stopped
@@ -337,17 +350,8 @@ pub const SWEEP_ITERATIONS: u32 = 24;
 /// continues in the tangent plane there, and its approaching normal
 /// velocity is removed. Catches nodes that would tunnel through a thin
 /// collider within one step. Returns the nodes stopped.
-#[allow(clippy::too_many_arguments)]
-pub fn sweep_nodes(
-    colliders: &[Collider],
-    t: f32,
-    h: f32,
-    tol: f32,
-    flags: &[u8],
-    x0: &[Vec3],
-    x1: &mut [Vec3],
-    v: &mut [Vec3],
-) -> usize {
+pub fn sweep_nodes(m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3]) -> usize {
+    let StepMotion { colliders, t, h, tol, flags, x0 } = *m;
     let mut hits = 0;
     for c in colliders {
         let carry = c.velocity * h;
@@ -385,18 +389,8 @@ pub fn sweep_nodes(
 /// start of the step (time `t`), `x1` and `v` the end state. Edges whose
 /// contact point is an end node are left to the node contacts. Returns
 /// the edge contacts.
-#[allow(clippy::too_many_arguments)]
-pub fn collide_edges(
-    mesh: &Mesh,
-    colliders: &[Collider],
-    t: f32,
-    h: f32,
-    tol: f32,
-    flags: &[u8],
-    x0: &[Vec3],
-    x1: &mut [Vec3],
-    v: &mut [Vec3],
-) -> usize {
+pub fn collide_edges(mesh: &Mesh, m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3]) -> usize {
+    let StepMotion { colliders, t, h, tol, flags, x0 } = *m;
     let mut contacts = 0;
     for c in colliders {
         if matches!(c.shape, Shape::Plane { .. }) {

@@ -10,16 +10,7 @@ use weft_core::prelude::*;
 /// Largest edge stretch `l/l₀ − 1` (compression excluded: the material's
 /// compression factor makes it cheap, the cloth buckles below the mesh).
 fn max_stretch(model: &Model, x: &[Vec3]) -> f32 {
-    let rest = model.mesh.rest();
-    model
-        .mesh
-        .edges()
-        .iter()
-        .map(|e| {
-            let (a, b) = (e.a as usize, e.b as usize);
-            (x[b] - x[a]).norm() / (rest[b] - rest[a]).norm() - 1.0
-        })
-        .fold(f32::MIN, f32::max)
+    weft_core::physics::edge_strains(model, x).fold(f32::MIN, f32::max)
 }
 
 /// Drops a 16×16, 1 m cloth from 0.9 m onto `colliders` (plus the ground)

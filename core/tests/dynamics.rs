@@ -62,27 +62,21 @@ fn hanging_strip_matches_bar_elongation() {
     let (w, l) = (0.04f32, 1.0f32);
     let grid = Grid::vertical(3, 41, w, l, 0.0);
     let mat = Material { stretch: 200.0, poisson: 0.0, bending: 1e-7, damping_mass: 2.0, ..Material::COTTON };
-    let mut ms = VecMeshStorage::for_counts(grid.counts());
-    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
-    let top = grid.ny - 1;
-    let pins: Vec<Pin> =
-        (0..grid.nx).map(|i| grid.node(i, top)).map(|n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
-    let scene = Scene { pins: &pins, ..Scene::default() };
+    let top: Vec<usize> = (0..grid.nx).map(|i| grid.node(i, grid.ny - 1)).collect();
     let params = StepParams { dt: 0.02, cg_tolerance: 1e-6, cg_max_iterations: 1000, ..StepParams::default() };
-    let model = Model::new(mesh, mat, scene, params).unwrap();
-    let mut ss = VecStateStorage::new(&model, 0);
-    let mut state = State::new(&model, ss.storage()).unwrap();
-    for _ in 0..1500 {
-        step(&model, &mut state).unwrap();
-    }
-    let bottom: f32 = (0..grid.nx).map(|i| state.positions()[grid.node(i, 0)].y).sum::<f32>() / grid.nx as f32;
-    let elongation = 0.0 - bottom;
-    let analytic = mat.density * 9.81 * l * l / (2.0 * mat.stretch);
-    let err = (elongation - analytic).abs() / analytic;
-    println!("strip elongation {elongation:.6} m, analytic {analytic:.6} m, error {:.2} %", err * 100.0);
-    assert!(err < 0.05, "elongation {elongation} vs analytic {analytic} ({:.1} %)", err * 100.0);
-    let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
-    assert!(v_max < 1e-3, "not settled: |v| = {v_max}");
+    with_pinned(&grid, mat, &top, params, |model, state| {
+        for _ in 0..1500 {
+            step(model, state).unwrap();
+        }
+        let bottom: f32 = (0..grid.nx).map(|i| state.positions()[grid.node(i, 0)].y).sum::<f32>() / grid.nx as f32;
+        let elongation = 0.0 - bottom;
+        let analytic = mat.density * 9.81 * l * l / (2.0 * mat.stretch);
+        let err = (elongation - analytic).abs() / analytic;
+        println!("strip elongation {elongation:.6} m, analytic {analytic:.6} m, error {:.2} %", err * 100.0);
+        assert!(err < 0.05, "elongation {elongation} vs analytic {analytic} ({:.1} %)", err * 100.0);
+        let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
+        assert!(v_max < 1e-3, "not settled: |v| = {v_max}");
+    });
 }
 
 #[test]
@@ -107,55 +101,36 @@ fn energy_check_lets_a_strip_at_rest_step_whole() {
     // rounding of its small-strain energy as an energy gain.
     let grid = Grid::vertical(3, 41, 0.04, 1.0, 0.0);
     let mat = Material { damping_mass: 2.0, ..Material::COTTON };
-    let mut ms = VecMeshStorage::for_counts(grid.counts());
-    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
-    let top = grid.ny - 1;
-    let pins: Vec<Pin> =
-        (0..grid.nx).map(|i| grid.node(i, top)).map(|n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
-    let scene = Scene { pins: &pins, ..Scene::default() };
-    let model = Model::new(mesh, mat, scene, StepParams::default()).unwrap();
-    let mut ss = VecStateStorage::new(&model, 0);
-    let mut state = State::new(&model, ss.storage()).unwrap();
-    let mut split = 0;
-    for k in 0..300 {
-        let report = step(&model, &mut state).unwrap();
-        if k >= 60 && report.substeps > 1 {
-            split += 1;
+    let top: Vec<usize> = (0..grid.nx).map(|i| grid.node(i, grid.ny - 1)).collect();
+    with_pinned(&grid, mat, &top, StepParams::default(), |model, state| {
+        let mut split = 0;
+        for k in 0..300 {
+            let report = step(model, state).unwrap();
+            if k >= 60 && report.substeps > 1 {
+                split += 1;
+            }
         }
-    }
-    let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
-    println!("steps split after 1 s: {split} of 240; |v| {v_max:.2e} m/s");
-    assert!(v_max < 1e-2, "strip not at rest: {v_max} m/s");
-    assert_eq!(split, 0, "{split} of 240 steps at rest were split");
-    assert_eq!(state.warnings.energy_check_failed, 0);
+        let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
+        println!("steps split after 1 s: {split} of 240; |v| {v_max:.2e} m/s");
+        assert!(v_max < 1e-2, "strip not at rest: {v_max} m/s");
+        assert_eq!(split, 0, "{split} of 240 steps at rest were split");
+        assert_eq!(state.warnings.energy_check_failed, 0);
+    });
 }
 
 /// A cloth hanging from two corners swings for 0.5 s from horizontal;
 /// returns its final positions.
 fn swing(integrator: Integrator, steps_per_frame: u32) -> Vec<Vec3> {
     let grid = Grid::horizontal(6, 6, 0.5, 0.5, 1.0);
-    let mut ms = VecMeshStorage::for_counts(grid.counts());
-    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
-    let pins = [grid.node(0, 5), grid.node(5, 5)].map(|n| Pin::fixed(n as u16, mesh.rest()[n]));
-    let scene = Scene { pins: &pins, ..Scene::default() };
     let mat = Material { stretch: 200.0, ..Material::COTTON };
     let dt = 1.0 / (60.0 * steps_per_frame as f32);
-    let params = StepParams {
-        dt,
-        integrator,
-        cg_tolerance: 1e-7,
-        cg_max_iterations: 2000,
-        energy_check: std::env::var("NOEC").is_err(),
-        strain_limit: if std::env::var("NOSL").is_ok() { None } else { Some(0.08) },
-        ..StepParams::default()
-    };
-    let model = Model::new(mesh, mat, scene, params).unwrap();
-    let mut ss = VecStateStorage::new(&model, 0);
-    let mut state = State::new(&model, ss.storage()).unwrap();
-    for _ in 0..30 * steps_per_frame {
-        step(&model, &mut state).unwrap();
-    }
-    state.positions().to_vec()
+    let params = StepParams { dt, integrator, cg_tolerance: 1e-7, cg_max_iterations: 2000, ..StepParams::default() };
+    with_pinned(&grid, mat, &[grid.node(0, 5), grid.node(5, 5)], params, |model, state| {
+        for _ in 0..30 * steps_per_frame {
+            step(model, state).unwrap();
+        }
+        state.positions().to_vec()
+    })
 }
 
 #[test]

@@ -56,37 +56,24 @@ fn elastica_chord_angle(l: f64) -> f64 {
 /// one more cell in the clamp (two node columns pinned), settled by
 /// damped steps.
 fn strip_chord_angle(l: f32, cells: usize, across: usize, aspect: f32, poisson: f32) -> f32 {
-    strip_chord_angle_clamp(l, cells, across, aspect, poisson, 2)
-}
-
-fn strip_chord_angle_clamp(l: f32, cells: usize, across: usize, aspect: f32, poisson: f32, clamp: usize) -> f32 {
     let mat = Material { poisson, damping_mass: 8.0, ..Material::COTTON };
     let c = (mat.bending / (mat.density * 9.81)).powf(1.0 / 3.0);
     let dx = l * c / cells as f32;
-    let grid =
-        Grid::horizontal(cells + clamp, across + 1, dx * (cells + clamp - 1) as f32, dx * aspect * across as f32, 0.0);
-    let mut ms = VecMeshStorage::for_counts(grid.counts());
-    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
-    let pins: Vec<Pin> = (0..grid.ny)
-        .flat_map(|j| (0..clamp).map(move |i| (i, j)))
-        .map(|(i, j)| grid.node(i, j))
-        .map(|n| Pin::fixed(n as u16, mesh.rest()[n]))
-        .collect();
-    let scene = Scene { pins: &pins, ..Scene::default() };
+    let grid = Grid::horizontal(cells + 2, across + 1, dx * (cells + 1) as f32, dx * aspect * across as f32, 0.0);
+    let clamp: Vec<usize> = (0..grid.ny).flat_map(|j| [grid.node(0, j), grid.node(1, j)]).collect();
     let params = StepParams { dt: 0.01, cg_tolerance: 1e-6, cg_max_iterations: 2000, ..StepParams::default() };
-    let model = Model::new(mesh, mat, scene, params).unwrap();
-    let mut ss = VecStateStorage::new(&model, 0);
-    let mut state = State::new(&model, ss.storage()).unwrap();
-    for _ in 0..600 {
-        step(&model, &mut state).unwrap();
-    }
-    let v = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
-    assert!(v < 1e-4, "strip not at rest: |v| = {v}");
-    let x = state.positions();
-    let mean =
-        |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
-    let d = mean(grid.nx - 1) - mean(clamp - 1);
-    (-d.y).atan2(d.x).to_degrees()
+    with_pinned(&grid, mat, &clamp, params, |model, state| {
+        for _ in 0..600 {
+            step(model, state).unwrap();
+        }
+        let v = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
+        assert!(v < 1e-4, "strip not at rest: |v| = {v}");
+        let x = state.positions();
+        let mean =
+            |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
+        let d = mean(grid.nx - 1) - mean(1);
+        (-d.y).atan2(d.x).to_degrees()
+    })
 }
 
 #[test]

@@ -18,8 +18,12 @@ use crate::state::{CONTACT, PINNED};
 pub const MAX_PASSES: u32 = 8;
 
 /// Shortens over-stretched edges of the end-of-step state: on return `xe`
-/// holds the end positions `x + h u` and `u` the end velocities that lead
-/// there. Returns the passes that moved a node (0 when no edge was over the
+/// holds the limited end positions and `u` the end velocities. The
+/// velocities take the position change over the step as far as that does
+/// not add kinetic energy (the change `Δu = Δx/h` is scaled by the largest
+/// `s ≤ 1` with `‖u + sΔu‖_M ≤ ‖u‖_M`): stopping a stretching motion is
+/// inelastic, pulling back an edge that was already too long moves only
+/// its positions. Returns the passes that moved a node (0 when no edge was over the
 /// limit).
 #[allow(clippy::too_many_arguments)]
 pub fn limit_stretch(
@@ -28,12 +32,12 @@ pub fn limit_stretch(
     h: f32,
     flags: &[u8],
     normal: &[Vec3],
-    x: &[Vec3],
+    base: &[Vec3],
     u: &mut [Vec3],
     xe: &mut [Vec3],
 ) -> u32 {
     for (i, p) in xe.iter_mut().enumerate() {
-        *p = x[i] + u[i] * h;
+        *p = base[i] + u[i] * h;
     }
     let rest = model.mesh.rest();
     let inv_mass = |i: usize| if flags[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
@@ -64,9 +68,19 @@ pub fn limit_stretch(
         moved += 1;
     }
     if moved > 0 {
+        // Δu = (xe − base)/h − u; scale s from u·MΔu and Δu·MΔu.
         let inv_h = 1.0 / h;
+        let (mut um, mut mm) = (0.0f32, 0.0f32);
+        for (i, ui) in u.iter().enumerate() {
+            let du = (xe[i] - base[i]) * inv_h - *ui;
+            let m = model.mass(i);
+            um += m * ui.dot(du);
+            mm += m * du.norm2();
+        }
+        let s = if mm > 0.0 { (-2.0 * um / mm).clamp(0.0, 1.0) } else { 0.0 };
         for (i, ui) in u.iter_mut().enumerate() {
-            *ui = (xe[i] - x[i]) * inv_h;
+            let du = (xe[i] - base[i]) * inv_h - *ui;
+            *ui += du * s;
         }
     }
     moved

@@ -107,19 +107,18 @@ fn elastic_energy(model: &Model, x: &[Vec3]) -> (f32, f32) {
     (membrane, bend)
 }
 
+/// The strain `l/l₀ − 1` of every static edge (positive: stretched).
+pub fn edge_strains<'s>(model: &'s Model, x: &'s [Vec3]) -> impl Iterator<Item = f32> + 's {
+    let rest = model.mesh.rest();
+    model.mesh.edges().iter().map(move |e| {
+        let (a, b) = (e.a as usize, e.b as usize);
+        (x[b] - x[a]).norm() / (rest[b] - rest[a]).norm() - 1.0
+    })
+}
+
 /// Largest relative change of a static edge's length, `max |l/l₀ − 1|`.
 pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
-    let rest = model.mesh.rest();
-    model
-        .mesh
-        .edges()
-        .iter()
-        .map(|e| {
-            let (a, b) = (e.a as usize, e.b as usize);
-            let l0 = (rest[b] - rest[a]).norm();
-            ((x[b] - x[a]).norm() / l0 - 1.0).abs()
-        })
-        .fold(0.0, f32::max)
+    edge_strains(model, x).map(f32::abs).fold(0.0, f32::max)
 }
 
 /// Adds the elastic forces to `force` and the PSD stiffness `K` to the
@@ -537,7 +536,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     Substep { solve, passed, scale, finite }
 }
 
-/// Colliders and self-contact on the candidate, then commit it: nodes that
+/// Self-contact and colliders on the candidate, then commit it: nodes that
 /// would cross a collider within the step are stopped where they touch it,
 /// edges are kept out of spheres and capsules that fit between their nodes,
 /// nodes inside a collider are pushed out.
@@ -545,16 +544,7 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
     let mesh = &model.mesh;
     let ws = &mut state.ws;
     let (t0, t1) = (state.time, state.time + h);
-    let colliders = model.scene.colliders;
-    if !colliders.is_empty() {
-        let tol = SWEEP_TOLERANCE;
-        report.contacts += contact::sweep_nodes(colliders, t0, h, tol, ws.pinned, state.x, ws.x_new, ws.dv);
-        report.contacts += contact::collide_edges(mesh, colliders, t0, h, tol, ws.pinned, state.x, ws.x_new, ws.dv);
-    }
-    report.contacts += contact::collide(colliders, t1, ws.pinned, ws.x_new, ws.dv);
-    for f in ws.pinned.iter_mut() {
-        *f &= PINNED;
-    }
+    // Self-contact first, so that the colliders have the last word.
     ws.n_pairs = 0;
     if let Some(sc) = model.params.self_contact {
         if let Ok(found) = contact::proximity(mesh, ws.x_new, sc.radius, ws.cells, ws.order, ws.pairs) {
@@ -563,9 +553,19 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
             report.dropped_pairs += found.dropped;
             state.warnings.dropped_pairs += found.dropped as u64;
             let pinned = &*ws.pinned;
-            let inv_mass = |i: usize| if pinned[i] != 0 { 0.0 } else { 1.0 / model.mass(i) };
+            let inv_mass = |i: usize| if pinned[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
             report.self_contacts += contact::repel(&ws.pairs[..found.pairs], sc.radius, h, inv_mass, ws.x_new, ws.dv);
         }
+    }
+    let colliders = model.scene.colliders;
+    if !colliders.is_empty() {
+        let motion = contact::StepMotion { colliders, t: t0, h, tol: SWEEP_TOLERANCE, flags: ws.pinned, x0: state.x };
+        report.contacts += contact::sweep_nodes(&motion, ws.x_new, ws.dv);
+        report.contacts += contact::collide_edges(mesh, &motion, ws.x_new, ws.dv);
+    }
+    report.contacts += contact::collide(colliders, t1, ws.pinned, ws.x_new, ws.dv);
+    for f in ws.pinned.iter_mut() {
+        *f &= PINNED;
     }
     if !(ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite())) {
         ws.n_pairs = 0;

@@ -49,3 +49,23 @@ pub fn no_gravity() -> Scene<'static> {
 pub fn momentum(model: &Model, state: &State) -> Vec3 {
     state.velocities().iter().enumerate().fold(Vec3::ZERO, |acc, (i, v)| acc + *v * model.mass(i))
 }
+
+/// Builds a grid cloth with `pinned` nodes held at their rest positions
+/// (default gravity) and runs `f` on its model and a fresh state (with
+/// history storage when the integrator needs it).
+pub fn with_pinned<R>(
+    grid: &Grid,
+    material: Material,
+    pinned: &[usize],
+    params: StepParams,
+    f: impl FnOnce(&Model, &mut State) -> R,
+) -> R {
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(grid, ms.storage()).expect("grid");
+    let pins: Vec<Pin> = pinned.iter().map(|&n| Pin::fixed(n as u16, mesh.rest()[n])).collect();
+    let scene = Scene { pins: &pins, ..Scene::default() };
+    let model = Model::new(mesh, material, scene, params).expect("model");
+    let mut ss = VecStateStorage::new(&model, 0);
+    let mut state = State::new(&model, ss.storage()).expect("state");
+    f(&model, &mut state)
+}
