@@ -147,14 +147,24 @@ pub fn collide(colliders: &[Collider], t: f32, flags: &[u8], x: &mut [Vec3], v: 
             let rel = v[i] - c.velocity;
             let vn = rel.dot(n);
             if vn < 0.0 {
-                let vt = rel - n * vn;
-                let vt_len = vt.norm();
-                let keep = if vt_len > 0.0 { (1.0 - c.friction * (-vn) / vt_len).max(0.0) } else { 0.0 };
-                v[i] = c.velocity + vt * keep;
+                v[i] = c.velocity + coulomb(rel - n * vn, c.friction * -vn);
             }
         }
     }
     contacts
+}
+
+/// Coulomb friction: the tangential velocity `vt` slowed by `slow` (the
+/// friction coefficient times the normal velocity change of the contact),
+/// stopped where it is smaller.
+#[inline]
+pub fn coulomb(vt: Vec3, slow: f32) -> Vec3 {
+    let vt_len = vt.norm();
+    if vt_len > slow {
+        vt * (1.0 - slow / vt_len)
+    } else {
+        Vec3::ZERO
+    }
 }
 
 /// Node–node self-contact on proximity pairs: pairs closer than `radius`
@@ -448,9 +458,7 @@ pub fn collide_edges(mesh: &Mesh, m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3
             x1[b] += n * (push * wb / w2);
             if vn < 0.0 {
                 let vt = point_v - n * vn;
-                let vt_len = vt.norm();
-                let slow = if vt_len > 0.0 { (c.friction * (-vn) / vt_len).min(1.0) } else { 0.0 };
-                let dv = -(n * vn) - vt * slow;
+                let dv = coulomb(vt, c.friction * -vn) - point_v;
                 v[a] += dv * (wa / w2);
                 v[b] += dv * (wb / w2);
             }

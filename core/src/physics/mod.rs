@@ -507,11 +507,8 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
             let rel = ws.p[i] - col.velocity;
             let vn = rel.dot(n);
-            let vt = rel - n * vn;
-            let vt_len = vt.norm();
             let slow = col.friction * lambda / (model.mass(i) * m_scale);
-            let keep = if vt_len > slow { 1.0 - slow / vt_len } else { 0.0 };
-            ws.p[i] = col.velocity + n * vn + vt * keep;
+            ws.p[i] = col.velocity + n * vn + contact::coulomb(rel - n * vn, slow);
         }
     }
     match model.params.strain_limit {
