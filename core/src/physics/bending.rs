@@ -21,7 +21,13 @@ pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
 /// Hinge energy.
 #[inline]
 pub fn energy(h: &Hinge, x: &[Vec3], stiffness: f32) -> f32 {
-    0.5 * stiffness * h.weight * curvature(h, x).norm2()
+    energy_of(h, curvature(h, x), stiffness)
+}
+
+/// Hinge energy from its curvature vector `k`.
+#[inline]
+pub fn energy_of(h: &Hinge, k: Vec3, stiffness: f32) -> f32 {
+    0.5 * stiffness * h.weight * k.norm2()
 }
 
 /// Adds `scale · K_b · p` to `out` for every hinge (with `p = x` and

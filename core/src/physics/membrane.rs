@@ -88,8 +88,7 @@ impl Membrane {
 
     /// Energy only.
     pub fn energy(&self, tri: &Triangle, x: [Vec3; 3]) -> f32 {
-        let (e1, e2, _) = green_strain(deformation(tri, x)).eigen();
-        tri.area * self.spectral([e1, e2]).energy
+        self.energy_and_stress(tri, x).0
     }
 
     /// Energy and `A (|σ₁| + |σ₂|)`: the element's area times the sum of

@@ -89,22 +89,9 @@ pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
         e.kinetic += 0.5 * m * vi.norm2();
         e.gravity -= m * model.scene.gravity.dot(*xi);
     }
-    (e.membrane, e.bending) = elastic_energy(model, x);
+    let el = elastic(model, x);
+    (e.membrane, e.bending) = (el.membrane, el.bending);
     e
-}
-
-/// Membrane and bending energy of positions `x`.
-fn elastic_energy(model: &Model, x: &[Vec3]) -> (f32, f32) {
-    let mem = model.material.membrane();
-    let mut membrane = 0.0;
-    for t in model.mesh.triangles() {
-        membrane += mem.energy(t, t.nodes.map(|i| x[i as usize]));
-    }
-    let mut bend = 0.0;
-    for h in model.mesh.hinges() {
-        bend += bending::energy(h, x, model.material.bending);
-    }
-    (membrane, bend)
 }
 
 /// The strain `l/l₀ − 1` of every static edge (positive: stretched).
@@ -194,7 +181,7 @@ fn wind(model: &Model, t: f32, x: &[Vec3], v: &[Vec3], force: &mut [Vec3]) {
 /// overshoot when a stiff cloth rotates or deforms fast within one step.
 ///
 /// Both energies come with a bound on their `f32` rounding noise
-/// ([`elastic_energy_noise`]), which the tolerance includes: a cloth at rest
+/// ([`elastic`]), which the tolerance includes: a cloth at rest
 /// under small strains must not fail the check on rounding alone.
 struct EnergyCheck<'s, 'm> {
     model: &'s Model<'m>,
@@ -238,8 +225,8 @@ impl EnergyCheck<'_, '_> {
             let w = self.free_part(i, *ui);
             psi += 0.5 * self.model.mass(i) * w.norm2() - fi.dot(self.free_part(i, self.displacement(i, *ui)));
         }
-        let (e, noise) = elastic_energy_noise(self.model, xt);
-        (psi + e, noise)
+        let el = elastic(self.model, xt);
+        (psi + el.total(), el.noise)
     }
 
     /// `½‖v‖²_M + E(x̃)` and its rounding bound, for the trial velocities
@@ -252,41 +239,49 @@ impl EnergyCheck<'_, '_> {
             let d = self.displacement(i, *ui);
             xt[i] = *xi + (d - self.free_part(i, d));
         }
-        let (e, noise) = elastic_energy_noise(self.model, xt);
-        (kin + e, noise)
+        let el = elastic(self.model, xt);
+        (kin + el.total(), el.noise)
     }
 }
 
-/// Membrane and bending energy of positions `x`, and a bound on its `f32`
-/// rounding noise: the stresses times the strain error of each element's
-/// deformation gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node
-/// positions far from the origin), the bending moments times the same
-/// error of each hinge's curvature.
-pub fn elastic_energy_noise(model: &Model, x: &[Vec3]) -> (f32, f32) {
+/// Elastic energy of a placement, and a bound on its `f32` rounding noise.
+pub struct Elastic {
+    pub membrane: f32,
+    pub bending: f32,
+    /// The stresses times the strain error of each element's deformation
+    /// gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node positions far
+    /// from the origin), the bending moments times the same error of each
+    /// hinge's curvature.
+    pub noise: f32,
+}
+
+impl Elastic {
+    pub fn total(&self) -> f32 {
+        self.membrane + self.bending
+    }
+}
+
+/// Membrane and bending energy of positions `x`, with its rounding bound.
+pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
     let mem = model.material.membrane();
-    let (mut e, mut noise) = (0.0, 0.0);
+    let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
+    let l1 = |p: Vec3| libm::fabsf(p.x) + libm::fabsf(p.y) + libm::fabsf(p.z);
     for t in model.mesh.triangles() {
         let xs = t.nodes.map(|i| x[i as usize]);
         let (energy, stress) = mem.energy_and_stress(t, xs);
-        e += energy;
-        let mut df = 0.0;
-        for (xk, g) in xs.iter().zip(&t.grad) {
-            df += (libm::fabsf(xk.x) + libm::fabsf(xk.y) + libm::fabsf(xk.z)) * (libm::fabsf(g[0]) + libm::fabsf(g[1]));
-        }
-        noise += stress * df;
+        el.membrane += energy;
+        let df: f32 = xs.iter().zip(&t.grad).map(|(xk, g)| l1(*xk) * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
+        el.noise += stress * df;
     }
     let kb = model.material.bending;
     for h in model.mesh.hinges() {
         let k = bending::curvature(h, x);
-        e += 0.5 * kb * h.weight * k.norm2();
-        let mut dk = 0.0;
-        for q in 0..4 {
-            let xq = x[h.nodes[q] as usize];
-            dk += (libm::fabsf(xq.x) + libm::fabsf(xq.y) + libm::fabsf(xq.z)) * libm::fabsf(h.k[q]);
-        }
-        noise += kb * h.weight * k.norm() * dk;
+        el.bending += bending::energy_of(h, k, kb);
+        let dk: f32 = (0..4).map(|q| l1(x[h.nodes[q] as usize]) * libm::fabsf(h.k[q])).sum();
+        el.noise += kb * h.weight * k.norm() * dk;
     }
-    (e, noise * f32::EPSILON)
+    el.noise *= f32::EPSILON;
+    el
 }
 
 /// Gap (m) under which a swept node or edge counts as touching a collider.
