@@ -6,9 +6,10 @@
 //! times their rest length are shortened by moving their end nodes along
 //! the edge, shared by inverse mass (pinned nodes do not move, a node held
 //! by a collider moves only in its tangent plane), Gauss–Seidel over the
-//! edges for a bounded number of passes; the velocity change is the
-//! position change over the step. Only stretch is limited: compression is
-//! the material's (buckling below the mesh's resolution).
+//! edges for a bounded number of passes; the velocities follow the
+//! positions as far as that adds no kinetic energy ([`limit_stretch`]).
+//! Only stretch is limited: compression is the material's (buckling below
+//! the mesh's resolution).
 
 use crate::math::Vec3;
 use crate::model::Model;
@@ -23,8 +24,8 @@ pub const MAX_PASSES: u32 = 8;
 /// not add kinetic energy (the change `Δu = Δx/h` is scaled by the largest
 /// `s ≤ 1` with `‖u + sΔu‖_M ≤ ‖u‖_M`): stopping a stretching motion is
 /// inelastic, pulling back an edge that was already too long moves only
-/// its positions. Returns the passes that moved a node (0 when no edge was over the
-/// limit).
+/// its positions. Returns the passes that moved a node (0 when no edge was
+/// over the limit).
 #[allow(clippy::too_many_arguments)]
 pub fn limit_stretch(
     model: &Model,

@@ -337,8 +337,9 @@ struct Substep {
     finite: bool,
 }
 
-/// One linearised backward-Euler solve over `h` from the committed state;
-/// the candidate end state is left in `ws.x_new` / `ws.dv`.
+/// One linearised solve over `h_step` from the committed state, backward
+/// Euler or (with `bdf2`) BDF2; the candidate end state is left in
+/// `ws.x_new` / `ws.dv`.
 fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf2: bool) -> Substep {
     let mesh = &model.mesh;
     let t1 = state.time + h_step;
@@ -489,7 +490,6 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         }
     }
 
-    // Candidate: v⁺ = v + Δv (kept in dv), x⁺ = x + h v⁺.
     // The candidate: friction on the held nodes (Coulomb, from the normal
     // impulse over the step; it only slows their sliding), then strain
     // limiting; neither is part of the linearisation the energy check
@@ -575,9 +575,9 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
 
 /// Advances the state by one time step `model.params.dt`.
 ///
-/// The step is one linearised backward-Euler solve. If its result fails the
-/// energy check (or is not finite) it is split into halves, each solved the
-/// same way, down to `dt / 2^MAX_SPLIT`; there the solved velocity change is
+/// The step is one linearised solve, backward Euler or BDF2
+/// ([`crate::model::Integrator`]). If its result fails the energy check (or
+/// is not finite) it is split into halves, each solved with backward Euler, down to `dt / 2^MAX_SPLIT`; there the solved velocity change is
 /// shortened until the check passes. If a split step still produces a
 /// non-finite state, `StepError::NonFinite` is returned and the state is
 /// left at the last good (sub)step.
@@ -596,10 +596,8 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         let size = 1u32 << (MAX_SPLIT - level);
         let hs = h * size as f32 / total as f32;
         let last_resort = level == MAX_SPLIT;
-        let bdf2 = level == 0
-            && state.ws.history
-            && model.params.integrator == crate::model::Integrator::Bdf2
-            && state.ws.x_prev.len() == n;
+        // `history` is only ever set with history storage present.
+        let bdf2 = level == 0 && state.ws.history && model.params.integrator == crate::model::Integrator::Bdf2;
         let sub = substep(model, state, hs, last_resort, bdf2);
         report.cg_iterations += sub.solve.iterations;
         report.residual = report.residual.max(sub.solve.residual);
