@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::Vec3;
@@ -273,11 +272,7 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
     std::fs::create_dir_all(out)?;
     let jobs: Vec<(Family, u64)> =
         Family::ALL.iter().flat_map(|&f| (0..spec.per_family).map(move |s| (f, s + spec.seed))).collect();
-    let bar = if progress { ProgressBar::new(jobs.len() as u64) } else { ProgressBar::hidden() };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} trajectories {elapsed}/{duration} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
     type Job = (IndexEntry, Option<Convergence>);
     let results: Vec<Result<Job, String>> = jobs
         .par_iter()

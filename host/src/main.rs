@@ -193,17 +193,6 @@ enum Command {
     },
 }
 
-/// A progress bar that says what it counts (`what`) and, in its message,
-/// the stage it is in.
-fn progress(len: u64, what: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(len);
-    let template = format!("{{bar:40}} {{pos}}/{{len}} {what} {{elapsed}}/{{duration}} {{msg}}");
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}
-
 fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -433,7 +422,11 @@ fn run(cli: Cli) -> Result<()> {
             if trajs.is_empty() {
                 anyhow::bail!("nothing to evaluate in split {split:?} of {}", data.display());
             }
-            let bar = progress(trajs.len() as u64, "rollouts, each plain, corrected, int8, 2× finer and at dt/2");
+            let bar = weft_host::progress_bar(
+                trajs.len() as u64,
+                "rollouts, each plain, corrected, int8, 2× finer and at dt/2",
+                true,
+            );
             let mut rollouts = Vec::new();
             for t in &trajs {
                 bar.set_message(format!("{}-{}", t.family.name(), t.seed));
@@ -492,7 +485,7 @@ fn run(cli: Cli) -> Result<()> {
             let cam =
                 Camera { eye: target + Vec3::new(1.0, 0.9, 1.4), target, fov_y_deg: 40.0, width: 320, height: 260 };
             let colors = [[220.0, 90.0, 70.0], [70.0, 130.0, 220.0], [90.0, 170.0, 90.0]];
-            let bar = progress(3, "runs");
+            let bar = weft_host::progress_bar(3, "runs", true);
             let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
             let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
             for (k, network) in [None, Some(&net)].into_iter().enumerate() {

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
@@ -88,16 +87,7 @@ pub fn run(
             substeps: scn.time.substeps,
             ..Summary::default()
         };
-        let bar = if progress && scn.time.steps >= 50 {
-            let b = ProgressBar::new(scn.time.steps as u64);
-            b.set_style(
-                ProgressStyle::with_template("{bar:40} {pos}/{len} frames {elapsed}/{duration}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            b
-        } else {
-            ProgressBar::hidden()
-        };
+        let bar = crate::progress_bar(scn.time.steps as u64, "frames", progress && scn.time.steps >= 50);
         summary.frames.push(frame_summary(0, model, &state, &[]));
         on_frame(0, model, &state)?;
         let mut reports = Vec::with_capacity(scn.time.substeps as usize);

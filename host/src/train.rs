@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use candle_core::Device;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -178,11 +177,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() },
     )?;
 
-    let bar = if opts.progress { ProgressBar::new(opts.steps as u64) } else { ProgressBar::hidden() };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} steps {elapsed}/{duration} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::progress_bar(opts.steps as u64, "steps", opts.progress);
     bar.set_position(start as u64);
     let mut log = TrainLog::default();
     let v0 = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
