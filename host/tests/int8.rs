@@ -235,16 +235,11 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
     .unwrap()
 }
 
+/// 200 corrected steps of drape-13 stay finite and end nearer the fine
+/// reference than the plain coarse cloth (0.0595 m against 0.0625 m). On the
+/// whole test split the corrected cloth is the less accurate one (1.045×
+/// plain, int8): this checks one scenario, not the average.
 #[test]
-fn baked_rollout_stays_finite_on_a_test_scenario() {
-    assert_eq!(drape_rollout(true).len(), DatasetSpec::default().steps as usize);
-}
-
-/// The goal the network has not reached since the coarse step holds its
-/// contact: on drape-13 the plain cloth is 0.0635 m from the reference, the
-/// int8-corrected one 0.0659 m.
-#[test]
-#[ignore = "the network trained on the contact-holding coarse step does not beat it yet (drape-13: 0.0659 m vs 0.0635 m plain)"]
 fn baked_rollout_beats_plain_coarse_on_a_test_scenario() {
     let spec = DatasetSpec::default();
     let scn = families::scenario(Family::Drape, 13, spec.coarse, spec.steps, spec.dt);
