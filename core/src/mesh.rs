@@ -15,6 +15,9 @@ pub type NodeId = u16;
 /// Marks "no triangle" in [`Edge::tris`].
 pub const NO_TRIANGLE: u32 = u32::MAX;
 
+/// Marks "no hinge" (a border edge) in [`BendTriangle::hinges`].
+pub const NO_HINGE: u16 = u16::MAX;
+
 /// A rest triangle with its precomputed finite-element data.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Triangle {
@@ -38,24 +41,33 @@ pub struct Edge {
     pub tris: [u32; 2],
 }
 
+/// A triangle of the bending triangulation ([`crate::physics::bending`]):
+/// the mesh's own triangles, except on a grid, whose bending triangulation
+/// has all cell diagonals in one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BendTriangle {
+    /// Hinge index of the edges (0,1), (1,2), (2,0), or [`NO_HINGE`] for a
+    /// border edge.
+    pub hinges: [u16; 3],
+    /// In-plane outward unit normals of the same edges, in an orthonormal
+    /// frame of the triangle's rest plane.
+    pub normals: [[f32; 2]; 3],
+    /// `|e| / A` of the same edges (1/m).
+    pub c: [f32; 3],
+    /// Rest area (m²).
+    pub area: f32,
+}
+
 /// Two triangles sharing an edge: nodes `[e0, e1, w0, w1]` where `e0–e1` is
 /// the shared edge and `w0`, `w1` the opposite ("wing") nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Hinge {
     pub nodes: [NodeId; 4],
-    /// Cotangent weights of the quadratic bending model: `Σ k_i x_i` is the
-    /// discrete curvature vector of the hinge, zero for any flat placement.
+    /// `Σ k_i x_i` is half the jump of the normal derivative `∂x/∂n` of the
+    /// piecewise-linear placement across the edge (a 3-vector, 1/m): zero
+    /// for any affine map of the flat rest mesh.
     pub k: [f32; 4],
-    /// `1 / (A0 + A1)`, the area normalisation of the hinge energy (so that
-    /// `½ κ_b Σ w |Σ k_i x_i|²` tends to `½ κ_b ∫ (κ₁ + κ₂)² dA`).
-    pub weight: f32,
-    /// Static edge indices of the node pairs (0,1), (0,2), (1,2), (0,3),
-    /// (1,3); the wing pair (2,3) has no edge.
-    pub pair_edges: [u16; 5],
 }
-
-/// The node pairs of a hinge that are static edges, in [`Hinge::pair_edges`] order.
-pub const HINGE_EDGE_PAIRS: [(usize, usize); 5] = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3)];
 
 /// Why a mesh could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +148,8 @@ pub struct MeshStorage<'a> {
     /// `edge_start[a]` and end where those of `a + 1` start.
     pub edge_start: &'a mut [u16],
     pub hinges: &'a mut [Hinge],
+    /// One entry per triangle: the bending triangulation.
+    pub bending: &'a mut [BendTriangle],
 }
 
 /// A validated, read-only rest mesh.
@@ -147,6 +161,7 @@ pub struct Mesh<'a> {
     edges: &'a [Edge],
     edge_start: &'a [u16],
     hinges: &'a [Hinge],
+    bending: &'a [BendTriangle],
 }
 
 /// A rectangular grid: `nx × ny` nodes from `origin`, spanning `u` (along x
@@ -228,7 +243,7 @@ impl<'a> Mesh<'a> {
             return Err(MeshError::Capacity { what: "node", capacity: storage.rest.len(), needed: positions.len() });
         }
         storage.rest[..positions.len()].copy_from_slice(positions);
-        build(positions.len(), triangles.len(), |t| triangles[t], storage)
+        build(positions.len(), triangles.len(), |t| triangles[t], None, storage)
     }
 
     /// Builds a regular grid mesh.
@@ -254,7 +269,7 @@ impl<'a> Mesh<'a> {
             }
         }
         let tris = 2 * (grid.nx - 1) * (grid.ny - 1);
-        build(n, tris, |t| grid.triangle(t), storage)
+        build(n, tris, |t| grid.triangle(t), Some(grid), storage)
     }
 
     pub fn rest(&self) -> &'a [Vec3] {
@@ -271,6 +286,10 @@ impl<'a> Mesh<'a> {
     }
     pub fn hinges(&self) -> &'a [Hinge] {
         self.hinges
+    }
+    /// The bending triangulation ([`BendTriangle`]).
+    pub fn bending(&self) -> &'a [BendTriangle] {
+        self.bending
     }
     pub fn node_count(&self) -> usize {
         self.rest.len()
@@ -314,9 +333,10 @@ fn build<'a>(
     n_nodes: usize,
     n_tris: usize,
     tri: impl Fn(usize) -> [NodeId; 3],
+    grid: Option<&Grid>,
     storage: MeshStorage<'a>,
 ) -> Result<Mesh<'a>, MeshError> {
-    let MeshStorage { rest, node_area, triangles, edges, edge_start, hinges } = storage;
+    let MeshStorage { rest, node_area, triangles, edges, edge_start, hinges, bending } = storage;
     if n_tris == 0 {
         return Err(MeshError::Empty);
     }
@@ -334,6 +354,7 @@ fn build<'a>(
         ("node area", node_area.len(), n_nodes),
         ("edge start", edge_start.len(), n_nodes),
         ("triangle", triangles.len(), n_tris),
+        ("bending triangle", bending.len(), n_tris),
     ] {
         if cap < needed {
             return Err(MeshError::Capacity { what: name, capacity: cap, needed });
@@ -362,9 +383,7 @@ fn build<'a>(
         if nodes[0] == nodes[1] || nodes[1] == nodes[2] || nodes[0] == nodes[2] || !(area > 1e-6 * longest) {
             return Err(MeshError::DegenerateTriangle { triangle: t });
         }
-        // Orthonormal 2-D frame in the triangle's plane.
-        let ax = e1.normalized();
-        let ay = n.normalized().cross(ax);
+        let (ax, ay) = frame([p0, p1, p2]);
         let (d00, d01) = (e1.dot(ax), e2.dot(ax));
         let (d10, d11) = (e1.dot(ay), e2.dot(ay));
         let det = d00 * d11 - d01 * d10;
@@ -374,6 +393,7 @@ fn build<'a>(
         let b2 = [g10, g11];
         let b0 = [-(g00 + g10), -(g01 + g11)];
         *slot = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
+        bending[t] = bend_triangle([p0, p1, p2]);
         for &i in &nodes {
             node_area[i as usize] += area / 3.0;
         }
@@ -393,16 +413,20 @@ fn build<'a>(
                         return Err(MeshError::NonManifoldEdge { a: edges[e].a, b: edges[e].b });
                     }
                     edges[e].tris[1] = t as u32;
-                    if n_hinges >= hinges.len() {
+                    if n_hinges >= hinges.len().min(NO_HINGE as usize) {
                         return Err(MeshError::Capacity {
                             what: "hinge",
-                            capacity: hinges.len(),
+                            capacity: hinges.len().min(NO_HINGE as usize),
                             needed: n_hinges + 1,
                         });
                     }
                     let ot = &triangles[other as usize];
                     let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
-                    hinges[n_hinges] = make_hinge(rest, [a, b, w0, w], ot.area + triangles[t].area);
+                    // The slot of edge a–b in the other triangle sits before its wing.
+                    let slot = ot.nodes.iter().position(|&x| x == w0).map_or(0, |p| (p + 1) % 3);
+                    bending[other as usize].hinges[slot] = n_hinges as u16;
+                    bending[t].hinges[k] = n_hinges as u16;
+                    hinges[n_hinges] = make_hinge(rest, [a, b, w0, w]);
                     n_hinges += 1;
                 }
                 Err(pos) => {
@@ -428,31 +452,110 @@ fn build<'a>(
         }
         *start = e as u16;
     }
-    for hg in hinges[..n_hinges].iter_mut() {
-        for (k, (a, b)) in HINGE_EDGE_PAIRS.into_iter().enumerate() {
-            hg.pair_edges[k] = find_edge(edges, hg.nodes[a], hg.nodes[b]).unwrap_or(0) as u16;
-        }
-    }
     for tr in triangles[..n_tris].iter_mut() {
         for k in 0..3 {
             let e = find_edge(edges, tr.nodes[k], tr.nodes[(k + 1) % 3]).unwrap_or(0);
             tr.edges[k] = e as u16;
         }
     }
-    Ok(Mesh { rest, node_area, triangles: &triangles[..n_tris], edges, edge_start, hinges: &hinges[..n_hinges] })
+    if let Some(grid) = grid {
+        grid_bending(grid, rest, &mut hinges[..n_hinges], &mut bending[..n_tris]);
+    }
+    Ok(Mesh {
+        rest,
+        node_area,
+        triangles: &triangles[..n_tris],
+        edges,
+        edge_start,
+        hinges: &hinges[..n_hinges],
+        bending: &bending[..n_tris],
+    })
 }
 
-/// cot of the angle between `u` and `v`.
-fn cot(u: Vec3, v: Vec3) -> f32 {
-    u.dot(v) / u.cross(v).norm()
+/// Orthonormal 2-D frame `(ax, ay)` in a triangle's plane, `ax` along its
+/// first edge.
+fn frame([p0, p1, p2]: [Vec3; 3]) -> (Vec3, Vec3) {
+    let ax = (p1 - p0).normalized();
+    (ax, (p1 - p0).cross(p2 - p0).normalized().cross(ax))
 }
 
-fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4], area_sum: f32) -> Hinge {
-    let [x0, x1, x2, x3] = nodes.map(|i| rest[i as usize]);
-    // Angles at the edge nodes in triangle A = (x0, x1, x2) and B = (x0, x1, x3).
-    let a0 = cot(x1 - x0, x2 - x0);
-    let a1 = cot(x0 - x1, x2 - x1);
-    let b0 = cot(x1 - x0, x3 - x0);
-    let b1 = cot(x0 - x1, x3 - x1);
-    Hinge { nodes, k: [a1 + b1, a0 + b0, -(a0 + a1), -(b0 + b1)], weight: 1.0 / area_sum, pair_edges: [0; 5] }
+/// A bending triangle without hinges.
+fn bend_triangle(p: [Vec3; 3]) -> BendTriangle {
+    let (ax, ay) = frame(p);
+    let area = 0.5 * (p[1] - p[0]).cross(p[2] - p[0]).norm();
+    let normals = core::array::from_fn(|e| {
+        let (a, b, w) = (p[e], p[(e + 1) % 3], p[(e + 2) % 3]);
+        let d = (b - a).normalized();
+        // In-plane perpendicular to the edge, pointing away from the third node.
+        let n = [d.dot(ay), -d.dot(ax)];
+        if n[0] * (w - a).dot(ax) + n[1] * (w - a).dot(ay) > 0.0 {
+            [-n[0], -n[1]]
+        } else {
+            n
+        }
+    });
+    let c = core::array::from_fn(|e| (p[(e + 1) % 3] - p[e]).norm() / area);
+    BendTriangle { hinges: [NO_HINGE; 3], normals, c, area }
+}
+
+/// The grid's bending triangulation: every cell split along its diagonal
+/// (i, j)–(i+1, j+1), so that the two triangles on the sides of every
+/// interior edge form a parallelogram, where the bending element is exact
+/// for quadratic placements (on the mesh's alternating diagonals it is not).
+/// The hinge count is the mesh's.
+fn grid_bending(grid: &Grid, rest: &[Vec3], hinges: &mut [Hinge], bending: &mut [BendTriangle]) {
+    let (nx, ny) = (grid.nx, grid.ny);
+    let n = |i: usize, j: usize| grid.node(i, j) as NodeId;
+    // Cell (i, j): triangle A = [p00, p10, p11] at 2c, B = [p00, p11, p01] at 2c + 1.
+    let cell = |i: usize, j: usize| 2 * (j * (nx - 1) + i);
+    for j in 0..ny - 1 {
+        for i in 0..nx - 1 {
+            let c = cell(i, j);
+            bending[c] = bend_triangle([n(i, j), n(i + 1, j), n(i + 1, j + 1)].map(|k| rest[k as usize]));
+            bending[c + 1] = bend_triangle([n(i, j), n(i + 1, j + 1), n(i, j + 1)].map(|k| rest[k as usize]));
+        }
+    }
+    let mut h = 0usize;
+    let mut add = |hinge: [NodeId; 4], (ta, ea): (usize, usize), (tb, eb): (usize, usize)| {
+        if let Some(slot) = hinges.get_mut(h) {
+            *slot = make_hinge(rest, hinge);
+            bending[ta].hinges[ea] = h as u16;
+            bending[tb].hinges[eb] = h as u16;
+            h += 1;
+        }
+    };
+    for j in 0..ny - 1 {
+        for i in 0..nx - 1 {
+            let c = cell(i, j);
+            // The diagonal: A's edge 2 (p11–p00) and B's edge 0 (p00–p11).
+            add([n(i, j), n(i + 1, j + 1), n(i + 1, j), n(i, j + 1)], (c, 2), (c + 1, 0));
+            // The vertical edge at column i + 1: A's edge 1 (p10–p11) here,
+            // B's edge 2 (p01–p00) in the cell to the right.
+            if i + 2 < nx {
+                add([n(i + 1, j), n(i + 1, j + 1), n(i, j), n(i + 2, j + 1)], (c, 1), (cell(i + 1, j) + 1, 2));
+            }
+            // The horizontal edge at row j + 1: B's edge 1 (p11–p01) here,
+            // A's edge 0 (p00–p10) in the cell above.
+            if j + 2 < ny {
+                add([n(i, j + 1), n(i + 1, j + 1), n(i, j), n(i + 1, j + 2)], (c + 1, 1), (cell(i, j + 1), 0));
+            }
+        }
+    }
+}
+
+/// The hinge's stencil: with `D_w = (foot of w on the edge − x_w) / h_w`
+/// the outward normal derivative of the linear placement on the wing `w`'s
+/// triangle (`h_w` its height over the edge), `Σ k_i x_i = −½ (D_w0 + D_w1)`.
+fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4]) -> Hinge {
+    let [x0, x1, w0, w1] = nodes.map(|i| rest[i as usize]);
+    let e = x1 - x0;
+    let l2 = e.norm2();
+    // Foot parameter s and height h of a wing over the edge.
+    let wing = |w: Vec3| {
+        let s = (w - x0).dot(e) / l2;
+        let h = (w - x0 - e * s).norm();
+        (s, 1.0 / h)
+    };
+    let ((s0, i0), (s1, i1)) = (wing(w0), wing(w1));
+    Hinge { nodes, k: [-0.5 * ((1.0 - s0) * i0 + (1.0 - s1) * i1), -0.5 * (s0 * i0 + s1 * i1), 0.5 * i0, 0.5 * i1] }
 }

@@ -14,7 +14,8 @@ pub struct Material {
     pub stretch: f32,
     /// Poisson ratio, in [0, 0.5).
     pub poisson: f32,
-    /// Bending stiffness (N·m).
+    /// Plate bending stiffness `D` (N·m); the plate's Poisson ratio is
+    /// [`Material::poisson`].
     pub bending: f32,
     /// Mass-proportional (Rayleigh) damping (1/s).
     pub damping_mass: f32,
@@ -48,6 +49,11 @@ impl Material {
     pub fn membrane(&self) -> crate::physics::membrane::Membrane {
         let (mu, lambda) = self.lame();
         crate::physics::membrane::Membrane { mu, lambda, compression: self.compression }
+    }
+
+    /// The bending law of this material.
+    pub fn plate(&self) -> crate::physics::bending::Plate {
+        crate::physics::bending::Plate { stiffness: self.bending, poisson: self.poisson }
     }
 
     pub fn validate(&self) -> Result<(), ParamError> {

@@ -14,7 +14,7 @@
 //! ```
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{Edge, Hinge, MeshStorage, NodeId, Triangle};
+use crate::mesh::{BendTriangle, Edge, Hinge, MeshStorage, NodeId, Triangle, NO_HINGE};
 use crate::state::StateStorage;
 
 /// Mesh memory for `N` nodes, `T` triangles, `E` edges, `H` hinges.
@@ -25,13 +25,16 @@ pub struct MeshBuffers<const N: usize, const T: usize, const E: usize, const H: 
     edges: [Edge; E],
     edge_start: [u16; N],
     hinges: [Hinge; H],
+    bending: [BendTriangle; T],
 }
 
 impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers<N, T, E, H> {
     pub const fn new() -> Self {
         const TRI: Triangle = Triangle { nodes: [0; 3], edges: [0; 3], grad: [[0.0; 2]; 3], area: 0.0 };
+        const BEND: BendTriangle =
+            BendTriangle { hinges: [NO_HINGE; 3], normals: [[0.0; 2]; 3], c: [0.0; 3], area: 0.0 };
         const EDGE: Edge = Edge { a: 0, b: 0, tris: [0; 2] };
-        const HINGE: Hinge = Hinge { nodes: [0; 4], k: [0.0; 4], weight: 0.0, pair_edges: [0; 5] };
+        const HINGE: Hinge = Hinge { nodes: [0; 4], k: [0.0; 4] };
         MeshBuffers {
             rest: [Vec3::ZERO; N],
             node_area: [0.0; N],
@@ -39,6 +42,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers
             edges: [EDGE; E],
             edge_start: [0; N],
             hinges: [HINGE; H],
+            bending: [BEND; T],
         }
     }
     pub fn storage(&mut self) -> MeshStorage<'_> {
@@ -49,6 +53,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers
             edges: &mut self.edges,
             edge_start: &mut self.edge_start,
             hinges: &mut self.hinges,
+            bending: &mut self.bending,
         }
     }
 }

@@ -81,13 +81,14 @@ fn capacity_overflow_is_a_typed_error() {
     let grid = Grid::horizontal(5, 5, 1.0, 1.0, 0.0);
     let c = grid.counts();
     // Each part one slot short.
-    for short in 0..6 {
+    for short in 0..7 {
         let mut rest = vec![Vec3::ZERO; c.nodes - (short == 0) as usize];
         let mut area = vec![0.0; c.nodes - (short == 1) as usize];
         let mut tris = vec![Default::default(); c.triangles - (short == 2) as usize];
         let mut edges = vec![Default::default(); c.edges - (short == 3) as usize];
         let mut hinges = vec![Default::default(); c.hinges - (short == 4) as usize];
         let mut edge_start = vec![0; c.nodes - (short == 5) as usize];
+        let mut bending = vec![Default::default(); c.triangles - (short == 6) as usize];
         let st = MeshStorage {
             rest: &mut rest,
             node_area: &mut area,
@@ -95,6 +96,7 @@ fn capacity_overflow_is_a_typed_error() {
             edges: &mut edges,
             edge_start: &mut edge_start,
             hinges: &mut hinges,
+            bending: &mut bending,
         };
         assert!(matches!(Mesh::grid(&grid, st), Err(MeshError::Capacity { .. })), "short part {short}");
     }

@@ -2,7 +2,7 @@
 //! never allocates, its owner does. (Also used by the core's own tests.)
 
 use weft_core::math::{Mat3, Vec3};
-use weft_core::mesh::{Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
+use weft_core::mesh::{BendTriangle, Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
 use weft_core::model::{Integrator, Model};
 use weft_core::state::{StateSizes, StateStorage};
 
@@ -14,6 +14,7 @@ pub struct VecMeshStorage {
     edges: Vec<Edge>,
     edge_start: Vec<u16>,
     hinges: Vec<Hinge>,
+    bending: Vec<BendTriangle>,
 }
 
 impl VecMeshStorage {
@@ -25,6 +26,7 @@ impl VecMeshStorage {
             edges: vec![Edge::default(); c.edges],
             edge_start: vec![0; c.nodes],
             hinges: vec![Hinge::default(); c.hinges],
+            bending: vec![BendTriangle::default(); c.triangles],
         }
     }
     /// Enough for any mesh of `nodes` nodes and `triangles` triangles.
@@ -39,6 +41,7 @@ impl VecMeshStorage {
             edges: &mut self.edges,
             edge_start: &mut self.edge_start,
             hinges: &mut self.hinges,
+            bending: &mut self.bending,
         }
     }
 }

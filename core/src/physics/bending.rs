@@ -1,42 +1,178 @@
-//! Quadratic bending on edge hinges (the isometric bending model): for a
-//! hinge with cotangent weights `k` and area weight `w`, the energy is
-//! `½ κ_b w |Σ k_i x_i|²`, which approximates `½ κ_b ∫ (2H)² dA` for a cloth
-//! that is flat at rest and bends without stretching. Its Hessian
-//! `κ_b w k kᵀ ⊗ I₃` is constant and positive semi-definite, so the
-//! solver applies it matrix-free.
+//! Kirchhoff plate bending without rotational unknowns (a Morley-type
+//! triangle on the mesh's bending triangulation, [`Mesh::bending`]). Each
+//! hinge measures `m_e = Σ k_i x_i`, half the jump of the normal derivative
+//! of the piecewise-linear placement across its edge ([`Hinge::k`]), which
+//! is the midside normal derivative minus the triangle's own. A triangle's
+//! curvature (the placement's second derivative, a 3-vector per pair of
+//! rest directions) is then
+//!
+//! `H_T = (1/A) ∮ ∇x ⊗ n ds = Σ_e (|e| / A) m_e ⊗ n_e ⊗ n_e`
+//!
+//! over its edges (`n_e` the in-plane outward normal), exact for every
+//! quadratic placement where the two triangles at each of its edges form a
+//! parallelogram (the grid's bending triangulation; elsewhere the twist
+//! carries an error). The energy is the plate's, with Poisson ratio ν,
+//!
+//! `½ D ∫ ν |tr H|² + (1 − ν) |H|²_F  =  ½ D Σ_T Σ_ef G_ef m_e·m_f`,
+//!
+//! `G_ef = A c_e c_f (ν + (1 − ν)(n_e·n_f)²)`, `c_e = |e| / A`. A border
+//! edge has no wing to measure its jump: its `m_e` is a free unknown of its
+//! triangle alone (the free edge's natural condition, as in Morley's
+//! triangle), eliminated by minimising the triangle's energy over it (a
+//! Schur complement of `G`). The energy is quadratic in the positions,
+//! invariant under rigid motions, zero for every affine map of the flat
+//! rest mesh; its Hessian `D Σ_T Σ_ef G_ef k_e k_fᵀ ⊗ I₃` is constant and
+//! positive semi-definite, so the solver applies it matrix-free.
 
-use crate::math::Vec3;
-use crate::mesh::Hinge;
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE};
 
-/// Discrete curvature vector `Σ k_i x_i` of a hinge.
+/// Plate bending parameters: stiffness `D` (N·m) and Poisson ratio ν.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Plate {
+    pub stiffness: f32,
+    pub poisson: f32,
+}
+
+/// Half the normal-derivative jump `Σ k_i x_i` across a hinge (1/m).
 #[inline]
 pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
     let mut t = Vec3::ZERO;
-    for q in 0..4 {
-        t += x[h.nodes[q] as usize] * h.k[q];
+    for (&i, &k) in h.nodes.iter().zip(&h.k) {
+        if let Some(&xi) = x.get(i as usize) {
+            t += xi * k;
+        }
     }
     t
 }
 
-/// Hinge energy.
-#[inline]
-pub fn energy(h: &Hinge, x: &[Vec3], stiffness: f32) -> f32 {
-    energy_of(h, curvature(h, x), stiffness)
+/// The triangle's energy form `G` (per unit stiffness, symmetric 3×3 over
+/// its edges (0,1), (1,2), (2,0)) with its border edges eliminated: their
+/// rows and columns are zero.
+pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
+    let (n, c) = (&t.normals, &t.c);
+    let mut g = [[0.0f32; 3]; 3];
+    for e in 0..3 {
+        for f in e..3 {
+            let d = n[e][0] * n[f][0] + n[e][1] * n[f][1];
+            g[e][f] = t.area * c[e] * c[f] * (poisson + (1.0 - poisson) * d * d);
+            g[f][e] = g[e][f];
+        }
+    }
+    if t.hinges.iter().all(|&h| h != NO_HINGE) {
+        return g;
+    }
+    for b in 0..3 {
+        if t.hinges[b] != NO_HINGE {
+            continue;
+        }
+        let pivot = g[b][b];
+        if pivot > 0.0 {
+            for e in 0..3 {
+                for f in 0..3 {
+                    if e != b && f != b {
+                        g[e][f] -= g[e][b] * g[b][f] / pivot;
+                    }
+                }
+            }
+        }
+        for row in g.iter_mut() {
+            row[b] = 0.0;
+        }
+        g[b] = [0.0; 3];
+    }
+    g
 }
 
-/// Hinge energy from its curvature vector `k`.
-#[inline]
-pub fn energy_of(h: &Hinge, k: Vec3, stiffness: f32) -> f32 {
-    0.5 * stiffness * h.weight * k.norm2()
+/// Calls `f(hinges, m, moments)` for every bending triangle with at least
+/// one hinge: `m[e]` the hinge measures of `x` (zero on border edges) and
+/// `moments[e] = D Σ_f G_ef m[f]`, so the triangle's energy is
+/// `½ Σ_e m[e]·moments[e]`.
+#[inline(always)]
+fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Option<&Hinge>; 3], [Vec3; 3], [Vec3; 3])) {
+    let hinges = mesh.hinges();
+    for t in mesh.bending() {
+        let hs = [hinges.get(t.hinges[0] as usize), hinges.get(t.hinges[1] as usize), hinges.get(t.hinges[2] as usize)];
+        if hs.iter().all(Option::is_none) {
+            continue;
+        }
+        let mut m = [Vec3::ZERO; 3];
+        for (me, h) in m.iter_mut().zip(hs) {
+            if let Some(h) = h {
+                *me = curvature(h, x);
+            }
+        }
+        let g = form(t, plate.poisson);
+        let d = plate.stiffness;
+        let moments = [
+            (m[0] * g[0][0] + m[1] * g[0][1] + m[2] * g[0][2]) * d,
+            (m[0] * g[1][0] + m[1] * g[1][1] + m[2] * g[1][2]) * d,
+            (m[0] * g[2][0] + m[1] * g[2][1] + m[2] * g[2][2]) * d,
+        ];
+        f(hs, m, moments);
+    }
 }
 
-/// Adds `scale · K_b · p` to `out` for every hinge (with `p = x` and
-/// `scale = −1` this adds the bending forces).
-pub fn apply(hinges: &[Hinge], stiffness: f32, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
-    for h in hinges {
-        let t = curvature(h, p) * (scale * stiffness * h.weight);
-        for q in 0..4 {
-            out[h.nodes[q] as usize] += t * h.k[q];
+/// Bending energy of positions `x`, and the bound on its f32 rounding
+/// noise: the moments times the rounding error of each hinge measure
+/// (`ε Σ |k_i| |x_i|₁`), over ε.
+pub fn energy_and_noise(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> (f32, f32) {
+    let l1 = |p: Vec3| libm::fabsf(p.x) + libm::fabsf(p.y) + libm::fabsf(p.z);
+    let (mut energy, mut noise) = (0.0, 0.0);
+    each_triangle(mesh, plate, x, |hs, m, moments| {
+        for e in 0..3 {
+            energy += 0.5 * m[e].dot(moments[e]);
+            if let Some(h) = hs[e] {
+                let dm: f32 = (0..4).map(|q| l1(x[h.nodes[q] as usize]) * libm::fabsf(h.k[q])).sum();
+                noise += moments[e].norm() * dm;
+            }
+        }
+    });
+    (energy, noise)
+}
+
+/// Bending energy of positions `x`.
+pub fn energy(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> f32 {
+    energy_and_noise(mesh, plate, x).0
+}
+
+/// Adds `scale · K_b · p` to `out` (with `p = x` and `scale = −1` this adds
+/// the bending forces).
+pub fn apply(mesh: &Mesh, plate: Plate, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
+    each_triangle(mesh, plate, p, |hs, _, moments| {
+        for (h, mo) in hs.into_iter().zip(moments) {
+            if let Some(h) = h {
+                let mo = mo * scale;
+                for (&i, &k) in h.nodes.iter().zip(&h.k) {
+                    if let Some(o) = out.get_mut(i as usize) {
+                        *o += mo * k;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Adds `scale` times the diagonal blocks of `K_b` (multiples of the
+/// identity) to `out`.
+pub fn add_diagonal(mesh: &Mesh, plate: Plate, scale: f32, out: &mut [Mat3]) {
+    let hinges = mesh.hinges();
+    for t in mesh.bending() {
+        let g = form(t, plate.poisson);
+        let hs = t.hinges.map(|h| hinges.get(h as usize));
+        for (e, he) in hs.iter().enumerate() {
+            let Some(he) = he else { continue };
+            for (f, hf) in hs.iter().enumerate() {
+                let Some(hf) = hf else { continue };
+                let s = scale * plate.stiffness * g[e][f];
+                for q in 0..4 {
+                    for r in 0..4 {
+                        if he.nodes[q] == hf.nodes[r] {
+                            out[he.nodes[q] as usize] += Mat3::scale(s * he.k[q] * hf.k[r]);
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -19,7 +19,6 @@ pub mod solver;
 
 use crate::contact;
 use crate::math::{Mat3, Vec3};
-use crate::mesh::HINGE_EDGE_PAIRS;
 use crate::model::Model;
 use crate::state::{split_blocks, State, CONTACT, PINNED};
 
@@ -108,9 +107,9 @@ pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
     edge_strains(model, x).map(f32::abs).fold(0.0, f32::max)
 }
 
-/// Adds the elastic forces to `force` and the PSD stiffness `K` to the
-/// diagonal and edge blocks (membrane and bending; the bending wing–wing
-/// terms are applied matrix-free by [`solver::matvec`]).
+/// Adds the elastic forces (membrane and bending) to `force` and the
+/// membrane's PSD stiffness to the diagonal and edge blocks (the bending
+/// Hessian is constant and applied matrix-free by [`solver::matvec`]).
 pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
     let mem = model.material.membrane();
     let mesh = &model.mesh;
@@ -130,21 +129,8 @@ pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3]
             off[e] += if t.nodes[i] < t.nodes[j] { kij } else { kij.transpose() };
         }
     }
-    // Bending: forces, and its constant Hessian κ_b w k kᵀ ⊗ I on the
-    // diagonal and edge blocks (the wing–wing term stays matrix-free).
-    let kb = model.material.bending;
-    bending::apply(mesh.hinges(), kb, -1.0, x, force);
-    if kb != 0.0 {
-        for hg in mesh.hinges() {
-            let s = kb * hg.weight;
-            for q in 0..4 {
-                diag[hg.nodes[q] as usize] += Mat3::scale(s * hg.k[q] * hg.k[q]);
-            }
-            for (e, (a, b)) in hg.pair_edges.iter().zip(HINGE_EDGE_PAIRS) {
-                off[*e as usize] += Mat3::scale(s * hg.k[a] * hg.k[b]);
-            }
-        }
-    }
+    // Bending forces; its constant Hessian is applied matrix-free.
+    bending::apply(mesh, model.material.plate(), -1.0, x, force);
 }
 
 /// Aerodynamic drag and lift per triangle, a third to each node.
@@ -251,7 +237,7 @@ pub struct Elastic {
     /// The stresses times the strain error of each element's deformation
     /// gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node positions far
     /// from the origin), the bending moments times the same error of each
-    /// hinge's curvature.
+    /// hinge's measure.
     pub noise: f32,
 }
 
@@ -273,13 +259,9 @@ pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
         let df: f32 = xs.iter().zip(&t.grad).map(|(xk, g)| l1(*xk) * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
         el.noise += stress * df;
     }
-    let kb = model.material.bending;
-    for h in model.mesh.hinges() {
-        let k = bending::curvature(h, x);
-        el.bending += bending::energy_of(h, k, kb);
-        let dk: f32 = (0..4).map(|q| l1(x[h.nodes[q] as usize]) * libm::fabsf(h.k[q])).sum();
-        el.noise += kb * h.weight * k.norm() * dk;
-    }
+    let (bending, noise) = bending::energy_and_noise(&model.mesh, model.material.plate(), x);
+    el.bending = bending;
+    el.noise += noise;
     el.noise *= f32::EPSILON;
     el
 }
@@ -362,7 +344,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
 
     // rhs b = h (f − αMv − (β + h) K v); with BDF2 (h = 2h_step/3) also
     // − h K d + M (v̂ − v), d = (x − x_prev)/3, v̂ = (4v − v_prev)/3.
-    solver::matvec(mesh, diag, off, mat.bending, v, ws.q);
+    solver::matvec(mesh, diag, off, mat.plate(), v, ws.q);
     for (i, (r, (f, kv))) in ws.r.iter_mut().zip(ws.force.iter().zip(ws.q.iter())).enumerate() {
         *r = (*f - v[i] * (alpha * model.mass(i)) - *kv * (beta + h)) * h;
     }
@@ -371,7 +353,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         for (dn, (xi, xp)) in ws.x_new.iter_mut().zip(x.iter().zip(ws.x_prev.iter())) {
             *dn = (*xi - *xp) * (1.0 / 3.0);
         }
-        solver::matvec(mesh, diag, off, mat.bending, ws.x_new, ws.p);
+        solver::matvec(mesh, diag, off, mat.plate(), ws.x_new, ws.p);
         for (i, r) in ws.r.iter_mut().enumerate() {
             let v_hat = v[i] * (4.0 / 3.0) - ws.v_prev[i] * (1.0 / 3.0);
             *r += (v_hat - v[i]) * model.mass(i) - ws.p[i] * h;
@@ -388,6 +370,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
     }
+    bending::add_diagonal(mesh, mat.plate(), c, precond);
     for pc in precond.iter_mut() {
         let d = pc.diagonal();
         *pc = pc.inverse().unwrap_or(Mat3 {
@@ -412,7 +395,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         mesh,
         diag,
         off,
-        bend: mat.bending,
+        plate: mat.plate(),
         density: mat.density,
         m_scale,
         c,

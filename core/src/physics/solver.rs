@@ -5,14 +5,13 @@
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
+use crate::physics::bending::{self, Plate};
 use crate::state::{CONTACT, PINNED};
 
-/// `out = K p`: `diag` and `off` hold the diagonal and symmetric static-edge
-/// blocks (`off[e]` is the block of row `a`, column `b` of edge `e`) with
-/// the membrane stiffness and every bending term between edge-connected
-/// nodes; the hinges' wing–wing terms (nodes with no edge between them),
-/// with bending stiffness `bend`, are applied here matrix-free.
-pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], out: &mut [Vec3]) {
+/// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
+/// static-edge blocks (`off[e]` is the block of row `a`, column `b` of edge
+/// `e`); the bending Hessian of `plate` is applied here matrix-free.
+pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], plate: Plate, p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
     }
@@ -21,13 +20,8 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bend: f32, p: &[Vec3], o
         out[i] += b.mul_vec(p[j]);
         out[j] += b.tmul_vec(p[i]);
     }
-    if bend != 0.0 {
-        for h in mesh.hinges() {
-            let s = bend * h.weight * h.k[2] * h.k[3];
-            let (i, j) = (h.nodes[2] as usize, h.nodes[3] as usize);
-            out[i] += p[j] * s;
-            out[j] += p[i] * s;
-        }
+    if plate.stiffness != 0.0 {
+        bending::apply(mesh, plate, 1.0, p, out);
     }
 }
 
@@ -65,8 +59,8 @@ pub struct System<'s, 'm> {
     pub mesh: &'s Mesh<'m>,
     pub diag: &'s [Mat3],
     pub off: &'s [Mat3],
-    /// Bending stiffness κ_b.
-    pub bend: f32,
+    /// Plate bending (applied matrix-free).
+    pub plate: Plate,
     pub density: f32,
     pub m_scale: f32,
     pub c: f32,
@@ -81,7 +75,7 @@ pub struct System<'s, 'm> {
 impl System<'_, '_> {
     /// `out = A p`.
     pub fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        matvec(self.mesh, self.diag, self.off, self.bend, p, out);
+        matvec(self.mesh, self.diag, self.off, self.plate, p, out);
         let m = self.density * self.m_scale;
         for ((o, pi), a) in out.iter_mut().zip(p).zip(self.mesh.node_area()) {
             *o = *o * self.c + *pi * (m * a);
