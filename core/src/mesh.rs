@@ -49,14 +49,18 @@ pub struct BendTriangle {
     /// Hinge index of the edges (0,1), (1,2), (2,0), or [`NO_HINGE`] for a
     /// border edge.
     pub hinges: [u16; 3],
-    /// In-plane outward unit normals of the same edges, in an orthonormal
-    /// frame of the triangle's rest plane.
-    pub normals: [[f32; 2]; 3],
-    /// `|e| / A` of the same edges (1/m).
+    /// `c_e = |e| / A` of the same edges (1/m).
     pub c: [f32; 3],
+    /// `A c_e c_f (n_e·n_f)²` for the edge pairs (0,0), (1,1), (2,2), (0,1),
+    /// (1,2), (0,2), with `n_e` the in-plane outward unit edge normals: the
+    /// twisting part of the bending form ([`crate::physics::bending::form`]).
+    pub twist: [f32; 6],
     /// Rest area (m²).
     pub area: f32,
 }
+
+/// The edge pairs of [`BendTriangle::twist`].
+pub const TWIST_PAIRS: [(usize, usize); 6] = [(0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2)];
 
 /// Two triangles sharing an edge: nodes `[e0, e1, w0, w1]` where `e0–e1` is
 /// the shared edge and `w0`, `w1` the opposite ("wing") nodes.
@@ -483,7 +487,7 @@ fn frame([p0, p1, p2]: [Vec3; 3]) -> (Vec3, Vec3) {
 fn bend_triangle(p: [Vec3; 3]) -> BendTriangle {
     let (ax, ay) = frame(p);
     let area = 0.5 * (p[1] - p[0]).cross(p[2] - p[0]).norm();
-    let normals = core::array::from_fn(|e| {
+    let normals: [[f32; 2]; 3] = core::array::from_fn(|e| {
         let (a, b, w) = (p[e], p[(e + 1) % 3], p[(e + 2) % 3]);
         let d = (b - a).normalized();
         // In-plane perpendicular to the edge, pointing away from the third node.
@@ -494,8 +498,12 @@ fn bend_triangle(p: [Vec3; 3]) -> BendTriangle {
             n
         }
     });
-    let c = core::array::from_fn(|e| (p[(e + 1) % 3] - p[e]).norm() / area);
-    BendTriangle { hinges: [NO_HINGE; 3], normals, c, area }
+    let c: [f32; 3] = core::array::from_fn(|e| (p[(e + 1) % 3] - p[e]).norm() / area);
+    let twist = TWIST_PAIRS.map(|(e, f)| {
+        let d = normals[e][0] * normals[f][0] + normals[e][1] * normals[f][1];
+        area * c[e] * c[f] * d * d
+    });
+    BendTriangle { hinges: [NO_HINGE; 3], c, twist, area }
 }
 
 /// The grid's bending triangulation: every cell split along its diagonal

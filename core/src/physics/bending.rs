@@ -25,7 +25,7 @@
 //! positive semi-definite, so the solver applies it matrix-free.
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE};
+use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE, TWIST_PAIRS};
 
 /// Plate bending parameters: stiffness `D` (N·m) and Poisson ratio ν.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,21 +46,14 @@ pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
     t
 }
 
-/// The triangle's energy form `G` (per unit stiffness, symmetric 3×3 over
-/// its edges (0,1), (1,2), (2,0)) with its border edges eliminated: their
-/// rows and columns are zero.
+/// The triangle's energy form `G = ν A c cᵀ + (1 − ν) twist` (per unit
+/// stiffness, symmetric 3×3 over its edges (0,1), (1,2), (2,0)) with its
+/// border edges eliminated: their rows and columns are zero.
 pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
-    let (n, c) = (&t.normals, &t.c);
     let mut g = [[0.0f32; 3]; 3];
-    for e in 0..3 {
-        for f in e..3 {
-            let d = n[e][0] * n[f][0] + n[e][1] * n[f][1];
-            g[e][f] = t.area * c[e] * c[f] * (poisson + (1.0 - poisson) * d * d);
-            g[f][e] = g[e][f];
-        }
-    }
-    if t.hinges.iter().all(|&h| h != NO_HINGE) {
-        return g;
+    for ((e, f), q) in TWIST_PAIRS.into_iter().zip(t.twist) {
+        g[e][f] = poisson * t.area * t.c[e] * t.c[f] + (1.0 - poisson) * q;
+        g[f][e] = g[e][f];
     }
     for b in 0..3 {
         if t.hinges[b] != NO_HINGE {
@@ -84,6 +77,25 @@ pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
     g
 }
 
+/// The moments `D Σ_f G_ef m_f` of a triangle's measures `m`; an interior
+/// triangle's in the factored form (no 3×3 form built).
+#[inline(always)]
+fn moments(t: &BendTriangle, plate: Plate, m: &[Vec3; 3]) -> [Vec3; 3] {
+    let (nu, d) = (plate.poisson, plate.stiffness);
+    if t.hinges.contains(&NO_HINGE) {
+        let g = form(t, nu);
+        return g.map(|row| (m[0] * row[0] + m[1] * row[1] + m[2] * row[2]) * d);
+    }
+    let q = &t.twist;
+    let s = (m[0] * t.c[0] + m[1] * t.c[1] + m[2] * t.c[2]) * (nu * t.area * d);
+    let w = (1.0 - nu) * d;
+    [
+        s * t.c[0] + (m[0] * q[0] + m[1] * q[3] + m[2] * q[5]) * w,
+        s * t.c[1] + (m[0] * q[3] + m[1] * q[1] + m[2] * q[4]) * w,
+        s * t.c[2] + (m[0] * q[5] + m[1] * q[4] + m[2] * q[2]) * w,
+    ]
+}
+
 /// Calls `f(hinges, m, moments)` for every bending triangle with at least
 /// one hinge: `m[e]` the hinge measures of `x` (zero on border edges) and
 /// `moments[e] = D Σ_f G_ef m[f]`, so the triangle's energy is
@@ -102,14 +114,8 @@ fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Optio
                 *me = curvature(h, x);
             }
         }
-        let g = form(t, plate.poisson);
-        let d = plate.stiffness;
-        let moments = [
-            (m[0] * g[0][0] + m[1] * g[0][1] + m[2] * g[0][2]) * d,
-            (m[0] * g[1][0] + m[1] * g[1][1] + m[2] * g[1][2]) * d,
-            (m[0] * g[2][0] + m[1] * g[2][1] + m[2] * g[2][2]) * d,
-        ];
-        f(hs, m, moments);
+        let mo = moments(t, plate, &m);
+        f(hs, m, mo);
     }
 }
 

@@ -529,7 +529,16 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
             state.warnings.dropped_pairs += found.dropped as u64;
             let pinned = &*ws.pinned;
             let inv_mass = |i: usize| if pinned[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
-            report.self_contacts += contact::repel(&ws.pairs[..found.pairs], sc.radius, h, inv_mass, ws.x_new, ws.dv);
+            let repelled = contact::repel(&ws.pairs[..found.pairs], sc.radius, h, inv_mass, ws.x_new, ws.dv);
+            report.self_contacts += repelled;
+            // Pushing close pairs apart can over-stretch the edges between
+            // them: limit again from the base the repelled state implies.
+            if let (Some(limit), true) = (model.params.strain_limit, repelled > 0) {
+                for ((b, x), v) in ws.r.iter_mut().zip(ws.x_new.iter()).zip(ws.dv.iter()) {
+                    *b = *x - *v * h;
+                }
+                limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.dv, ws.x_new);
+            }
         }
     }
     let colliders = model.scene.colliders;
