@@ -10,7 +10,7 @@
 //! | `x` | `[frames + 1, n·n, 3]` f32 | restricted fine positions (m) |
 //! | `v` | `[frames + 1, n·n, 3]` f32 | restricted fine velocities (m/s) |
 //!
-//! and metadata (strings): `format` = `weft-trajectory-1`, `family`,
+//! and metadata (strings): `format` = `weft-trajectory-2`, `family`,
 //! `seed`, `split` (`train`, `val`, `test`, or `heldout` for the family kept
 //! out of training), `k`, `time_substeps`, `fine_seconds` (wall time of the
 //! fine simulation) and `scenario` — the coarse scenario as TOML, from which
@@ -28,7 +28,7 @@ use crate::families::{self, Family};
 use crate::scenario::Scenario;
 use crate::sim;
 
-pub const FORMAT: &str = "weft-trajectory-1";
+pub const FORMAT: &str = "weft-trajectory-2";
 
 /// What `weft generate` builds.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -105,6 +105,12 @@ pub struct Index {
     /// The time-convergence check of the first seed of every family.
     #[serde(default)]
     pub convergence: Vec<Convergence>,
+    /// Wall time of the `weft generate` run that wrote this index (s), and
+    /// how many of its trajectories it found already made and kept.
+    #[serde(default)]
+    pub wall_seconds: f32,
+    #[serde(default)]
+    pub reused: usize,
 }
 
 /// How far a fine reference is from its own time-converged value: the
@@ -267,46 +273,96 @@ pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
     })
 }
 
-/// `weft generate`: every family × seed, in parallel, into `out`.
+/// A trajectory file already in `out` for this scenario, made with the same
+/// fine settings (an interrupted or smaller earlier run): kept, not re-run.
+fn reusable(
+    previous: Option<&Index>,
+    spec: &DatasetSpec,
+    out: &Path,
+    file: &str,
+    scn: &Scenario,
+) -> Option<Trajectory> {
+    let prev = previous?;
+    let same = |a: &DatasetSpec| DatasetSpec { per_family: 0, check_convergence: false, ..a.clone() };
+    if same(&prev.spec) != same(spec) {
+        return None;
+    }
+    let t = read_trajectory(&out.join(file)).ok()?;
+    (toml::to_string(&t.scenario).ok()? == toml::to_string(scn).ok()?).then_some(t)
+}
+
+/// `weft generate`: every family × seed, in parallel, into `out`. Resumable:
+/// trajectories an earlier run with the same settings left in `out` are
+/// kept (files are written as they finish; the index records the spec
+/// first and the trajectories at the end).
 pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index> {
     std::fs::create_dir_all(out)?;
+    let t0 = std::time::Instant::now();
+    let previous = load_index(out).ok();
+    // The spec goes down first, so that an interrupted run can be resumed.
+    let start = Index {
+        spec: spec.clone(),
+        trajectories: Vec::new(),
+        failed: Vec::new(),
+        convergence: previous.as_ref().map(|p| p.convergence.clone()).unwrap_or_default(),
+        wall_seconds: 0.0,
+        reused: 0,
+    };
+    if previous.as_ref().is_none_or(|p| p.spec != *spec) {
+        std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&start)?)?;
+    }
     let jobs: Vec<(Family, u64)> =
         Family::ALL.iter().flat_map(|&f| (0..spec.per_family).map(move |s| (f, s + spec.seed))).collect();
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
-    type Job = (IndexEntry, Option<Convergence>);
+    /// The entry, its convergence check, whether it was kept from before.
+    type Job = (IndexEntry, Option<Convergence>, bool);
     let results: Vec<Result<Job, String>> = jobs
         .par_iter()
         .map(|&(family, seed)| {
             let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
             let r = (|| -> Result<Job> {
-                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-                let check = if spec.check_convergence && seed == spec.seed {
-                    Some(convergence(&scn, spec, family, seed, &x)?)
-                } else {
-                    None
-                };
                 let split = split_of(spec, family, seed).to_string();
                 let file = format!("{}_{seed:04}.safetensors", family.name());
+                let checked =
+                    previous.as_ref().and_then(|p| p.convergence.iter().find(|c| c.family == family && c.seed == seed));
+                let wants_check = spec.check_convergence && seed == spec.seed;
+                if let Some(t) = reusable(previous.as_ref(), spec, out, &file, &scn) {
+                    if !wants_check || checked.is_some() {
+                        let entry = IndexEntry { file, family, seed, split, fine_seconds: t.fine_seconds };
+                        return Ok((entry, checked.cloned(), true));
+                    }
+                }
+                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+                let check = if wants_check { Some(convergence(&scn, spec, family, seed, &x)?) } else { None };
                 let t =
                     Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
                 write_trajectory(&out.join(&file), &t, spec)?;
-                Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check))
+                Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check, false))
             })();
             bar.inc(1);
             r.map_err(|e| format!("{}-{seed}: {e:#}", family.name()))
         })
         .collect();
     bar.finish_and_clear();
-    let mut index = Index { spec: spec.clone(), trajectories: Vec::new(), failed: Vec::new(), convergence: Vec::new() };
+    let mut index = Index {
+        spec: spec.clone(),
+        trajectories: Vec::new(),
+        failed: Vec::new(),
+        convergence: Vec::new(),
+        wall_seconds: 0.0,
+        reused: 0,
+    };
     for r in results {
         match r {
-            Ok((e, check)) => {
+            Ok((e, check, kept)) => {
                 index.trajectories.push(e);
                 index.convergence.extend(check);
+                index.reused += kept as usize;
             }
             Err(e) => index.failed.push(e),
         }
     }
+    index.wall_seconds = t0.elapsed().as_secs_f32();
     std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&index)?)?;
     Ok(index)
 }

@@ -77,7 +77,7 @@ fn rollout(
 ) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
     scn.with_model(|model| {
         let mut storage = VecStateStorage::new(model, pairs.max(1));
-        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut state = scn.start(model, &mut storage)?;
         let mut out = vec![nodes.iter().map(|&i| state.positions()[i]).collect::<Vec<_>>()];
         let t0 = Instant::now();
         let mut failure = None;

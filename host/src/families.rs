@@ -63,12 +63,15 @@ impl Rng {
     }
 }
 
+/// From light cotton to heavy canvas: density, stretch and bending drawn
+/// log-uniformly.
 fn material(rng: &mut Rng) -> MaterialSpec {
+    let log = |rng: &mut Rng, lo: f32, hi: f32| (rng.range(lo.ln(), hi.ln())).exp();
     MaterialSpec {
-        density: rng.range(0.12, 0.3),
-        stretch: rng.range(600.0, 1500.0),
+        density: log(rng, 0.1, 0.5),
+        stretch: log(rng, 500.0, 3000.0),
         poisson: rng.range(0.2, 0.4),
-        bending: rng.range(4e-6, 4e-5),
+        bending: log(rng, 4e-6, 1e-4),
         // Compression counted at 5 %: the fine cloth buckles between the
         // coarse nodes, and a coarse cloth that resists compression at full
         // stiffness turns the restricted fine state into metres per second
@@ -105,29 +108,52 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
         orientation: Orientation::Vertical,
         center: [0.0, 1.2, 0.0],
         rotation: [0.0, rng.range(-30.0, 30.0), 0.0],
+        velocity: [0.0; 3],
+        spin: [0.0; 3],
+    };
+    // Half the cloths start with a kick: up to 1.5 m/s and 2 rad/s.
+    let kicked = rng.range(0.0, 1.0) < 0.5;
+    let kick = |rng: &mut Rng, speed: f32, spin: f32| {
+        let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
+        let s = rng.range(0.0, speed);
+        let v = [s * a.cos() * (1.0 - b * b).sqrt(), s * b, s * a.sin() * (1.0 - b * b).sqrt()];
+        (v, [rng.range(-spin, spin), rng.range(-spin, spin), rng.range(-spin, spin)])
     };
     let mut pins = Vec::new();
     let mut colliders = Vec::new();
     let mut wind = None;
     match family {
         Family::Hang => {
-            let region = rng.pick(&["corners:top", "edge:top", "corner:top-left", "corner:top-right"]);
+            let region = rng.pick(&[
+                "corners:top",
+                "edge:top",
+                "corner:top-left",
+                "corner:top-right",
+                "edge:left",
+                "corners:bottom",
+            ]);
             let amp = rng.range(0.0, 0.25);
             let dir = rng.range(0.0, std::f32::consts::TAU);
-            pins.push(PinSpec {
-                nodes: None,
-                region: Some(region.into()),
-                motion: MotionSpec::Oscillate {
+            // Swinging pins, or pins dragged at up to 0.4 m/s.
+            let motion = if rng.range(0.0, 1.0) < 0.7 {
+                MotionSpec::Oscillate {
                     amplitude: [amp * dir.cos(), 0.3 * amp * rng.range(-1.0, 1.0), amp * dir.sin()],
                     frequency: rng.range(0.3, 1.5),
-                },
-            });
+                }
+            } else {
+                let s = rng.range(0.0, 0.4);
+                MotionSpec::Linear { velocity: [s * dir.cos(), 0.3 * s * rng.range(-1.0, 1.0), s * dir.sin()] }
+            };
+            pins.push(PinSpec { nodes: None, region: Some(region.into()), motion });
             cloth.rotation[0] = rng.range(-20.0, 20.0);
+            if kicked {
+                (cloth.velocity, cloth.spin) = kick(&mut rng, 1.5, 2.0);
+            }
         }
         Family::Drape => {
             cloth.orientation = Orientation::Horizontal;
-            let r = rng.range(0.18, 0.32);
-            let (ox, oz) = (rng.range(-0.15, 0.15), rng.range(-0.15, 0.15));
+            let r = rng.range(0.15, 0.35);
+            let (ox, oz) = (rng.range(-0.3, 0.3), rng.range(-0.3, 0.3));
             cloth.center = [ox * 0.5, 2.0 * r + rng.range(0.05, 0.3), oz * 0.5];
             cloth.rotation = [rng.range(-10.0, 10.0), rng.range(0.0, 90.0), rng.range(-10.0, 10.0)];
             let mut c = ground();
@@ -147,13 +173,19 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
             c.friction = rng.range(0.2, 0.6);
             colliders.push(c);
             colliders.push(ground());
+            if kicked {
+                let (v, spin) = kick(&mut rng, 1.0, 1.0);
+                cloth.velocity = [v[0], -v[1].abs(), v[2]];
+                cloth.spin = spin;
+            }
         }
         Family::Flag => {
             cloth.center = [0.5 * size, 1.5, 0.0];
             cloth.rotation = [0.0, 0.0, 0.0];
             pins.push(PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed });
-            let speed = rng.range(3.0, 9.0);
-            let yaw = rng.range(-0.5, 0.5);
+            // Wind from any side, the pole's side included.
+            let speed = rng.range(2.0, 9.0);
+            let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
             wind = Some(WindSpec {
                 velocity: [speed * yaw.cos(), rng.range(-0.5, 0.5), speed * yaw.sin()],
                 air_density: 1.2,
@@ -167,6 +199,9 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
             cloth.center = [0.0, rng.range(0.35, 0.8), 0.0];
             cloth.rotation = [rng.range(-60.0, 60.0), rng.range(0.0, 90.0), rng.range(-60.0, 60.0)];
             colliders.push(ground());
+            if kicked {
+                (cloth.velocity, cloth.spin) = kick(&mut rng, 1.5, 3.0);
+            }
         }
     }
     let mut scn = Scenario {

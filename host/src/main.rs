@@ -249,15 +249,17 @@ fn run(cli: Cli) -> Result<()> {
                 check_convergence: !no_convergence_check,
                 ..DatasetSpec::default()
             };
-            let t0 = std::time::Instant::now();
             let index = dataset::generate(&spec, &out, !quiet)?;
             let fine: f32 = index.trajectories.iter().map(|t| t.fine_seconds).sum();
             println!(
-                "{} trajectories ({} failed) in {:.1} s wall, {:.1} s of fine simulation; wrote {}",
+                "{} trajectories ({} failed, {} kept from an earlier run) in {:.1} s wall on {} threads, {:.1} s of fine simulation ({:.1} s each); wrote {}",
                 index.trajectories.len(),
                 index.failed.len(),
-                t0.elapsed().as_secs_f32(),
+                index.reused,
+                index.wall_seconds,
+                rayon::current_num_threads(),
                 fine,
+                fine / index.trajectories.len().max(1) as f32,
                 out.display()
             );
             for f in &index.failed {

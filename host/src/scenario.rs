@@ -8,9 +8,9 @@ use weft_core::mesh::{Grid, MeshCounts};
 use weft_core::model::{
     Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
-use weft_core::prelude::{Mesh, Vec3};
+use weft_core::prelude::{Mesh, State, Vec3};
 
-use crate::storage::VecMeshStorage;
+use crate::storage::{VecMeshStorage, VecStateStorage};
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -67,6 +67,12 @@ pub struct ClothSpec {
     /// Rotation about the centre, degrees about x, then y, then z.
     #[serde(default)]
     pub rotation: [f32; 3],
+    /// Initial velocity of every free node (m/s): a kick or a throw.
+    #[serde(default)]
+    pub velocity: [f32; 3],
+    /// Initial angular velocity about `center` (rad/s), added to `velocity`.
+    #[serde(default)]
+    pub spin: [f32; 3],
 }
 
 impl ClothSpec {
@@ -421,8 +427,9 @@ impl Scenario {
                 bail!("{k} must be a positive number of metres, got {v}");
             }
         }
-        if !self.cloth.center.iter().chain(&self.cloth.rotation).all(|c| c.is_finite()) {
-            bail!("cloth.center and cloth.rotation must be finite");
+        let c = &self.cloth;
+        if !c.center.iter().chain(&c.rotation).chain(&c.velocity).chain(&c.spin).all(|c| c.is_finite()) {
+            bail!("cloth.center, cloth.rotation, cloth.velocity and cloth.spin must be finite");
         }
         if self.time.substeps == 0 {
             bail!("time.substeps must be at least 1");
@@ -518,6 +525,26 @@ impl Scenario {
         let [nx, _] = self.cloth.resolution;
         let (i, j) = (n % nx, n / nx);
         (j * k) * ((nx - 1) * k + 1) + i * k
+    }
+
+    /// The initial state of `model` (built from this scenario) in `storage`:
+    /// the rest mesh, every free node moving with the cloth's `velocity` and
+    /// `spin`, pinned nodes with their pins.
+    pub fn start<'s>(&self, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
+        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
+        let (v, w) = (Vec3::from_array(self.cloth.velocity), Vec3::from_array(self.cloth.spin));
+        if v != Vec3::ZERO || w != Vec3::ZERO {
+            let c = Vec3::from_array(self.cloth.center);
+            let kick: Vec<Vec3> = state
+                .positions()
+                .iter()
+                .zip(state.velocities())
+                .zip(state.pinned())
+                .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
+                .collect();
+            state.set_velocities(&kick).map_err(|e| anyhow::anyhow!("cloth.velocity: {e}"))?;
+        }
+        Ok(state)
     }
 
     /// Builds the mesh and model and runs `f` on them.

@@ -78,7 +78,7 @@ pub fn run(
         let net_pairs = network.map_or(0, |_| GnnConfig::DEFAULT_PAIRS_PER_NODE * model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
         let mut corrector = network.map(|n| Int8Corrector::new(n, model.mesh.counts(), net_pairs));
-        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
+        let mut state = scn.start(model, &mut storage)?;
         let mut summary = Summary {
             name: scn.name.clone(),
             nodes: model.mesh.node_count(),
