@@ -138,6 +138,35 @@ impl Convergence {
 /// Largest [`Convergence::ratio`] of a reference that counts as converged.
 pub const CONVERGENCE_LIMIT: f32 = 0.1;
 
+/// Where `scn` leaves what a network trained on `spec`'s data has seen:
+/// resolution, frame time, physics steps per frame, material ranges. Empty
+/// when it stays inside.
+pub fn outside_training(scn: &Scenario, spec: &DatasetSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    let [nx, ny] = scn.cloth.resolution;
+    if [nx, ny] != [spec.coarse, spec.coarse] {
+        out.push(format!("cloth.resolution is [{nx}, {ny}]; the network was trained on [{0}, {0}]", spec.coarse));
+    }
+    if (scn.time.dt - spec.dt).abs() > 1e-6 * spec.dt {
+        out.push(format!("time.dt is {} s; the network was trained on {} s", scn.time.dt, spec.dt));
+    }
+    if scn.time.substeps != 1 {
+        out.push(format!(
+            "time.substeps is {}; the network was trained to correct one physics step per frame",
+            scn.time.substeps
+        ));
+    }
+    let m = &scn.material;
+    for ((key, lo, hi), v) in
+        families::MATERIAL_RANGES.into_iter().zip([m.density, m.stretch, m.poisson, m.bending, m.compression])
+    {
+        if !(lo * 0.999..=hi * 1.001).contains(&v) {
+            out.push(format!("{key} is {v}; the network was trained on {lo} to {hi}"));
+        }
+    }
+    out
+}
+
 /// Mean over frames of the position RMSE between two frame sequences.
 fn mean_rmse(a: &Frames, b: &Frames) -> f32 {
     let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::eval::rmse(p, q)).collect();

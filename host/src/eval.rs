@@ -1,6 +1,8 @@
 //! `weft eval`: rollouts of the plain coarse step, the corrected coarse step,
-//! a plain mesh twice as fine and the plain coarse mesh at half the time
-//! step, against the fine reference.
+//! and the plain alternatives that spend more compute instead (a mesh twice
+//! as fine, the coarse mesh at half and at a quarter of the time step),
+//! against the fine reference; per family and overall, with each one's
+//! cost ([`Report::pareto`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -34,6 +36,9 @@ pub struct Rollout {
     /// The plain coarse mesh with two physics steps of `dt / 2` per frame.
     #[serde(default)]
     pub rmse_half_dt: Vec<f32>,
+    /// The plain coarse mesh with four physics steps of `dt / 4` per frame.
+    #[serde(default)]
+    pub rmse_quarter_dt: Vec<f32>,
     /// Corrected by the int8 network of `weft_core::gnn::int8`.
     pub rmse_int8: Vec<f32>,
     /// Mean over steps.
@@ -42,6 +47,8 @@ pub struct Rollout {
     pub mean_fine2: f32,
     #[serde(default)]
     pub mean_half_dt: f32,
+    #[serde(default)]
+    pub mean_quarter_dt: f32,
     pub mean_int8: f32,
     /// Seconds per coarse step.
     pub cost_plain: f64,
@@ -49,6 +56,8 @@ pub struct Rollout {
     pub cost_fine2: f64,
     #[serde(default)]
     pub cost_half_dt: f64,
+    #[serde(default)]
+    pub cost_quarter_dt: f64,
     pub cost_int8: f64,
     pub cost_fine: f64,
     /// Set when a rollout stopped early (non-finite state).
@@ -96,6 +105,31 @@ fn rollout(
     })
 }
 
+/// The float network's corrected rollout of `scn` at every node.
+fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+    let dev = Device::Cpu;
+    let cfg = m.meta.config;
+    let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
+    let all: Vec<usize> = (0..n).collect();
+    rollout(scn, steps, &all, cfg.pairs_per_node * n, |model, state| {
+        let g = gnn::graph_of(model, state, &cfg)?;
+        let (dx, dv) = m.correct(&g, &dev)?;
+        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))
+    })
+}
+
+/// Mean position RMSE (m) of the float network's corrected rollout of
+/// `traj` over `steps` frames; a rollout that fails counts its last error
+/// for the remaining frames.
+pub fn corrected_error(traj: &Trajectory, m: &Trained, steps: usize) -> Result<f32> {
+    let steps = steps.min(traj.x.len() - 1);
+    let (xs, _, _) = corrected_rollout(&traj.scenario, steps, m)?;
+    let mut e: Vec<f32> = xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect();
+    let last = e.last().copied().unwrap_or(f32::INFINITY);
+    e.resize(steps, last);
+    Ok(mean(&e))
+}
+
 /// Evaluates one trajectory (its fine reference is `traj.x`).
 pub fn evaluate(
     traj: &Trajectory,
@@ -130,14 +164,12 @@ pub fn evaluate(
     (r.rmse_half_dt, r.cost_half_dt) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("half dt: {f}")));
 
+    let (xs, cost, fail) = rollout(&scn.refined(1, 4), steps, &all, 0, |_, _| Ok(()))?;
+    (r.rmse_quarter_dt, r.cost_quarter_dt) = (errors(&xs), cost);
+    r.failures.extend(fail.map(|f| format!("quarter dt: {f}")));
+
     if let Some(m) = model {
-        let dev = Device::Cpu;
-        let cfg = m.meta.config;
-        let (xs, cost, fail) = rollout(scn, steps, &all, cfg.pairs_per_node * n, |model, state| {
-            let g = gnn::graph_of(model, state, &cfg)?;
-            let (dx, dv) = m.correct(&g, &dev)?;
-            state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))
-        })?;
+        let (xs, cost, fail) = corrected_rollout(scn, steps, m)?;
         (r.rmse_corrected, r.cost_corrected) = (errors(&xs), cost);
         r.failures.extend(fail.map(|f| format!("corrected: {f}")));
     }
@@ -158,6 +190,7 @@ pub fn evaluate(
     r.mean_corrected = mean(&r.rmse_corrected);
     r.mean_fine2 = mean(&r.rmse_fine2);
     r.mean_half_dt = mean(&r.rmse_half_dt);
+    r.mean_quarter_dt = mean(&r.rmse_quarter_dt);
     Ok(r)
 }
 
@@ -172,6 +205,8 @@ pub struct Report {
     pub mean_rmse_fine2: Vec<f32>,
     #[serde(default)]
     pub mean_rmse_half_dt: Vec<f32>,
+    #[serde(default)]
+    pub mean_rmse_quarter_dt: Vec<f32>,
     pub mean_rmse_int8: Vec<f32>,
     /// Averages over steps and rollouts.
     pub overall_plain: f32,
@@ -179,6 +214,8 @@ pub struct Report {
     pub overall_fine2: f32,
     #[serde(default)]
     pub overall_half_dt: f32,
+    #[serde(default)]
+    pub overall_quarter_dt: f32,
     pub overall_int8: f32,
     /// corrected / plain.
     pub ratio_corrected_plain: f32,
@@ -194,8 +231,110 @@ pub struct Report {
     pub cost_fine2: f64,
     #[serde(default)]
     pub cost_half_dt: f64,
+    #[serde(default)]
+    pub cost_quarter_dt: f64,
     pub cost_int8: f64,
     pub cost_fine: f64,
+    /// The same means per family (and the rollouts' count).
+    #[serde(default)]
+    pub families: Vec<FamilyRow>,
+}
+
+/// Mean position RMSE (m) of one family's rollouts, each column.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FamilyRow {
+    pub family: String,
+    pub rollouts: usize,
+    pub plain: f32,
+    pub corrected: f32,
+    pub int8: f32,
+    pub fine2: f32,
+    pub half_dt: f32,
+    pub quarter_dt: f32,
+}
+
+/// One plain alternative against the corrected step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alternative {
+    pub name: &'static str,
+    /// Mean position RMSE (m).
+    pub error: f32,
+    /// Seconds per frame over the corrected step's (float network).
+    pub cost_ratio: f64,
+    /// It costs less than `budget` times the corrected step and the
+    /// corrected step is not more accurate.
+    pub beats_corrected: bool,
+}
+
+impl Report {
+    /// The plain alternatives against the corrected step: each one's error
+    /// and cost, and whether it beats the corrected step at less than
+    /// `budget` times its cost (the goal: none does for `budget` 3).
+    pub fn pareto(&self, budget: f64) -> Vec<Alternative> {
+        let base = self.cost_corrected.max(f64::MIN_POSITIVE);
+        [
+            ("plain", self.overall_plain, self.cost_plain),
+            ("2× finer mesh", self.overall_fine2, self.cost_fine2),
+            ("dt / 2", self.overall_half_dt, self.cost_half_dt),
+            ("dt / 4", self.overall_quarter_dt, self.cost_quarter_dt),
+        ]
+        .into_iter()
+        .map(|(name, error, cost)| {
+            let cost_ratio = cost / base;
+            Alternative { name, error, cost_ratio, beats_corrected: cost_ratio < budget && error <= self.overall_corrected }
+        })
+        .collect()
+    }
+}
+
+/// The per-family table (mean position RMSE, and corrected / plain) and
+/// the plain alternatives against the corrected step, as `weft eval` prints
+/// them.
+pub fn tables(rep: &Report, budget: f64) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "family        n    plain (m)  corrected  int8     corrected/plain  int8/plain  2× finer  dt/2     dt/4"
+    );
+    let row = |s: &mut String, name: &str, n: usize, c: [f32; 6]| {
+        let _ = writeln!(
+            s,
+            "{name:<12} {n:>3}  {:>9.4}  {:>9.4}  {:>7.4}  {:>15.3}  {:>10.3}  {:>8.4}  {:>7.4}  {:>7.4}",
+            c[0],
+            c[1],
+            c[2],
+            c[1] / c[0],
+            c[2] / c[0],
+            c[3],
+            c[4],
+            c[5]
+        );
+    };
+    for f in &rep.families {
+        row(&mut s, &f.family, f.rollouts, [f.plain, f.corrected, f.int8, f.fine2, f.half_dt, f.quarter_dt]);
+    }
+    let all = [
+        rep.overall_plain,
+        rep.overall_corrected,
+        rep.overall_int8,
+        rep.overall_fine2,
+        rep.overall_half_dt,
+        rep.overall_quarter_dt,
+    ];
+    row(&mut s, "all", rep.rollouts.len(), all);
+    let _ = writeln!(s, "plain alternatives against the corrected step (float network, host seconds per frame):");
+    for a in rep.pareto(budget) {
+        let verdict = if a.beats_corrected {
+            format!("as accurate at under {budget}× the cost: the correction does not pay")
+        } else if a.cost_ratio < budget {
+            "less accurate".to_string()
+        } else {
+            format!("costs {budget}× or more")
+        };
+        let _ = writeln!(s, "  {:<14} {:.4} m at {:.2}× the corrected step's cost: {verdict}", a.name, a.error, a.cost_ratio);
+    }
+    s
 }
 
 fn per_step(rollouts: &[Rollout], pick: impl Fn(&Rollout) -> &Vec<f32>) -> Vec<f32> {
@@ -216,11 +355,13 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
         mean_rmse_corrected: per_step(&rollouts, |r| &r.rmse_corrected),
         mean_rmse_fine2: per_step(&rollouts, |r| &r.rmse_fine2),
         mean_rmse_half_dt: per_step(&rollouts, |r| &r.rmse_half_dt),
+        mean_rmse_quarter_dt: per_step(&rollouts, |r| &r.rmse_quarter_dt),
         mean_rmse_int8: per_step(&rollouts, |r| &r.rmse_int8),
         cost_plain: m(|r| r.cost_plain),
         cost_corrected: m(|r| r.cost_corrected),
         cost_fine2: m(|r| r.cost_fine2),
         cost_half_dt: m(|r| r.cost_half_dt),
+        cost_quarter_dt: m(|r| r.cost_quarter_dt),
         cost_int8: m(|r| r.cost_int8),
         cost_fine: m(|r| r.cost_fine),
         ..Report::default()
@@ -229,6 +370,27 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
     rep.overall_corrected = mean(&rollouts.iter().map(|r| r.mean_corrected).collect::<Vec<_>>());
     rep.overall_fine2 = mean(&rollouts.iter().map(|r| r.mean_fine2).collect::<Vec<_>>());
     rep.overall_half_dt = mean(&rollouts.iter().map(|r| r.mean_half_dt).collect::<Vec<_>>());
+    rep.overall_quarter_dt = mean(&rollouts.iter().map(|r| r.mean_quarter_dt).collect::<Vec<_>>());
+    let mut names: Vec<&str> = rollouts.iter().map(|r| r.family.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    rep.families = names
+        .iter()
+        .map(|&f| {
+            let rs: Vec<&Rollout> = rollouts.iter().filter(|r| r.family == f).collect();
+            let col = |pick: fn(&Rollout) -> f32| mean(&rs.iter().map(|r| pick(r)).collect::<Vec<_>>());
+            FamilyRow {
+                family: f.to_string(),
+                rollouts: rs.len(),
+                plain: col(|r| r.mean_plain),
+                corrected: col(|r| r.mean_corrected),
+                int8: col(|r| r.mean_int8),
+                fine2: col(|r| r.mean_fine2),
+                half_dt: col(|r| r.mean_half_dt),
+                quarter_dt: col(|r| r.mean_quarter_dt),
+            }
+        })
+        .collect();
     rep.overall_int8 = mean(&rollouts.iter().map(|r| r.mean_int8).collect::<Vec<_>>());
     rep.ratio_int8_plain = rep.overall_int8 / rep.overall_plain;
     rep.ratio_int8_corrected = rep.overall_int8 / rep.overall_corrected;
@@ -240,17 +402,19 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
 }
 
 /// Line plot of the per-step mean RMSE: plain coarse red, corrected blue,
-/// plain 2× finer green, int8 corrected orange, plain at dt / 2 purple; x is the step, y is linear from 0 to the largest
+/// plain 2× finer green, int8 corrected orange, plain at dt / 2 purple,
+/// plain at dt / 4 grey; x is the step, y is linear from 0 to the largest
 /// value (grid lines every fifth of the range and every 50 steps).
 pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     let (w, h, m) = (800u32, 400u32, 30u32);
     let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
-    let series: [(&Vec<f32>, Rgb<u8>); 5] = [
+    let series: [(&Vec<f32>, Rgb<u8>); 6] = [
         (&rep.mean_rmse_plain, Rgb([200, 40, 40])),
         (&rep.mean_rmse_corrected, Rgb([40, 80, 220])),
         (&rep.mean_rmse_fine2, Rgb([40, 160, 60])),
         (&rep.mean_rmse_int8, Rgb([240, 150, 20])),
         (&rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
+        (&rep.mean_rmse_quarter_dt, Rgb([120, 120, 120])),
     ];
     let ymax = series.iter().flat_map(|(s, _)| s.iter().copied()).fold(1e-9f32, f32::max);
     let n = series.iter().map(|(s, _)| s.len()).max().unwrap_or(1).max(2);

@@ -63,20 +63,32 @@ impl Rng {
     }
 }
 
+/// The material ranges of the families, `(key, low, high)`.
+pub const MATERIAL_RANGES: [(&str, f32, f32); 5] = [
+    ("material.density", 0.1, 0.5),
+    ("material.stretch", 500.0, 3000.0),
+    ("material.poisson", 0.2, 0.4),
+    ("material.bending", 4e-6, 1e-4),
+    ("material.compression", 0.05, 0.05),
+];
+
 /// From light cotton to heavy canvas: density, stretch and bending drawn
-/// log-uniformly.
+/// log-uniformly within [`MATERIAL_RANGES`].
 fn material(rng: &mut Rng) -> MaterialSpec {
-    let log = |rng: &mut Rng, lo: f32, hi: f32| (rng.range(lo.ln(), hi.ln())).exp();
+    let log = |rng: &mut Rng, k: usize| {
+        let (_, lo, hi) = MATERIAL_RANGES[k];
+        rng.range(lo.ln(), hi.ln()).exp()
+    };
     MaterialSpec {
-        density: log(rng, 0.1, 0.5),
-        stretch: log(rng, 500.0, 3000.0),
-        poisson: rng.range(0.2, 0.4),
-        bending: log(rng, 4e-6, 1e-4),
+        density: log(rng, 0),
+        stretch: log(rng, 1),
+        poisson: rng.range(MATERIAL_RANGES[2].1, MATERIAL_RANGES[2].2),
+        bending: log(rng, 3),
         // Compression counted at 5 %: the fine cloth buckles between the
         // coarse nodes, and a coarse cloth that resists compression at full
         // stiffness turns the restricted fine state into metres per second
         // of spurious velocity in one step.
-        compression: 0.05,
+        compression: MATERIAL_RANGES[4].1,
         ..MaterialSpec::default()
     }
 }

@@ -474,6 +474,11 @@ pub struct ModelMeta {
     /// not use it.
     #[serde(default = "unit_gain")]
     pub gain: f32,
+    /// Mean corrected position RMSE (m) of rollouts on the validation
+    /// trajectories when this model was saved (training keeps the model
+    /// with the lowest).
+    #[serde(default)]
+    pub val_rollout: Option<f32>,
 }
 
 fn unit_gain() -> f32 {
@@ -528,6 +533,7 @@ impl Trained {
             val_loss: 0.0,
             parameters: 0,
             gain: 1.0,
+            val_rollout: None,
         };
         Trained::new(meta, dev)
     }

@@ -114,6 +114,13 @@ enum Command {
         /// Training steps before unrolling starts.
         #[arg(long, default_value_t = 15_000)]
         unroll_after: usize,
+        /// Roll out every validation trajectory every this many steps (0:
+        /// never); the model with the lowest rollout error is the one kept.
+        #[arg(long, default_value_t = 2000)]
+        rollout_every: usize,
+        /// Frames per validation rollout.
+        #[arg(long, default_value_t = 200)]
+        rollout_frames: usize,
         /// Input noise on positions (m) and velocities (m/s).
         #[arg(long, default_value_t = 1e-3)]
         noise_position: f32,
@@ -145,8 +152,10 @@ enum Command {
         /// int8 model file for the int8 column ("none" to skip).
         #[arg(long, default_value = "weights/weft-gnn.q8")]
         int8: PathBuf,
-        #[arg(long, default_value_t = 200)]
-        steps: usize,
+        /// Frames per rollout (default: 200 for a split, the scenario's own
+        /// `time.steps` for a scenario).
+        #[arg(long)]
+        steps: Option<usize>,
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
     },
@@ -192,6 +201,10 @@ enum Command {
         seed: u64,
     },
 }
+
+/// `weft eval` asks whether any plain alternative costing less than this
+/// many corrected steps is as accurate.
+const PARETO_BUDGET: f64 = 3.0;
 
 fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
@@ -295,6 +308,8 @@ fn run(cli: Cli) -> Result<()> {
             no_augment,
             relative_floor,
             unroll_after,
+            rollout_every,
+            rollout_frames,
             noise_position,
             noise_velocity,
             resume,
@@ -315,6 +330,8 @@ fn run(cli: Cli) -> Result<()> {
                 relative_floor,
                 noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
                 unroll_after,
+                rollout_every,
+                rollout_frames,
                 progress: !quiet,
                 ..TrainOptions::default()
             };
@@ -333,6 +350,14 @@ fn run(cli: Cli) -> Result<()> {
                 last.2,
                 out.display()
             );
+            if let Some(e) = model.meta.val_rollout {
+                let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
+                println!(
+                    "validation rollouts (step: mean corrected RMSE, m): {}; kept step {} ({e:.4} m)",
+                    errs.join(", "),
+                    model.meta.steps
+                );
+            }
             if let Some(stem) = export {
                 model.save(&stem)?;
                 println!("exported {}.{{safetensors,json}}", stem.display());
@@ -405,9 +430,13 @@ fn run(cli: Cli) -> Result<()> {
             let trajs = match &scenario {
                 Some(path) => {
                     let mut scn = Scenario::load(path)?;
-                    scn.time.steps = steps as u32;
-                    scn.time.substeps = 1;
-                    let spec = DatasetSpec::default();
+                    if let Some(s) = steps {
+                        scn.time.steps = s as u32;
+                    }
+                    let spec = dataset::load_index(&data).map(|i| i.spec).unwrap_or_default();
+                    for w in dataset::outside_training(&scn, &spec) {
+                        eprintln!("warning: {}: {w}", path.display());
+                    }
                     let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
                     vec![dataset::Trajectory {
                         scenario: scn,
@@ -421,18 +450,23 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 None => dataset::load_split(&data, Some(&split))?,
             };
+            let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
             if trajs.is_empty() {
                 anyhow::bail!("nothing to evaluate in split {split:?} of {}", data.display());
             }
             let bar = weft_host::progress_bar(
                 trajs.len() as u64,
-                "rollouts, each plain, corrected, int8, 2× finer and at dt/2",
+                "rollouts, each plain, corrected, int8, 2× finer, at dt/2 and dt/4",
                 true,
             );
             let mut rollouts = Vec::new();
             for t in &trajs {
                 bar.set_message(format!("{}-{}", t.family.name(), t.seed));
-                rollouts.push(eval::evaluate(t, trained.as_ref(), int8.as_ref(), steps)?);
+                let mut r = eval::evaluate(t, trained.as_ref(), int8.as_ref(), steps)?;
+                if scenario.is_some() {
+                    r.family = "scenario".into();
+                }
+                rollouts.push(r);
                 bar.inc(1);
             }
             bar.finish_and_clear();
@@ -468,6 +502,7 @@ fn run(cli: Cli) -> Result<()> {
                 rep.cost_corrected / rep.cost_fine,
                 out.display()
             );
+            print!("{}", eval::tables(&rep, PARETO_BUDGET));
             for r in &rep.rollouts {
                 for f in &r.failures {
                     println!("{}: {f}", r.name);

@@ -49,6 +49,12 @@ pub struct TrainOptions {
     /// Train on copies turned by a random angle about the vertical
     /// ([`Graph::rotate_about_vertical`]).
     pub augment: bool,
+    /// Every this many steps (0: never), roll the network out over
+    /// `rollout_frames` frames of every validation trajectory; the model
+    /// with the lowest mean error is kept as `<out>-best` and, at the end,
+    /// is the one written to `out`.
+    pub rollout_every: usize,
+    pub rollout_frames: usize,
     pub progress: bool,
 }
 
@@ -71,6 +77,8 @@ impl Default for TrainOptions {
             plain_unroll_steps: 0,
             relative_floor: 0.0,
             augment: true,
+            rollout_every: 2000,
+            rollout_frames: 200,
             progress: true,
         }
     }
@@ -83,7 +91,17 @@ pub struct TrainLog {
     /// the first entry is the untrained (or resumed) model, both losses on
     /// the validation samples.
     pub history: Vec<(usize, f32, f32)>,
+    /// `(step, mean corrected position RMSE of the validation rollouts)`.
+    #[serde(default)]
+    pub rollouts: Vec<(usize, f32)>,
     pub seconds: f32,
+}
+
+/// The stem the best model by validation rollouts is kept under.
+pub fn best_stem(out: &std::path::Path) -> PathBuf {
+    let mut s = out.as_os_str().to_owned();
+    s.push("-best");
+    PathBuf::from(s)
 }
 
 fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
@@ -166,6 +184,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             val_loss: f32::NAN,
             parameters: 0,
             gain: 1.0,
+            val_rollout: None,
         };
         (Trained::new(meta, &dev)?, 0)
     };
@@ -177,6 +196,14 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() },
     )?;
 
+    let best_path = best_stem(&opts.out);
+    // (step, error) of the best model so far, this run's or a resumed one's.
+    let mut best = (0usize, f32::INFINITY);
+    if opts.resume {
+        if let Ok(b) = Trained::load(&best_path, &dev) {
+            best = (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY));
+        }
+    }
     let bar = crate::progress_bar(opts.steps as u64, "steps", opts.progress);
     bar.set_position(start as u64);
     let mut log = TrainLog::default();
@@ -219,10 +246,29 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             model.meta.steps = step + 1;
             model.meta.train_loss = tr;
             model.meta.val_loss = v;
+            if opts.rollout_every > 0 && ((step + 1) % opts.rollout_every == 0 || last) {
+                let errs = val_set
+                    .iter()
+                    .map(|t| crate::eval::corrected_error(t, &model, opts.rollout_frames))
+                    .collect::<Result<Vec<_>>>()?;
+                let e = crate::eval::mean(&errs);
+                log.rollouts.push((step + 1, e));
+                model.meta.val_rollout = Some(e);
+                if e < best.1 {
+                    best = (step + 1, e);
+                    model.save(&best_path)?;
+                }
+            }
             model.save(&opts.out)?;
         }
     }
     bar.finish_and_clear();
+    // Validation chooses by rollout error: the best model becomes `out`.
+    if best.0 != opts.steps && best.1.is_finite() && best_path.with_extension("json").exists() {
+        let chosen = Trained::load(&best_path, &dev)?;
+        chosen.save(&opts.out)?;
+        model = chosen;
+    }
     log.seconds = t0.elapsed().as_secs_f32();
     let log_path = opts.out.with_extension("log.json");
     let mut all: TrainLog = std::fs::read_to_string(&log_path)
@@ -231,6 +277,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     all.history.extend(log.history.iter().copied());
+    all.rollouts.extend(log.rollouts.iter().copied());
     all.seconds += log.seconds;
     std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
     Ok((model, log))
