@@ -281,7 +281,12 @@ impl Report {
         .into_iter()
         .map(|(name, error, cost)| {
             let cost_ratio = cost / base;
-            Alternative { name, error, cost_ratio, beats_corrected: cost_ratio < budget && error <= self.overall_corrected }
+            Alternative {
+                name,
+                error,
+                cost_ratio,
+                beats_corrected: cost_ratio < budget && error <= self.overall_corrected,
+            }
         })
         .collect()
     }
@@ -332,7 +337,11 @@ pub fn tables(rep: &Report, budget: f64) -> String {
         } else {
             format!("costs {budget}× or more")
         };
-        let _ = writeln!(s, "  {:<14} {:.4} m at {:.2}× the corrected step's cost: {verdict}", a.name, a.error, a.cost_ratio);
+        let _ = writeln!(
+            s,
+            "  {:<14} {:.4} m at {:.2}× the corrected step's cost: {verdict}",
+            a.name, a.error, a.cost_ratio
+        );
     }
     s
 }
@@ -401,51 +410,34 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
     rep
 }
 
-/// Line plot of the per-step mean RMSE: plain coarse red, corrected blue,
-/// plain 2× finer green, int8 corrected orange, plain at dt / 2 purple,
-/// plain at dt / 4 grey; x is the step, y is linear from 0 to the largest
-/// value (grid lines every fifth of the range and every 50 steps).
+/// Line plot of the per-frame mean position RMSE of every column, with
+/// axes, ticks, a legend and a title.
 pub fn plot(rep: &Report, path: &Path) -> Result<()> {
-    let (w, h, m) = (800u32, 400u32, 30u32);
-    let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
-    let series: [(&Vec<f32>, Rgb<u8>); 6] = [
-        (&rep.mean_rmse_plain, Rgb([200, 40, 40])),
-        (&rep.mean_rmse_corrected, Rgb([40, 80, 220])),
-        (&rep.mean_rmse_fine2, Rgb([40, 160, 60])),
-        (&rep.mean_rmse_int8, Rgb([240, 150, 20])),
-        (&rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
-        (&rep.mean_rmse_quarter_dt, Rgb([120, 120, 120])),
-    ];
-    let ymax = series.iter().flat_map(|(s, _)| s.iter().copied()).fold(1e-9f32, f32::max);
-    let n = series.iter().map(|(s, _)| s.len()).max().unwrap_or(1).max(2);
-    let px = |t: usize| m + ((w - 2 * m) as f32 * t as f32 / (n - 1) as f32) as u32;
-    let py = |y: f32| h - m - ((h - 2 * m) as f32 * (y / ymax).clamp(0.0, 1.0)) as u32;
-    for k in 0..=5 {
-        let y = py(ymax * k as f32 / 5.0);
-        for x in m..w - m {
-            img.put_pixel(x, y, Rgb([225, 225, 225]));
+    use crate::canvas::{self, Series};
+    let mut img = RgbImage::from_pixel(900, 480, Rgb([255, 255, 255]));
+    let mut series = vec![Series { name: "plain 16×16", values: &rep.mean_rmse_plain, color: Rgb([200, 40, 40]) }];
+    for (name, values, color) in [
+        ("corrected 16×16 (float)", &rep.mean_rmse_corrected, Rgb([40, 80, 220])),
+        ("corrected 16×16 (int8)", &rep.mean_rmse_int8, Rgb([240, 150, 20])),
+        ("plain 31×31", &rep.mean_rmse_fine2, Rgb([40, 160, 60])),
+        ("plain 16×16 at dt/2", &rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
+        ("plain 16×16 at dt/4", &rep.mean_rmse_quarter_dt, Rgb([120, 120, 120])),
+    ] {
+        if !values.is_empty() {
+            series.push(Series { name, values, color });
         }
     }
-    for t in (0..n).step_by(50) {
-        for y in m..h - m {
-            img.put_pixel(px(t), y, Rgb([225, 225, 225]));
-        }
-    }
-    for (s, c) in series {
-        for t in 1..s.len() {
-            let (x0, y0, x1, y1) = (px(t - 1) as f32, py(s[t - 1]) as f32, px(t) as f32, py(s[t]) as f32);
-            let k = ((x1 - x0).abs().max((y1 - y0).abs()) as usize).max(1);
-            for i in 0..=k {
-                let f = i as f32 / k as f32;
-                let (x, y) = ((x0 + f * (x1 - x0)) as u32, (y0 + f * (y1 - y0)) as u32);
-                for (dx, dy) in [(0, 0), (1, 0), (0, 1)] {
-                    if x + dx < w && y + dy < h {
-                        img.put_pixel(x + dx, y + dy, c);
-                    }
-                }
-            }
-        }
-    }
+    let title = format!("Position RMSE against the fine reference, mean of {} rollouts", rep.rollouts.len());
+    let p = canvas::Plot {
+        title: &title,
+        x_label: "frame",
+        y_label: "RMSE (m)",
+        x_step: 1.0,
+        x_len: None,
+        y_max: None,
+        series,
+    };
+    canvas::plot(&mut img, (0, 0, 900, 480), &p);
     img.save(path)?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! weft on the desktop: scenario files, the simulation driver, output
 //! writers and the renderer behind the `weft` command.
 
+pub mod canvas;
 pub mod dataset;
 pub mod eval;
 pub mod families;

@@ -554,8 +554,25 @@ fn run(cli: Cli) -> Result<()> {
                 Ok(())
             })?;
             bar.finish_and_clear();
+            // Per-frame RMSE of the plain and the corrected cloth.
+            let errors: Vec<Vec<f32>> =
+                positions.iter().map(|xs| xs.iter().zip(&fine).map(|(a, b)| eval::rmse(a, b)).collect()).collect();
+            let y_max = errors.iter().flatten().copied().fold(0.0, f32::max) * 1.05;
+            let titles = ["plain 16×16", "int8-corrected 16×16", "fine reference (coarse nodes)"];
+            let rgb = colors.map(|c| image::Rgb(c.map(|v| v as u8)));
             let frames: Vec<image::RgbImage> = (0..panels.iter().map(Vec::len).min().unwrap_or(0))
-                .map(|t| render::side_by_side(&[&panels[0][t], &panels[1][t], &panels[2][t]]))
+                .map(|t| {
+                    let ps: Vec<render::Panel> = (0..3)
+                        .map(|k| render::Panel {
+                            image: &panels[k][t],
+                            title: titles[k],
+                            color: rgb[k],
+                            errors: errors.get(k).map(Vec::as_slice),
+                        })
+                        .collect();
+                    let frame = 2 * t;
+                    render::demo_frame(&ps, frame as f32 * scn.time.dt, frame, fine.len(), scn.time.dt, y_max)
+                })
                 .collect();
             let ms = (2000.0 * scn.time.dt).round() as u32;
             render::write_gif(&out, &frames, ms)?;

@@ -178,3 +178,52 @@ pub fn side_by_side(panels: &[&RgbImage]) -> RgbImage {
     }
     out
 }
+
+/// One labelled panel of a demo frame: its picture, title, colour, and the
+/// running position RMSE against the reference so far (`None` for the
+/// reference itself).
+pub struct Panel<'a> {
+    pub image: &'a RgbImage,
+    pub title: &'a str,
+    pub color: Rgb<u8>,
+    pub errors: Option<&'a [f32]>,
+}
+
+/// A frame of `weft demo`: the panels side by side, each with its title and
+/// its RMSE at this frame, the time, and below them a plot of every
+/// panel's RMSE up to this frame (`frames` frames of `dt` seconds in all,
+/// the plot's y range up to `y_max`).
+pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: f32, y_max: f32) -> RgbImage {
+    use crate::canvas::{self, Series, BLACK};
+    let row = side_by_side(&panels.iter().map(|p| p.image).collect::<Vec<_>>());
+    let (header, chart) = (28u32, 190u32);
+    let mut out = RgbImage::from_pixel(row.width(), header + row.height() + chart, Rgb([255, 255, 255]));
+    image::imageops::replace(&mut out, &row, 0, header as i64);
+    let mut x = 0i32;
+    for p in panels {
+        canvas::text(&mut out, x + 6, 4, p.title, 1, p.color);
+        let line = match p.errors.and_then(|e| e.get(frame)) {
+            Some(e) => format!("t = {time:.2} s   RMSE {e:.3} m"),
+            None => format!("t = {time:.2} s   reference"),
+        };
+        canvas::text(&mut out, x + 6, 16, &line, 1, BLACK);
+        x += p.image.width() as i32;
+    }
+    let series = panels
+        .iter()
+        .filter_map(|p| {
+            p.errors.map(|e| Series { name: p.title, values: &e[..(frame + 1).min(e.len())], color: p.color })
+        })
+        .collect();
+    let plot = canvas::Plot {
+        title: "position RMSE against the fine reference",
+        x_label: "time (s)",
+        y_label: "RMSE (m)",
+        x_step: dt,
+        x_len: Some(frames),
+        y_max: Some(y_max),
+        series,
+    };
+    canvas::plot(&mut out, (0, header + row.height(), row.width(), chart), &plot);
+    out
+}

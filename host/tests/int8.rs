@@ -216,7 +216,7 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
     scn.with_model(|model| {
         let n = model.mesh.node_count();
         let mut ss = VecStateStorage::new(model, 8 * n);
-        let mut state = State::new(model, ss.storage()).unwrap();
+        let mut state = scn.start(model, &mut ss).unwrap();
         let sizes = ScratchSizes::new(model.mesh.counts(), 8 * n, net.latent);
         let mut latents = vec![0i8; sizes.latents];
         let mut frames = Vec::new();
