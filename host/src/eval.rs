@@ -454,3 +454,36 @@ pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     img.save(path)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alternative_beats_the_corrected_step_only_when_cheaper_than_the_budget_and_as_accurate() {
+        let rep = Report {
+            rollouts: vec![Rollout { rmse_int8: vec![0.05], ..Rollout::default() }],
+            overall_int8: 0.05,
+            cost_int8: 1.0,
+            overall_corrected: 0.04,
+            cost_corrected: 10.0,
+            overall_plain: 0.08,
+            cost_plain: 0.5,
+            overall_half_dt: 0.05,
+            cost_half_dt: 1.2,
+            overall_quarter_dt: 0.03,
+            cost_quarter_dt: 3.5,
+            overall_fine2: 0.02,
+            cost_fine2: 2.0,
+            ..Report::default()
+        };
+        // Held against the int8 step (0.05 m, 1 s), budget 3.
+        let beats: Vec<(&str, bool)> = rep.pareto(3.0).iter().map(|a| (a.name, a.beats_corrected)).collect();
+        assert_eq!(beats, [("plain", false), ("2× finer mesh", true), ("dt / 2", true), ("dt / 4", false)]);
+        let float = Report { rollouts: vec![Rollout::default()], ..rep };
+        assert_eq!(float.corrected_step().0, "float-corrected");
+        // Held against the float step (0.04 m, 10 s): all cost under 30 s.
+        let beats: Vec<bool> = float.pareto(3.0).iter().map(|a| a.beats_corrected).collect();
+        assert_eq!(beats, [false, true, false, true]);
+    }
+}
