@@ -49,18 +49,13 @@ pub struct BendTriangle {
     /// Hinge index of the edges (0,1), (1,2), (2,0), or [`NO_HINGE`] for a
     /// border edge.
     pub hinges: [u16; 3],
-    /// `c_e = |e| / A` of the same edges (1/m).
-    pub c: [f32; 3],
-    /// `A c_e c_f (n_e·n_f)²` for the edge pairs (0,0), (1,1), (2,2), (0,1),
-    /// (1,2), (0,2), with `n_e` the in-plane outward unit edge normals: the
-    /// twisting part of the bending form ([`crate::physics::bending::form`]).
-    pub twist: [f32; 6],
-    /// Rest area (m²).
-    pub area: f32,
+    /// `s_e = |e| / √A` of the same edges (m^½ over m: `√A` times the
+    /// edge's length over the triangle's area).
+    pub s: [f32; 3],
+    /// `(n_e·n_f)²` for the edge pairs (0,1), (1,2), (2,0), with `n_e` the
+    /// in-plane outward unit edge normals.
+    pub cos2: [f32; 3],
 }
-
-/// The edge pairs of [`BendTriangle::twist`].
-pub const TWIST_PAIRS: [(usize, usize); 6] = [(0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2)];
 
 /// Two triangles sharing an edge: nodes `[e0, e1, w0, w1]` where `e0–e1` is
 /// the shared edge and `w0`, `w1` the opposite ("wing") nodes.
@@ -483,27 +478,20 @@ fn frame([p0, p1, p2]: [Vec3; 3]) -> (Vec3, Vec3) {
     (ax, (p1 - p0).cross(p2 - p0).normalized().cross(ax))
 }
 
-/// A bending triangle without hinges.
+/// A bending triangle without hinges. The in-plane edge normals are the
+/// edge directions turned by a right angle, so `(n_e·n_f)²` is the squared
+/// cosine between the edges.
+#[inline(never)]
 fn bend_triangle(p: [Vec3; 3]) -> BendTriangle {
-    let (ax, ay) = frame(p);
-    let area = 0.5 * (p[1] - p[0]).cross(p[2] - p[0]).norm();
-    let normals: [[f32; 2]; 3] = core::array::from_fn(|e| {
-        let (a, b, w) = (p[e], p[(e + 1) % 3], p[(e + 2) % 3]);
-        let d = (b - a).normalized();
-        // In-plane perpendicular to the edge, pointing away from the third node.
-        let n = [d.dot(ay), -d.dot(ax)];
-        if n[0] * (w - a).dot(ax) + n[1] * (w - a).dot(ay) > 0.0 {
-            [-n[0], -n[1]]
-        } else {
-            n
-        }
+    let d: [Vec3; 3] = core::array::from_fn(|e| p[(e + 1) % 3] - p[e]);
+    let root = libm::sqrtf(0.5 * d[0].cross(d[1]).norm());
+    let s = d.map(|e| e.norm() / root);
+    let cos2 = core::array::from_fn(|e| {
+        let (a, b) = (d[e], d[(e + 1) % 3]);
+        let c = a.dot(b);
+        c * c / (a.norm2() * b.norm2())
     });
-    let c: [f32; 3] = core::array::from_fn(|e| (p[(e + 1) % 3] - p[e]).norm() / area);
-    let twist = TWIST_PAIRS.map(|(e, f)| {
-        let d = normals[e][0] * normals[f][0] + normals[e][1] * normals[f][1];
-        area * c[e] * c[f] * d * d
-    });
-    BendTriangle { hinges: [NO_HINGE; 3], c, twist, area }
+    BendTriangle { hinges: [NO_HINGE; 3], s, cos2 }
 }
 
 /// The grid's bending triangulation: every cell split along its diagonal
@@ -554,6 +542,7 @@ fn grid_bending(grid: &Grid, rest: &[Vec3], hinges: &mut [Hinge], bending: &mut 
 /// The hinge's stencil: with `D_w = (foot of w on the edge − x_w) / h_w`
 /// the outward normal derivative of the linear placement on the wing `w`'s
 /// triangle (`h_w` its height over the edge), `Σ k_i x_i = −½ (D_w0 + D_w1)`.
+#[inline(never)]
 fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4]) -> Hinge {
     let [x0, x1, w0, w1] = nodes.map(|i| rest[i as usize]);
     let e = x1 - x0;

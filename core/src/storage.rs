@@ -31,7 +31,7 @@ pub struct MeshBuffers<const N: usize, const T: usize, const E: usize, const H: 
 impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers<N, T, E, H> {
     pub const fn new() -> Self {
         const TRI: Triangle = Triangle { nodes: [0; 3], edges: [0; 3], grad: [[0.0; 2]; 3], area: 0.0 };
-        const BEND: BendTriangle = BendTriangle { hinges: [NO_HINGE; 3], c: [0.0; 3], twist: [0.0; 6], area: 0.0 };
+        const BEND: BendTriangle = BendTriangle { hinges: [NO_HINGE; 3], s: [0.0; 3], cos2: [0.0; 3] };
         const EDGE: Edge = Edge { a: 0, b: 0, tris: [0; 2] };
         const HINGE: Hinge = Hinge { nodes: [0; 4], k: [0.0; 4] };
         MeshBuffers {

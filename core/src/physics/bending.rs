@@ -15,7 +15,7 @@
 //!
 //! `½ D ∫ ν |tr H|² + (1 − ν) |H|²_F  =  ½ D Σ_T Σ_ef G_ef m_e·m_f`,
 //!
-//! `G_ef = A c_e c_f (ν + (1 − ν)(n_e·n_f)²)`, `c_e = |e| / A`. A border
+//! `G_ef = A c_e c_f (ν + (1 − ν)(n_e·n_f)²)`, `c_e = |e| / A` ([`form`]). A border
 //! edge has no wing to measure its jump: its `m_e` is a free unknown of its
 //! triangle alone (the free edge's natural condition, as in Morley's
 //! triangle), eliminated by minimising the triangle's energy over it (a
@@ -25,7 +25,7 @@
 //! positive semi-definite, so the solver applies it matrix-free.
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE, TWIST_PAIRS};
+use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE};
 
 /// Plate bending parameters: stiffness `D` (N·m) and Poisson ratio ν.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,14 +46,16 @@ pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
     t
 }
 
-/// The triangle's energy form `G = ν A c cᵀ + (1 − ν) twist` (per unit
-/// stiffness, symmetric 3×3 over its edges (0,1), (1,2), (2,0)) with its
-/// border edges eliminated: their rows and columns are zero.
+/// The triangle's energy form `G_ef = s_e s_f (ν + (1 − ν)(n_e·n_f)²)`
+/// (per unit stiffness, symmetric 3×3 over its edges (0,1), (1,2), (2,0))
+/// with its border edges eliminated: their rows and columns are zero.
 pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
     let mut g = [[0.0f32; 3]; 3];
-    for ((e, f), q) in TWIST_PAIRS.into_iter().zip(t.twist) {
-        g[e][f] = poisson * t.area * t.c[e] * t.c[f] + (1.0 - poisson) * q;
-        g[f][e] = g[e][f];
+    for e in 0..3 {
+        for f in 0..3 {
+            let d2 = if e == f { 1.0 } else { t.cos2[pair(e, f)] };
+            g[e][f] = t.s[e] * t.s[f] * (poisson + (1.0 - poisson) * d2);
+        }
     }
     for b in 0..3 {
         if t.hinges[b] != NO_HINGE {
@@ -77,22 +79,35 @@ pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
     g
 }
 
-/// The moments `D Σ_f G_ef m_f` of a triangle's measures `m`; an interior
-/// triangle's in the factored form (no 3×3 form built).
+/// Index into [`BendTriangle::cos2`] of the edge pair `{e, f}`, `e ≠ f`.
 #[inline(always)]
+fn pair(e: usize, f: usize) -> usize {
+    // (0,1) → 0, (1,2) → 1, (2,0) → 2.
+    if (e + 1) % 3 == f {
+        e
+    } else {
+        f
+    }
+}
+
+/// The moments `D Σ_f G_ef m_f` of a triangle's measures `m`; an interior
+/// triangle's in the factored form `D s_e (ν Σ_f u_f + (1 − ν) Σ_f (n_e·n_f)² u_f)`,
+/// `u_f = s_f m_f` (no 3×3 form built).
+#[inline]
 fn moments(t: &BendTriangle, plate: Plate, m: &[Vec3; 3]) -> [Vec3; 3] {
     let (nu, d) = (plate.poisson, plate.stiffness);
     if t.hinges.contains(&NO_HINGE) {
         let g = form(t, nu);
         return g.map(|row| (m[0] * row[0] + m[1] * row[1] + m[2] * row[2]) * d);
     }
-    let q = &t.twist;
-    let s = (m[0] * t.c[0] + m[1] * t.c[1] + m[2] * t.c[2]) * (nu * t.area * d);
-    let w = (1.0 - nu) * d;
+    let u = [m[0] * t.s[0], m[1] * t.s[1], m[2] * t.s[2]];
+    let sum = (u[0] + u[1] + u[2]) * nu;
+    let w = 1.0 - nu;
+    let c = &t.cos2;
     [
-        s * t.c[0] + (m[0] * q[0] + m[1] * q[3] + m[2] * q[5]) * w,
-        s * t.c[1] + (m[0] * q[3] + m[1] * q[1] + m[2] * q[4]) * w,
-        s * t.c[2] + (m[0] * q[5] + m[1] * q[4] + m[2] * q[2]) * w,
+        (sum + (u[0] + u[1] * c[0] + u[2] * c[2]) * w) * (t.s[0] * d),
+        (sum + (u[1] + u[0] * c[0] + u[2] * c[1]) * w) * (t.s[1] * d),
+        (sum + (u[2] + u[1] * c[1] + u[0] * c[2]) * w) * (t.s[2] * d),
     ]
 }
 
@@ -100,7 +115,6 @@ fn moments(t: &BendTriangle, plate: Plate, m: &[Vec3; 3]) -> [Vec3; 3] {
 /// one hinge: `m[e]` the hinge measures of `x` (zero on border edges) and
 /// `moments[e] = D Σ_f G_ef m[f]`, so the triangle's energy is
 /// `½ Σ_e m[e]·moments[e]`.
-#[inline(always)]
 fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Option<&Hinge>; 3], [Vec3; 3], [Vec3; 3])) {
     let hinges = mesh.hinges();
     for t in mesh.bending() {

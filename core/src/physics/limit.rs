@@ -27,6 +27,7 @@ pub const MAX_PASSES: u32 = 8;
 /// its positions. Returns the passes that moved a node (0 when no edge was
 /// over the limit).
 #[allow(clippy::too_many_arguments)]
+#[inline(never)]
 pub fn limit_stretch(
     model: &Model,
     limit: f32,
