@@ -50,13 +50,12 @@ pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
 /// (per unit stiffness, symmetric 3×3 over its edges (0,1), (1,2), (2,0))
 /// with its border edges eliminated: their rows and columns are zero.
 pub fn form(t: &BendTriangle, poisson: f32) -> [[f32; 3]; 3] {
-    let mut g = [[0.0f32; 3]; 3];
-    for e in 0..3 {
-        for f in 0..3 {
+    let mut g: [[f32; 3]; 3] = core::array::from_fn(|e| {
+        core::array::from_fn(|f| {
             let d2 = if e == f { 1.0 } else { t.cos2[pair(e, f)] };
-            g[e][f] = t.s[e] * t.s[f] * (poisson + (1.0 - poisson) * d2);
-        }
-    }
+            t.s[e] * t.s[f] * (poisson + (1.0 - poisson) * d2)
+        })
+    });
     for b in 0..3 {
         if t.hinges[b] != NO_HINGE {
             continue;
