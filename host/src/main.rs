@@ -373,18 +373,21 @@ fn run(cli: Cli) -> Result<()> {
                     gains.len()
                 );
             }
+            let plain = eval::mean(
+                &trajs
+                    .iter()
+                    .map(|t| eval::evaluate(t, None, None, steps).map(|r| r.mean_plain))
+                    .collect::<Result<Vec<_>>>()?,
+            );
             let mut best = (f32::INFINITY, 1.0f32);
             for &g in &gains {
                 trained.meta.gain = g;
-                let rollouts =
-                    trajs.iter().map(|t| eval::evaluate(t, Some(&trained), None, steps)).collect::<Result<Vec<_>>>()?;
-                let rep = eval::report(rollouts, steps);
-                println!(
-                    "gain {g}: corrected {:.4} m, plain {:.4} m ({:.3}× plain)",
-                    rep.overall_corrected, rep.overall_plain, rep.ratio_corrected_plain
-                );
-                if rep.overall_corrected < best.0 {
-                    best = (rep.overall_corrected, g);
+                let errs =
+                    trajs.iter().map(|t| eval::corrected_error(t, &trained, steps)).collect::<Result<Vec<_>>>()?;
+                let corrected = eval::mean(&errs);
+                println!("gain {g}: corrected {corrected:.4} m, plain {plain:.4} m ({:.3}× plain)", corrected / plain);
+                if corrected < best.0 {
+                    best = (corrected, g);
                 }
             }
             trained.meta.gain = best.1;
