@@ -51,7 +51,7 @@ fn on_host() -> (u32, Vec<[u32; 3]>) {
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
     for _ in 0..scene::STEPS {
-        weft_core::gnn::step(&model, &mut state, &weft_weights::NETWORK, &mut scratch).unwrap();
+        weft_core::step::step(&model, &mut state, weft_weights::NETWORK.check().unwrap(), &mut scratch).unwrap();
     }
     let x = state.positions();
     let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();

@@ -9,16 +9,21 @@
 //! ## Layers
 //! - [`math`]: `Vec3`, `Mat3`, symmetric 2×2.
 //! - [`mesh`]: the validated rest mesh (nodes, triangles, static edges,
-//!   bending hinges), built into caller storage ([`mesh::MeshStorage`]).
+//!   bending hinges and triangles), built into caller storage
+//!   ([`mesh::MeshStorage`]).
 //! - [`model`]: what a run never changes — mesh, [`model::Material`],
 //!   [`model::Scene`] (gravity, pins, colliders, wind), [`model::StepParams`].
 //! - [`state`]: what a step changes — positions, velocities, time, solver
 //!   scratch, proximity pairs and counted [`state::Warnings`].
-//! - [`physics`]: the step — StVK membrane and quadratic bending forces with
-//!   their Jacobians, one linearised backward-Euler solve by PCG.
+//! - [`physics`]: the step — StVK membrane and Kirchhoff plate bending
+//!   forces with their Jacobians, one linearised backward-Euler (or BDF2)
+//!   solve by PCG with contact constraints.
 //! - [`contact`]: the bounded spatial-hash proximity search and the
 //!   collider / self-contact responses.
-//! - [`gnn`]: the correction network's graph and input features.
+//! - [`gnn`]: the correction network's graph and input features, and the
+//!   int8 network.
+//! - [`step`]: one corrected step — physics, dynamic edges, network,
+//!   correction — and its two stages.
 //! - [`storage`]: const-generic buffers for static storage.
 //!
 //! ## Example
@@ -52,6 +57,7 @@ pub mod mesh;
 pub mod model;
 pub mod physics;
 pub mod state;
+pub mod step;
 pub mod storage;
 
 /// The usual imports.

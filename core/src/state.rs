@@ -299,6 +299,33 @@ impl<'a> State<'a> {
         Ok(())
     }
 
+    /// Lends the network what it needs between two steps: the state's
+    /// positions, velocities, pin flags and dynamic pairs to read, and, for
+    /// its work, memory the solver only uses within a step: the matrix
+    /// blocks as int32 sums and the residual and search vectors for the
+    /// corrections, which [`State::apply_lent_correction`] then adds.
+    pub fn lend_to_network(&mut self) -> NetworkLoan<'_> {
+        let ws = &mut self.ws;
+        NetworkLoan {
+            x: self.x,
+            v: self.v,
+            pinned: ws.pinned,
+            pairs: &ws.pairs[..ws.n_pairs],
+            sums: bytemuck::cast_slice_mut(ws.blocks),
+            dx: ws.r,
+            dv: ws.p,
+        }
+    }
+
+    /// Adds the corrections a network left in its loan
+    /// ([`State::lend_to_network`]) to the free nodes; a non-finite one
+    /// leaves the state as it was.
+    pub fn apply_lent_correction(&mut self) -> Result<(), StateError> {
+        add_correction(self.x, self.v, self.ws.pinned, self.ws.r, self.ws.p)?;
+        self.ws.history = false;
+        Ok(())
+    }
+
     /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving
     /// the state as it was.
     pub fn set_positions(&mut self, x: &[Vec3]) -> Result<(), StateError> {
@@ -324,16 +351,26 @@ impl<'a> State<'a> {
     }
 }
 
+/// The part of a [`State`] a network borrows between steps
+/// ([`State::lend_to_network`]).
+pub struct NetworkLoan<'s> {
+    pub x: &'s [Vec3],
+    pub v: &'s [Vec3],
+    pub pinned: &'s [u8],
+    /// The dynamic pairs of the last search ([`State::find_pairs`]).
+    pub pairs: &'s [[NodeId; 2]],
+    /// int32 scratch: the solver's matrix blocks, free between steps.
+    pub sums: &'s mut [i32],
+    /// Position and velocity corrections per node: the solver's residual and
+    /// search vectors, free between steps.
+    pub dx: &'s mut [Vec3],
+    pub dv: &'s mut [Vec3],
+}
+
 /// Adds `dx`, `dv` to the positions and velocities of the free nodes
 /// (`pinned[i] == 0`), or changes nothing and names the first node whose
 /// sum would not be finite.
-pub(crate) fn add_correction(
-    x: &mut [Vec3],
-    v: &mut [Vec3],
-    pinned: &[u8],
-    dx: &[Vec3],
-    dv: &[Vec3],
-) -> Result<(), StateError> {
+fn add_correction(x: &mut [Vec3], v: &mut [Vec3], pinned: &[u8], dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
     let overflow = x.iter().zip(dx).chain(v.iter().zip(dv)).position(|(a, b)| !(*a + *b).is_finite());
     if let Some(k) = overflow {
         return Err(StateError::NonFinite { node: k % x.len().max(1) });

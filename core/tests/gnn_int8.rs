@@ -203,7 +203,7 @@ fn forward_matches_the_plain_reference() {
         let layers = random_layers(&mut rng, l, rounds);
         let mut mlps = Vec::new();
         let net = network(&layers, l, rounds, &mut mlps);
-        net.validate().unwrap();
+        let checked = net.check().unwrap();
         cloth_state(&mut rng, |model, state| {
             state.find_pairs(&model.mesh, net.radius).unwrap();
             assert!(!state.pairs().is_empty(), "the test wants dynamic edges");
@@ -212,7 +212,7 @@ fn forward_matches_the_plain_reference() {
             let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
             let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
             let g = GraphRef::of(&model.mesh, state);
-            int8::forward(&net, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
+            int8::forward(checked, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
             let want = reference(&net, g);
             let mut distinct = std::collections::BTreeSet::new();
             for i in 0..n {
@@ -240,15 +240,16 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     let mut broken = net;
     broken.radius = f32::NAN;
     assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    // A broken network cannot be checked, so no step can run it.
+    assert!(matches!(broken.check(), Err(GnnError::BadNetwork)));
+    let checked = net.check().unwrap();
 
     cloth_state(&mut rng, |model, state| {
         let before = state.positions().to_vec();
         let mut latents = vec![0i8; 10];
-        let err = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents });
+        let err = int8::correct(model, state, checked, &mut Scratch { latents: &mut latents });
         assert!(matches!(err, Err(GnnError::Scratch { what: "latents", .. })), "{err:?}");
         assert_eq!(state.positions(), &before[..], "a failed correction leaves the state");
-        let err = int8::correct(model, state, &broken, &mut Scratch { latents: &mut latents });
-        assert_eq!(err, Err(GnnError::BadNetwork));
 
         // A graph with a pair outside the mesh, and short matvec inputs.
         let sizes = ScratchSizes::new(model.mesh.counts(), 1, 4);
@@ -257,7 +258,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
         let bad = [[0, n as NodeId]];
         let g = GraphRef { pairs: &bad, ..GraphRef::of(&model.mesh, state) };
-        let err = int8::forward(&net, g, &mut l8, &mut s32, &mut dx, &mut dv);
+        let err = int8::forward(checked, g, &mut l8, &mut s32, &mut dx, &mut dv);
         assert_eq!(err, Err(GnnError::BadPair { pair: 0 }));
         let mut acc = [0i32; 4];
         assert!(matches!(net.node_enc.l1.matvec(&[1, 2], &mut acc), Err(GnnError::Length { what: "input", .. })));
@@ -265,7 +266,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
 
         let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
         let mut latents = vec![0i8; sizes.latents];
-        let report = int8::correct(model, state, &net, &mut Scratch { latents: &mut latents }).unwrap();
+        let report = int8::correct(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
         assert_eq!(report.dynamic_edges, state.pairs().len());
         assert_ne!(state.positions(), &before[..], "a correction moves the cloth");
         assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");

@@ -22,7 +22,6 @@ use panic_probe as _;
 use weft_core::gnn::int8::{self, ScratchBuffers};
 use weft_core::mesh::Mesh;
 use weft_core::model::Model;
-use weft_core::physics;
 use weft_core::state::State;
 use weft_core::storage::{MeshBuffers, StateBuffers};
 
@@ -132,7 +131,7 @@ fn main() -> ! {
     let model =
         ok_or_exit(Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()), "model");
     let mut state = ok_or_exit(State::new(&model, STATE_BUF.storage()), "state");
-    let net = &weft_weights::NETWORK;
+    let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
     let mut scratch = GNN.scratch();
     defmt::info!(
         "weft: {}×{} cloth, {} steps, int8 network latent {} × {} rounds; cost unit: {}",
@@ -149,7 +148,7 @@ fn main() -> ! {
     let mut cg = 0u32;
     for step in 0..scene::STEPS {
         let t = clock.now();
-        let report = physics::step(&model, &mut state);
+        let report = weft_core::step::step1(&model, &mut state);
         let (a, t) = (clock.since(t), clock.now());
         let found = int8::dynamic_edges(&model, &mut state, net);
         let (b, t) = (clock.since(t), clock.now());

@@ -60,7 +60,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 start.restore(&mut state);
                 let mut scratch = Scratch { latents: &mut latents };
-                black_box(weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap())
+                black_box(weft_core::step::step(model, &mut state, net.check().unwrap(), &mut scratch).unwrap())
             })
         });
         g.bench_function("corrected_16x16", |b| {
@@ -107,7 +107,7 @@ fn forward(c: &mut Criterion, scn: &weft_host::scenario::Scenario, cfg: GnnConfi
     let trained =
         Trained::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../weights/weft-gnn")), &dev)
             .expect("weights/weft-gnn.{json,safetensors}");
-    let net = &weft_weights::NETWORK;
+    let net = weft_weights::NETWORK.check().expect("the baked network");
     let mut g = c.benchmark_group("gnn_forward_16x16");
     scn.with_model(|model| {
         let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);

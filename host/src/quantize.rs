@@ -574,7 +574,9 @@ impl<'n> Int8Corrector<'n> {
     ) -> Result<weft_core::gnn::int8::CorrectionReport> {
         let mut scratch = weft_core::gnn::int8::Scratch { latents: &mut self.latents };
         self.net
-            .with_network(|net| weft_core::gnn::int8::correct(model, state, net, &mut scratch))
+            .with_network(|net| {
+                net.check().and_then(|net| weft_core::gnn::int8::correct(model, state, net, &mut scratch))
+            })
             .map_err(|e| anyhow::anyhow!("int8 correction: {e}"))
     }
 }

@@ -86,7 +86,8 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
                 let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
                 let gr = GraphRef::of(&model.mesh, &state);
                 assert_eq!(2 * (model.mesh.edges().len() + state.pairs().len()), g.edges.len());
-                net.with_network(|net| int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv)).unwrap();
+                net.with_network(|net| int8::forward(net.check()?, gr, &mut latents, &mut sums, &mut dx, &mut dv))
+                    .unwrap();
                 let int8 = dx.iter().zip(&dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
                 out.push(Recorded { graph: g.clone(), int8 });
             }
@@ -223,7 +224,7 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
         for _ in 0..spec.steps {
             if corrected {
                 let mut scratch = Scratch { latents: &mut latents };
-                weft_core::gnn::step(model, &mut state, net, &mut scratch).unwrap();
+                weft_core::step::step(model, &mut state, net.check().unwrap(), &mut scratch).unwrap();
             } else {
                 step(model, &mut state).unwrap();
             }

@@ -40,7 +40,7 @@ use crate::contact::Proximity;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
-use crate::state::{add_correction, State};
+use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
@@ -363,8 +363,33 @@ impl core::fmt::Display for GnnError {
     }
 }
 
+/// A network whose layers are known to fit together ([`Network::check`]):
+/// what [`forward`], [`infer`] and [`correct`] take, so a network is checked
+/// once, not at every step.
+#[derive(Clone, Copy, Debug)]
+pub struct Checked<'n, 'a>(&'n Network<'a>);
+
+impl<'n, 'a> Checked<'n, 'a> {
+    pub fn network(self) -> &'n Network<'a> {
+        self.0
+    }
+}
+
+impl<'a> core::ops::Deref for Checked<'_, 'a> {
+    type Target = Network<'a>;
+    fn deref(&self) -> &Network<'a> {
+        self.0
+    }
+}
+
 impl<'a> Network<'a> {
-    /// Checks that all layers fit together; [`forward`] does this first.
+    /// The network as [`Checked`], if all its layers fit together.
+    pub fn check(&self) -> Result<Checked<'_, 'a>, GnnError> {
+        self.validate()?;
+        Ok(Checked(self))
+    }
+
+    /// Checks that all layers fit together ([`Network::check`]).
     pub fn validate(&self) -> Result<(), GnnError> {
         let l = self.latent;
         let rounds = self.edge_mlp.len();
@@ -482,14 +507,14 @@ impl<'g> GraphRef<'g> {
 /// Runs the network: `dx[i], dv[i]` receive the corrections of node `i`
 /// (pinned nodes included; [`State::apply_correction`] skips them).
 pub fn forward(
-    net: &Network,
+    net: Checked,
     g: GraphRef,
     latents: &mut [i8],
     sums: &mut [i32],
     dx: &mut [Vec3],
     dv: &mut [Vec3],
 ) -> Result<(), GnnError> {
-    net.validate()?;
+    let net = net.network();
     let n = g.mesh.node_count();
     if g.x.len() != n || g.v.len() != n || g.pinned.len() != n || dx.len() != n || dv.len() != n {
         return Err(GnnError::MeshMismatch);
@@ -620,10 +645,9 @@ pub struct CorrectionReport {
 pub fn correct(
     model: &Model,
     state: &mut State,
-    net: &Network,
+    net: Checked,
     scratch: &mut Scratch,
 ) -> Result<CorrectionReport, GnnError> {
-    net.validate()?;
     let found = dynamic_edges(model, state, net)?;
     infer(model, state, net, scratch)?;
     apply(state)?;
@@ -633,35 +657,29 @@ pub fn correct(
 /// Finds the dynamic edges of the current positions: node pairs closer
 /// than the network's radius with no static edge, into the state's pair
 /// storage (pairs beyond its capacity are dropped and counted).
-pub fn dynamic_edges(model: &Model, state: &mut State, net: &Network) -> Result<Proximity, GnnError> {
+pub fn dynamic_edges(model: &Model, state: &mut State, net: Checked) -> Result<Proximity, GnnError> {
     if state.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
     }
     state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)
 }
 
-/// Runs the network on the state and its dynamic edges; its int32 sums use
-/// the solver's blocks and the corrections wait in the solver's residual
-/// and search vectors (all free between steps) for [`apply`].
-pub fn infer(model: &Model, state: &mut State, net: &Network, scratch: &mut Scratch) -> Result<(), GnnError> {
-    if state.x.len() != model.mesh.node_count() {
+/// Runs the network on the state and its dynamic edges, in the memory the
+/// state lends it ([`State::lend_to_network`]); the corrections wait there
+/// for [`apply`].
+pub fn infer(model: &Model, state: &mut State, net: Checked, scratch: &mut Scratch) -> Result<(), GnnError> {
+    let loan = state.lend_to_network();
+    if loan.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
     }
-    state.ws.r.fill(Vec3::ZERO);
-    state.ws.p.fill(Vec3::ZERO);
-    let g = GraphRef {
-        mesh: &model.mesh,
-        x: state.x,
-        v: state.v,
-        pinned: state.ws.pinned,
-        pairs: &state.ws.pairs[..state.ws.n_pairs],
-    };
-    let sums: &mut [i32] = bytemuck::cast_slice_mut(state.ws.blocks);
-    forward(net, g, scratch.latents, sums, state.ws.r, state.ws.p)
+    loan.dx.fill(Vec3::ZERO);
+    loan.dv.fill(Vec3::ZERO);
+    let g = GraphRef { mesh: &model.mesh, x: loan.x, v: loan.v, pinned: loan.pinned, pairs: loan.pairs };
+    forward(net, g, scratch.latents, loan.sums, loan.dx, loan.dv)
 }
 
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite
 /// correction leaves the state as it was.
 pub fn apply(state: &mut State) -> Result<(), GnnError> {
-    add_correction(state.x, state.v, state.ws.pinned, state.ws.r, state.ws.p).map_err(|_| GnnError::NonFinite)
+    state.apply_lent_correction().map_err(|_| GnnError::NonFinite)
 }
