@@ -356,10 +356,13 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
                     previous.as_ref().and_then(|p| p.convergence.iter().find(|c| c.family == family && c.seed == seed));
                 let wants_check = spec.check_convergence && seed == spec.seed;
                 if let Some(t) = reusable(previous.as_ref(), spec, out, &file, &scn) {
-                    if !wants_check || checked.is_some() {
-                        let entry = IndexEntry { file, family, seed, split, fine_seconds: t.fine_seconds };
-                        return Ok((entry, checked.cloned(), true));
-                    }
+                    let check = match (wants_check, checked) {
+                        (true, None) => Some(convergence(&scn, spec, family, seed, &t.x)?),
+                        (true, Some(c)) => Some(c.clone()),
+                        (false, _) => None,
+                    };
+                    let entry = IndexEntry { file, family, seed, split, fine_seconds: t.fine_seconds };
+                    return Ok((entry, check, true));
                 }
                 let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
                 let check = if wants_check { Some(convergence(&scn, spec, family, seed, &x)?) } else { None };
