@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::Vec3;
 
+use crate::corrector::Plain;
 use crate::families::{self, Family};
 use crate::scenario::Scenario;
 use crate::sim;
@@ -185,7 +186,7 @@ pub fn convergence(
 ) -> Result<Convergence> {
     let (half, _, _) = fine_reference(scn, spec.k, 2 * spec.time_substeps, spec.fine_integrator)?;
     let mut plain = Vec::new();
-    sim::run(scn, false, None, |_, _, state| {
+    sim::run(scn, false, &mut Plain, |_, _, state| {
         plain.push(state.positions().to_vec());
         Ok(())
     })?;
@@ -223,7 +224,7 @@ pub fn fine_reference(
     let map: Vec<usize> = (0..n).map(|i| coarse.refine_node(i, k)).collect();
     let (mut xs, mut vs) = (Vec::new(), Vec::new());
     let t0 = std::time::Instant::now();
-    sim::run(&fine, false, None, |_, _, state| {
+    sim::run(&fine, false, &mut Plain, |_, _, state| {
         xs.push(map.iter().map(|&i| state.positions()[i]).collect());
         vs.push(map.iter().map(|&i| state.velocities()[i]).collect());
         Ok(())

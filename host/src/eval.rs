@@ -8,18 +8,15 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use candle_core::Device;
 use image::{Rgb, RgbImage};
 use serde::{Deserialize, Serialize};
-use weft_core::physics;
 use weft_core::prelude::*;
 
-use crate::storage::VecStateStorage;
-
+use crate::corrector::{Corrector, Int8, Plain};
 use crate::dataset::Trajectory;
 use crate::gnn::{self, Trained};
-use crate::quantize::Int8Corrector;
 use crate::scenario::Scenario;
+use crate::sim;
 use weft_weights::format::NetworkData;
 
 /// One rollout's errors and costs.
@@ -74,48 +71,37 @@ pub fn mean(v: &[f32]) -> f32 {
     v.iter().sum::<f32>() / v.len().max(1) as f32
 }
 
-/// Runs `scn` for `steps` frames (of `time.substeps` physics steps each),
-/// calling `after_step` after every frame (it may correct the state);
-/// returns per-frame positions at `nodes` and seconds per frame.
+/// Runs `scn` for `steps` frames through the one rollout loop
+/// ([`sim::run`]), each physics step followed by `corrector`; returns
+/// per-frame positions at `nodes`, wall seconds per frame, and why the
+/// rollout stopped early if it did.
 fn rollout(
     scn: &Scenario,
     steps: usize,
     nodes: &[usize],
-    pairs: usize,
-    mut after_step: impl FnMut(&Model, &mut State) -> Result<()>,
+    corrector: &mut dyn Corrector,
 ) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
-    scn.with_model(|model| {
-        let mut storage = VecStateStorage::new(model, pairs.max(1));
-        let mut state = scn.start(model, &mut storage)?;
-        let mut out = vec![nodes.iter().map(|&i| state.positions()[i]).collect::<Vec<_>>()];
-        let t0 = Instant::now();
-        let mut failure = None;
-        for t in 0..steps {
-            let r = (0..scn.time.substeps)
-                .try_for_each(|_| physics::step(model, &mut state).map(|_| ()))
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .and_then(|_| after_step(model, &mut state));
-            if let Err(e) = r {
-                failure = Some(format!("step {t}: {e:#}"));
-                break;
-            }
-            out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
-        }
-        Ok((out, t0.elapsed().as_secs_f64() / steps.max(1) as f64, failure))
-    })
+    let mut scn = scn.clone();
+    scn.time.steps = steps as u32;
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    let r = sim::run(&scn, false, corrector, |_, _, state| {
+        out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
+        Ok(())
+    });
+    let secs = t0.elapsed().as_secs_f64() / steps.max(1) as f64;
+    match r {
+        Ok(_) => Ok((out, secs, None)),
+        Err(e) if !out.is_empty() => Ok((out, secs, Some(format!("{e:#}")))),
+        Err(e) => Err(e),
+    }
 }
 
 /// The float network's corrected rollout of `scn` at every node.
 fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
-    let dev = Device::Cpu;
-    let cfg = m.meta.config;
     let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
     let all: Vec<usize> = (0..n).collect();
-    rollout(scn, steps, &all, cfg.pairs_per_node * n, |model, state| {
-        let g = gnn::graph_of(model, state, &cfg)?;
-        let (dx, dv) = m.correct(&g, &dev)?;
-        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))
-    })
+    rollout(scn, steps, &all, &mut gnn::Float(m))
 }
 
 /// Mean position RMSE (m) of the float network's corrected rollout of
@@ -150,21 +136,21 @@ pub fn evaluate(
     };
     let errors = |xs: &[Vec<Vec3>]| -> Vec<f32> { xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect() };
 
-    let (xs, cost, fail) = rollout(scn, steps, &all, 0, |_, _| Ok(()))?;
+    let (xs, cost, fail) = rollout(scn, steps, &all, &mut Plain)?;
     (r.rmse_plain, r.cost_plain) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("plain: {f}")));
 
     let fine2 = scn.refined(2, 1);
     let map: Vec<usize> = (0..n).map(|i| scn.refine_node(i, 2)).collect();
-    let (xs, cost, fail) = rollout(&fine2, steps, &map, 0, |_, _| Ok(()))?;
+    let (xs, cost, fail) = rollout(&fine2, steps, &map, &mut Plain)?;
     (r.rmse_fine2, r.cost_fine2) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("fine2: {f}")));
 
-    let (xs, cost, fail) = rollout(&scn.refined(1, 2), steps, &all, 0, |_, _| Ok(()))?;
+    let (xs, cost, fail) = rollout(&scn.refined(1, 2), steps, &all, &mut Plain)?;
     (r.rmse_half_dt, r.cost_half_dt) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("half dt: {f}")));
 
-    let (xs, cost, fail) = rollout(&scn.refined(1, 4), steps, &all, 0, |_, _| Ok(()))?;
+    let (xs, cost, fail) = rollout(&scn.refined(1, 4), steps, &all, &mut Plain)?;
     (r.rmse_quarter_dt, r.cost_quarter_dt) = (errors(&xs), cost);
     r.failures.extend(fail.map(|f| format!("quarter dt: {f}")));
 
@@ -174,14 +160,7 @@ pub fn evaluate(
         r.failures.extend(fail.map(|f| format!("corrected: {f}")));
     }
     if let Some(net) = int8 {
-        let pairs = crate::gnn::GnnConfig::DEFAULT_PAIRS_PER_NODE * n;
-        let mut corrector = None;
-        let (xs, cost, fail) = rollout(scn, steps, &all, pairs, |model, state| {
-            corrector
-                .get_or_insert_with(|| Int8Corrector::new(net, model.mesh.counts(), pairs))
-                .correct(model, state)
-                .map(|_| ())
-        })?;
+        let (xs, cost, fail) = rollout(scn, steps, &all, &mut Int8::new(net))?;
         (r.rmse_int8, r.cost_int8) = (errors(&xs), cost);
         r.failures.extend(fail.map(|f| format!("int8: {f}")));
     }

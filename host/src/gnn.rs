@@ -24,6 +24,7 @@ use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES,
 use weft_core::physics;
 use weft_core::prelude::*;
 
+use crate::corrector::Corrector;
 use crate::storage::VecStateStorage;
 
 use crate::dataset::Trajectory;
@@ -49,7 +50,7 @@ impl Default for GnnConfig {
 }
 
 impl GnnConfig {
-    pub const DEFAULT_PAIRS_PER_NODE: usize = 8;
+    pub const DEFAULT_PAIRS_PER_NODE: usize = crate::corrector::PAIRS_PER_NODE;
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
     /// `edges` directed edges, with the processor's first edge layer
@@ -214,6 +215,11 @@ pub fn sample(
     unroll: Option<&Unroll>,
 ) -> Result<Graph> {
     let scn = &traj.scenario;
+    // A sample is one physics step and its correction per frame: the step
+    // the network corrects.
+    if scn.time.substeps != 1 {
+        bail!("{}: training samples need one physics step per frame, time.substeps is {}", scn.name, scn.time.substeps);
+    }
     let ahead = unroll.map_or(0, |u| u.steps.min(t));
     let t0 = t - ahead;
     scn.with_model(|model| {
@@ -236,14 +242,11 @@ pub fn sample(
         state.set_velocities(&v).map_err(|e| anyhow::anyhow!("{e}"))?;
         state.set_time(t0 as f32 * scn.time.dt).map_err(|e| anyhow::anyhow!("{e}"))?;
         if let Some(u) = unroll {
+            let mut corrector = UnrollCorrector { unroll: u, cfg };
             for _ in 0..ahead {
                 physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
-                if let Some(gnn) = u.gnn {
-                    let g = graph_of(model, &mut state, cfg)?;
-                    let (dx, dv) = gnn.correct(&g, u.norm, &Device::Cpu)?;
-                    if state.apply_correction(&dx, &dv).is_err() {
-                        break; // a non-finite correction: train from where it went wrong
-                    }
+                if corrector.correct(model, &mut state).is_err() {
+                    break; // a non-finite correction: train from where it went wrong
                 }
             }
         }
@@ -550,5 +553,41 @@ impl Trained {
 
     pub fn parameters(&self) -> usize {
         self.varmap.all_vars().iter().map(|v| v.elem_count()).sum()
+    }
+}
+
+/// The network being trained, as a [`Corrector`] for unrolled samples
+/// (no correction when the unroll is plain).
+struct UnrollCorrector<'u> {
+    unroll: &'u Unroll<'u>,
+    cfg: &'u GnnConfig,
+}
+
+impl Corrector for UnrollCorrector<'_> {
+    fn pairs(&self, nodes: usize) -> usize {
+        self.cfg.pairs_per_node * nodes
+    }
+    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
+        let Some(gnn) = self.unroll.gnn else { return Ok(0) };
+        let g = graph_of(model, state, self.cfg)?;
+        let (dx, dv) = gnn.correct(&g, self.unroll.norm, &Device::Cpu)?;
+        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
+        Ok(state.pairs().len())
+    }
+}
+
+/// The float network as a [`Corrector`]: the graph of the state after the
+/// physics step, the network's corrections (times its gain) added.
+pub struct Float<'m>(pub &'m Trained);
+
+impl Corrector for Float<'_> {
+    fn pairs(&self, nodes: usize) -> usize {
+        self.0.meta.config.pairs_per_node * nodes
+    }
+    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
+        let g = graph_of(model, state, &self.0.meta.config)?;
+        let (dx, dv) = self.0.correct(&g, &Device::Cpu)?;
+        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
+        Ok(state.pairs().len())
     }
 }

@@ -2,6 +2,7 @@
 //! writers and the renderer behind the `weft` command.
 
 pub mod canvas;
+pub mod corrector;
 pub mod dataset;
 pub mod eval;
 pub mod families;

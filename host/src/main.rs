@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use weft_core::prelude::Vec3;
+use weft_host::corrector::{self, Corrector};
 use weft_host::dataset::{self, DatasetSpec};
 use weft_host::eval;
 use weft_host::families::Family;
@@ -225,7 +226,11 @@ fn run(cli: Cli) -> Result<()> {
                 PathBuf::from("out").join(scenario.file_stem().map(|s| s.to_os_string()).unwrap_or_default())
             });
             let t0 = std::time::Instant::now();
-            let s = sim::simulate(&scn, &out, !quiet, net.as_ref())?;
+            let mut corrector: Box<dyn Corrector> = match &net {
+                Some(n) => Box::new(corrector::Int8::new(n)),
+                None => Box::new(corrector::Plain),
+            };
+            let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut())?;
             let last = s.frames.last().cloned().unwrap_or_default();
             println!(
                 "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; final max strain {:.4}; dropped pairs {}; output in {}",
@@ -528,9 +533,13 @@ fn run(cli: Cli) -> Result<()> {
             let bar = weft_host::progress_bar(3, "runs", true);
             let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
             let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
-            for (k, network) in [None, Some(&net)].into_iter().enumerate() {
-                bar.set_message(if network.is_some() { "int8-corrected 16×16" } else { "plain 16×16" });
-                sim::run(&scn, false, network, |frame, model, state| {
+            let runs: [(&str, Box<dyn Corrector>); 2] = [
+                ("plain 16×16", Box::new(corrector::Plain)),
+                ("int8-corrected 16×16", Box::new(corrector::Int8::new(&net))),
+            ];
+            for (k, (name, mut corrector)) in runs.into_iter().enumerate() {
+                bar.set_message(name);
+                sim::run(&scn, false, corrector.as_mut(), |frame, model, state| {
                     positions[k].push(state.positions().to_vec());
                     if frame % 2 == 0 {
                         let c = model.scene.colliders;

@@ -552,31 +552,3 @@ pub fn load(path: &std::path::Path) -> Result<NetworkData> {
         std::fs::read(path).with_context(|| format!("reading {} (run `weft quantize` to make it)", path.display()))?;
     NetworkData::from_bytes(&bytes).with_context(|| format!("model file {}", path.display()))
 }
-
-/// The int8 network with heap scratch for one mesh size.
-pub struct Int8Corrector<'n> {
-    pub net: &'n NetworkData,
-    latents: Vec<i8>,
-}
-
-impl<'n> Int8Corrector<'n> {
-    /// Scratch for `model`'s mesh and `pairs` dynamic pairs.
-    pub fn new(net: &'n NetworkData, counts: weft_core::mesh::MeshCounts, pairs: usize) -> Int8Corrector<'n> {
-        let s = weft_core::gnn::int8::ScratchSizes::new(counts, pairs, net.latent);
-        Int8Corrector { net, latents: vec![0; s.latents] }
-    }
-
-    /// [`weft_core::gnn::int8::correct`] after a physics step.
-    pub fn correct(
-        &mut self,
-        model: &weft_core::model::Model,
-        state: &mut weft_core::state::State,
-    ) -> Result<weft_core::gnn::int8::CorrectionReport> {
-        let mut scratch = weft_core::gnn::int8::Scratch { latents: &mut self.latents };
-        self.net
-            .with_network(|net| {
-                net.check().and_then(|net| weft_core::gnn::int8::correct(model, state, net, &mut scratch))
-            })
-            .map_err(|e| anyhow::anyhow!("int8 correction: {e}"))
-    }
-}

@@ -8,11 +8,9 @@ use serde::Serialize;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
-use crate::gnn::GnnConfig;
-use crate::quantize::Int8Corrector;
+use crate::corrector::Corrector;
 use crate::scenario::Scenario;
 use crate::storage::VecStateStorage;
-use weft_weights::format::NetworkData;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct EnergyOut {
@@ -64,20 +62,22 @@ pub struct Summary {
     pub dynamic_edges: u64,
 }
 
-/// Runs `scn`, calling `on_frame(frame, model, state)` after every frame
-/// (frame 0 is the initial state). With `network`, every physics step is
-/// followed by the int8 network's correction
-/// (`weft_core::gnn::int8::correct`).
+/// The one rollout loop: runs `scn` from its start ([`Scenario::start`]),
+/// `time.steps` frames of `time.substeps` physics steps, every physics step
+/// followed by `corrector` (the network corrects each step it is run
+/// after, the step the method defines; a scenario with substeps runs it on
+/// shorter steps than the 1/60 s frame it was trained on, and `weft eval`
+/// says so). Calls `on_frame(frame, model, state)` after every frame
+/// (frame 0 is the initial state).
 pub fn run(
     scn: &Scenario,
     progress: bool,
-    network: Option<&NetworkData>,
+    corrector: &mut dyn Corrector,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
     scn.with_model(|model| {
-        let net_pairs = network.map_or(0, |_| GnnConfig::DEFAULT_PAIRS_PER_NODE * model.mesh.node_count());
+        let net_pairs = corrector.pairs(model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
-        let mut corrector = network.map(|n| Int8Corrector::new(n, model.mesh.counts(), net_pairs));
         let mut state = scn.start(model, &mut storage)?;
         let mut summary = Summary {
             name: scn.name.clone(),
@@ -97,11 +97,9 @@ pub fn run(
                 let r = physics::step(model, &mut state)
                     .map_err(|e| anyhow::anyhow!("frame {frame}, substep {sub}: {e}"))?;
                 reports.push(r);
-                if let Some(c) = corrector.as_mut() {
-                    let report =
-                        c.correct(model, &mut state).with_context(|| format!("frame {frame}, substep {sub}"))?;
-                    summary.dynamic_edges += report.dynamic_edges as u64;
-                }
+                let edges =
+                    corrector.correct(model, &mut state).with_context(|| format!("frame {frame}, substep {sub}"))?;
+                summary.dynamic_edges += edges as u64;
             }
             summary.frames.push(frame_summary(frame, model, &state, &reports));
             on_frame(frame, model, &state)?;
@@ -150,12 +148,12 @@ pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
     Ok(())
 }
 
-/// `weft simulate`: OBJ frames and `summary.json` into `out` (corrected by
-/// `network` when given).
-pub fn simulate(scn: &Scenario, out: &Path, progress: bool, network: Option<&NetworkData>) -> Result<Summary> {
+/// `weft simulate`: OBJ frames and `summary.json` into `out`, each step
+/// corrected by `corrector`.
+pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn Corrector) -> Result<Summary> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let every = scn.output.every;
-    let summary = run(scn, progress, network, |frame, model, state| {
+    let summary = run(scn, progress, corrector, |frame, model, state| {
         if every > 0 && frame % every == 0 {
             write_obj(&out.join(format!("frame_{frame:05}.obj")), &model.mesh, state.positions())?;
         }

@@ -85,7 +85,7 @@ fn eval_columns_follow_their_scenarios() {
     let mut want = Vec::new();
     let mut scn = half.clone();
     scn.time.steps = 12;
-    weft_host::sim::run(&scn, false, None, |f, _, state| {
+    weft_host::sim::run(&scn, false, &mut weft_host::corrector::Plain, |f, _, state| {
         if f > 0 {
             let fine = &traj.x[f as usize];
             let e = state.positions().iter().zip(fine).map(|(a, b)| (*a - *b).norm2()).sum::<f32>() / fine.len() as f32;

@@ -24,7 +24,7 @@ fn shipped_scenarios_parse_and_run_a_few_frames() {
         let path = entry.unwrap().path();
         let mut scn = Scenario::load(&path).unwrap();
         scn.time.steps = 3;
-        let s = sim::run(&scn, false, None, |_, _, _| Ok(())).unwrap();
+        let s = sim::run(&scn, false, &mut weft_host::corrector::Plain, |_, _, _| Ok(())).unwrap();
         assert_eq!(s.frames.len(), 4);
         assert!(s.frames.iter().all(|f| f.energy.total.is_finite()), "{}", path.display());
         n += 1;
@@ -99,7 +99,7 @@ fn regions_select_the_documented_nodes() {
 fn simulate_writes_objs_and_a_summary() {
     let dir = tempfile::tempdir().unwrap();
     let scn = Scenario::parse(&format!("{MINIMAL}\n[output]\nevery = 2\n[[pin]]\nregion = \"corners:top\"\n")).unwrap();
-    let s = sim::simulate(&scn, dir.path(), false, None).unwrap();
+    let s = sim::simulate(&scn, dir.path(), false, &mut weft_host::corrector::Plain).unwrap();
     let objs: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())

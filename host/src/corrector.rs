@@ -1,0 +1,65 @@
+//! What corrects the coarse cloth after every physics step — nothing, the
+//! float network ([`crate::gnn::Float`]) or the int8 network ([`Int8`]) —
+//! behind one trait, so that one rollout loop ([`crate::sim::run`]) serves
+//! simulation, evaluation, the demo and data generation.
+
+use anyhow::Result;
+use weft_core::gnn::int8::{Scratch, ScratchSizes};
+use weft_core::model::Model;
+use weft_core::state::State;
+use weft_weights::format::NetworkData;
+
+/// Dynamic pairs per node a network's state stores.
+pub const PAIRS_PER_NODE: usize = 8;
+
+pub trait Corrector {
+    /// Proximity pairs the state must hold for this corrector on a mesh of
+    /// `nodes` nodes.
+    fn pairs(&self, nodes: usize) -> usize;
+    /// Corrects the state after one physics step; returns the dynamic edges
+    /// the network saw.
+    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize>;
+}
+
+/// The plain coarse cloth: no correction.
+pub struct Plain;
+
+impl Corrector for Plain {
+    fn pairs(&self, _: usize) -> usize {
+        0
+    }
+    fn correct(&mut self, _: &Model, _: &mut State) -> Result<usize> {
+        Ok(0)
+    }
+}
+
+/// The int8 network ([`weft_core::step::step2`]), with heap scratch sized
+/// on first use for the model's mesh.
+pub struct Int8<'n> {
+    pub net: &'n NetworkData,
+    latents: Vec<i8>,
+}
+
+impl<'n> Int8<'n> {
+    pub fn new(net: &'n NetworkData) -> Int8<'n> {
+        Int8 { net, latents: Vec::new() }
+    }
+}
+
+impl Corrector for Int8<'_> {
+    fn pairs(&self, nodes: usize) -> usize {
+        PAIRS_PER_NODE * nodes
+    }
+    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
+        let sizes = ScratchSizes::new(model.mesh.counts(), self.pairs(model.mesh.node_count()), self.net.latent);
+        if self.latents.len() < sizes.latents {
+            self.latents = vec![0; sizes.latents];
+        }
+        let mut scratch = Scratch { latents: &mut self.latents };
+        let report = self
+            .net
+            .with_network(|net| net.check().and_then(|net| weft_core::step::step2(model, state, net, &mut scratch)))
+            .map_err(|e| anyhow::anyhow!("int8 correction: {e}"))?;
+        Ok(report.dynamic_edges)
+    }
+}
