@@ -136,6 +136,49 @@ impl Convergence {
     }
 }
 
+impl Index {
+    /// What `weft generate` prints: counts and times, failures, and the
+    /// convergence check.
+    pub fn summary(&self, out: &Path) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let fine: f32 = self.trajectories.iter().map(|t| t.fine_seconds).sum();
+        let _ = writeln!(
+                s,
+                "{} trajectories ({} failed, {} kept from an earlier run) in {:.1} s wall on {} threads, {:.1} s of fine simulation ({:.1} s each); wrote {}",
+                self.trajectories.len(),
+                self.failed.len(),
+                self.reused,
+                self.wall_seconds,
+                rayon::current_num_threads(),
+                fine,
+                fine / self.trajectories.len().max(1) as f32,
+                out.display()
+            );
+        for f in &self.failed {
+            let _ = writeln!(s, "failed: {f}");
+        }
+        if !self.convergence.is_empty() {
+            let _ = writeln!(s, "fine reference at half its step (first seed of each family; converged below {:.0} % of the plain error):", 100.0 * CONVERGENCE_LIMIT);
+            let _ = writeln!(s, "  family   seed  change (m)  plain error (m)  change / plain");
+            for c in &self.convergence {
+                let mark = if c.ratio() < CONVERGENCE_LIMIT { "" } else { "  NOT CONVERGED" };
+                let _ = writeln!(
+                    s,
+                    "  {:<8} {:>4}  {:>10.4}  {:>15.4}  {:>14.3}{mark}",
+                    c.family.name(),
+                    c.seed,
+                    c.half_step_change,
+                    c.plain_error,
+                    c.ratio()
+                );
+            }
+        }
+
+        s
+    }
+}
+
 /// Largest [`Convergence::ratio`] of a reference that counts as converged.
 pub const CONVERGENCE_LIMIT: f32 = 0.1;
 

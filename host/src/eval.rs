@@ -173,6 +173,38 @@ pub fn evaluate(
     Ok(r)
 }
 
+/// `weft gain`: rolls out the validation split (or `split`) with each
+/// candidate factor on the network's corrections, writes the best into the
+/// model's JSON; returns the report.
+pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps: usize) -> Result<String> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut trained = Trained::load(model, &candle_core::Device::Cpu)?;
+    let trajs = crate::dataset::load_split(data, Some(split))?;
+    if trajs.is_empty() || gains.is_empty() {
+        anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
+    }
+    let plain =
+        mean(&trajs.iter().map(|t| evaluate(t, None, None, steps).map(|r| r.mean_plain)).collect::<Result<Vec<_>>>()?);
+    let mut best = (f32::INFINITY, 1.0f32);
+    for &g in gains {
+        trained.meta.gain = g;
+        let errs = trajs.iter().map(|t| corrected_error(t, &trained, steps)).collect::<Result<Vec<_>>>()?;
+        let corrected = mean(&errs);
+        let _ =
+            writeln!(out, "gain {g}: corrected {corrected:.4} m, plain {plain:.4} m ({:.3}× plain)", corrected / plain);
+        if corrected < best.0 {
+            best = (corrected, g);
+        }
+    }
+    trained.meta.gain = best.1;
+    let json = model.with_extension("json");
+    std::fs::write(&json, serde_json::to_string_pretty(&trained.meta)?)?;
+    let _ = writeln!(out, "gain {} written to {}", best.1, json.display());
+
+    Ok(out)
+}
+
 /// Everything `weft eval` writes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {

@@ -268,36 +268,7 @@ fn run(cli: Cli) -> Result<()> {
                 ..DatasetSpec::default()
             };
             let index = dataset::generate(&spec, &out, !quiet)?;
-            let fine: f32 = index.trajectories.iter().map(|t| t.fine_seconds).sum();
-            println!(
-                "{} trajectories ({} failed, {} kept from an earlier run) in {:.1} s wall on {} threads, {:.1} s of fine simulation ({:.1} s each); wrote {}",
-                index.trajectories.len(),
-                index.failed.len(),
-                index.reused,
-                index.wall_seconds,
-                rayon::current_num_threads(),
-                fine,
-                fine / index.trajectories.len().max(1) as f32,
-                out.display()
-            );
-            for f in &index.failed {
-                println!("failed: {f}");
-            }
-            if !index.convergence.is_empty() {
-                println!("fine reference at half its step (first seed of each family; converged below {:.0} % of the plain error):", 100.0 * dataset::CONVERGENCE_LIMIT);
-                println!("  family   seed  change (m)  plain error (m)  change / plain");
-                for c in &index.convergence {
-                    let mark = if c.ratio() < dataset::CONVERGENCE_LIMIT { "" } else { "  NOT CONVERGED" };
-                    println!(
-                        "  {:<8} {:>4}  {:>10.4}  {:>15.4}  {:>14.3}{mark}",
-                        c.family.name(),
-                        c.seed,
-                        c.half_step_change,
-                        c.plain_error,
-                        c.ratio()
-                    );
-                }
-            }
+            print!("{}", index.summary(&out));
         }
         Command::Train {
             data,
@@ -369,36 +340,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Gain { model, data, split, gains, steps } => {
-            let mut trained = Trained::load(&model, &candle_core::Device::Cpu)?;
-            let trajs = dataset::load_split(&data, Some(&split))?;
-            if trajs.is_empty() || gains.is_empty() {
-                anyhow::bail!(
-                    "nothing to choose from: split {split:?} of {} and {} gains",
-                    data.display(),
-                    gains.len()
-                );
-            }
-            let plain = eval::mean(
-                &trajs
-                    .iter()
-                    .map(|t| eval::evaluate(t, None, None, steps).map(|r| r.mean_plain))
-                    .collect::<Result<Vec<_>>>()?,
-            );
-            let mut best = (f32::INFINITY, 1.0f32);
-            for &g in &gains {
-                trained.meta.gain = g;
-                let errs =
-                    trajs.iter().map(|t| eval::corrected_error(t, &trained, steps)).collect::<Result<Vec<_>>>()?;
-                let corrected = eval::mean(&errs);
-                println!("gain {g}: corrected {corrected:.4} m, plain {plain:.4} m ({:.3}× plain)", corrected / plain);
-                if corrected < best.0 {
-                    best = (corrected, g);
-                }
-            }
-            trained.meta.gain = best.1;
-            let json = model.with_extension("json");
-            std::fs::write(&json, serde_json::to_string_pretty(&trained.meta)?)?;
-            println!("gain {} written to {}", best.1, json.display());
+            print!("{}", eval::choose_gain(&model, &data, &split, &gains, steps)?);
         }
         Command::Quantize { model, data, samples, out } => {
             let t0 = std::time::Instant::now();
