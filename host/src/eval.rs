@@ -173,6 +173,134 @@ pub fn evaluate(
     Ok(r)
 }
 
+/// What `weft eval` rolls out: the trajectories of a data set split, or a
+/// scenario file (whose fine reference is simulated first).
+pub enum Source {
+    Split(String),
+    Scenario(std::path::PathBuf),
+}
+
+/// `weft eval` asks whether any plain alternative costing less than this
+/// many corrected steps is as accurate.
+pub const PARETO_BUDGET: f64 = 3.0;
+
+/// `weft eval`: rolls out every trajectory of `source` plain, corrected by
+/// the float model at `model` (when it exists) and by the int8 model file
+/// `int8` (when given), and the plain alternatives; writes `report.json` and
+/// `rmse.png` into `out`; returns the printed report. A scenario outside the
+/// training envelope is warned about on stderr; `steps` defaults to the
+/// trajectories' length.
+pub fn command(
+    source: &Source,
+    data: &Path,
+    model: &Path,
+    int8: Option<&Path>,
+    steps: Option<usize>,
+    out: &Path,
+) -> Result<String> {
+    use std::fmt::Write;
+    let trained = if model.with_extension("json").exists() {
+        Some(Trained::load(model, &candle_core::Device::Cpu)?)
+    } else {
+        eprintln!("no model at {} — plain columns only", model.display());
+        None
+    };
+    let int8 = int8.map(crate::quantize::load).transpose()?;
+    let trajs = match source {
+        Source::Scenario(path) => {
+            let mut scn = Scenario::load(path)?;
+            if let Some(s) = steps {
+                scn.time.steps = s as u32;
+            }
+            let spec = crate::dataset::load_index(data).map(|i| i.spec).unwrap_or_default();
+            for w in crate::dataset::outside_training(&scn, &spec) {
+                eprintln!("warning: {}: {w}", path.display());
+            }
+            let (x, v, secs) = crate::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+            vec![Trajectory {
+                scenario: scn,
+                family: crate::families::Family::Hang,
+                seed: 0,
+                split: "scenario".into(),
+                x,
+                v,
+                fine_seconds: secs,
+            }]
+        }
+        Source::Split(split) => crate::dataset::load_split(data, Some(split))?,
+    };
+    if trajs.is_empty() {
+        anyhow::bail!("nothing to evaluate in {} of {}", source.name(), data.display());
+    }
+    let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
+    let bar = crate::progress_bar(
+        trajs.len() as u64,
+        "rollouts, each plain, corrected, int8, 2× finer, at dt/2 and dt/4",
+        true,
+    );
+    let mut rollouts = Vec::new();
+    for t in &trajs {
+        bar.set_message(format!("{}-{}", t.family.name(), t.seed));
+        let mut r = evaluate(t, trained.as_ref(), int8.as_ref(), steps)?;
+        if let Source::Scenario(_) = source {
+            r.family = "scenario".into();
+        }
+        rollouts.push(r);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let rep = report(rollouts, steps);
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
+    plot(&rep, &out.join("rmse.png"))?;
+    let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
+        format!(
+            "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
+            rep.overall_int8, rep.ratio_int8_plain, rep.ratio_int8_corrected
+        )
+    } else {
+        "no int8 column".into()
+    };
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
+         {int8_part}, 2× finer {:.4} m, plain at dt/2 {:.4} m, at dt/4 {:.4} m; \
+         s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, dt/2 {:.2e}, dt/4 {:.2e}, fine {:.2e}; wrote {}",
+        rep.rollouts.len(),
+        rep.overall_plain,
+        rep.overall_corrected,
+        rep.ratio_corrected_plain,
+        rep.overall_fine2,
+        rep.overall_half_dt,
+        rep.overall_quarter_dt,
+        rep.cost_plain,
+        rep.cost_corrected,
+        rep.cost_int8,
+        rep.cost_fine2,
+        rep.cost_half_dt,
+        rep.cost_quarter_dt,
+        rep.cost_fine,
+        out.display()
+    );
+    text.push_str(&tables(&rep, PARETO_BUDGET));
+    for r in &rep.rollouts {
+        for f in &r.failures {
+            let _ = writeln!(text, "{}: {f}", r.name);
+        }
+    }
+    Ok(text)
+}
+
+impl Source {
+    fn name(&self) -> String {
+        match self {
+            Source::Split(s) => format!("split {s:?}"),
+            Source::Scenario(p) => format!("scenario {}", p.display()),
+        }
+    }
+}
+
 /// `weft gain`: rolls out the validation split (or `split`) with each
 /// candidate factor on the network's corrections, writes the best into the
 /// model's JSON; returns the report.

@@ -203,10 +203,6 @@ enum Command {
     },
 }
 
-/// `weft eval` asks whether any plain alternative costing less than this
-/// many corrected steps is as accurate.
-const PARETO_BUDGET: f64 = 3.0;
-
 fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -371,93 +367,12 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Eval { scenario, split, data, model, int8, steps, out } => {
-            let dev = candle_core::Device::Cpu;
-            let trained = if model.with_extension("json").exists() { Some(Trained::load(&model, &dev)?) } else { None };
-            if trained.is_none() {
-                eprintln!("no model at {} — plain columns only", model.display());
-            }
-            let int8 = if int8.as_os_str() == "none" { None } else { Some(quantize::load(&int8)?) };
-            let trajs = match &scenario {
-                Some(path) => {
-                    let mut scn = Scenario::load(path)?;
-                    if let Some(s) = steps {
-                        scn.time.steps = s as u32;
-                    }
-                    let spec = dataset::load_index(&data).map(|i| i.spec).unwrap_or_default();
-                    for w in dataset::outside_training(&scn, &spec) {
-                        eprintln!("warning: {}: {w}", path.display());
-                    }
-                    let (x, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-                    vec![dataset::Trajectory {
-                        scenario: scn,
-                        family: Family::Hang,
-                        seed: 0,
-                        split: "scenario".into(),
-                        x,
-                        v,
-                        fine_seconds: secs,
-                    }]
-                }
-                None => dataset::load_split(&data, Some(&split))?,
+            let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };
+            let source = match scenario {
+                Some(path) => eval::Source::Scenario(path),
+                None => eval::Source::Split(split),
             };
-            let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
-            if trajs.is_empty() {
-                anyhow::bail!("nothing to evaluate in split {split:?} of {}", data.display());
-            }
-            let bar = weft_host::progress_bar(
-                trajs.len() as u64,
-                "rollouts, each plain, corrected, int8, 2× finer, at dt/2 and dt/4",
-                true,
-            );
-            let mut rollouts = Vec::new();
-            for t in &trajs {
-                bar.set_message(format!("{}-{}", t.family.name(), t.seed));
-                let mut r = eval::evaluate(t, trained.as_ref(), int8.as_ref(), steps)?;
-                if scenario.is_some() {
-                    r.family = "scenario".into();
-                }
-                rollouts.push(r);
-                bar.inc(1);
-            }
-            bar.finish_and_clear();
-            let rep = eval::report(rollouts, steps);
-            std::fs::create_dir_all(&out)?;
-            std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
-            eval::plot(&rep, &out.join("rmse.png"))?;
-            let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
-                format!(
-                    "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
-                    rep.overall_int8, rep.ratio_int8_plain, rep.ratio_int8_corrected
-                )
-            } else {
-                "no int8 column".into()
-            };
-            println!(
-                "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
-                 {int8_part}, 2× finer {:.4} m, plain at dt/2 {:.4} m; \
-                 s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, dt/2 {:.2e}, fine {:.2e} \
-                 (corrected/fine {:.4}); wrote {}",
-                rep.rollouts.len(),
-                rep.overall_plain,
-                rep.overall_corrected,
-                rep.ratio_corrected_plain,
-                rep.overall_fine2,
-                rep.overall_half_dt,
-                rep.cost_plain,
-                rep.cost_corrected,
-                rep.cost_int8,
-                rep.cost_fine2,
-                rep.cost_half_dt,
-                rep.cost_fine,
-                rep.cost_corrected / rep.cost_fine,
-                out.display()
-            );
-            print!("{}", eval::tables(&rep, PARETO_BUDGET));
-            for r in &rep.rollouts {
-                for f in &r.failures {
-                    println!("{}: {f}", r.name);
-                }
-            }
+            print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, &out)?);
         }
         Command::Demo { out, int8, seed } => {
             let spec = DatasetSpec::default();
