@@ -4,14 +4,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use weft_core::prelude::Vec3;
 use weft_host::corrector::{self, Corrector};
 use weft_host::dataset::{self, DatasetSpec};
 use weft_host::eval;
 use weft_host::families::Family;
 use weft_host::gnn::{GnnConfig, Trained};
 use weft_host::quantize;
-use weft_host::render::{self, Camera};
+use weft_host::render;
 use weft_host::scenario::Scenario;
 use weft_host::sim;
 use weft_host::train::{self, TrainOptions};
@@ -375,88 +374,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, &out)?);
         }
         Command::Demo { out, int8, seed } => {
-            let spec = DatasetSpec::default();
-            let scn = weft_host::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
-            let net = quantize::load(&int8)?;
-            // Looking at the sphere (or capsule) from above and in front.
-            let target = scn
-                .colliders
-                .iter()
-                .find_map(|c| c.center.or(c.a.zip(c.b).map(|(a, b)| [0, 1, 2].map(|k| 0.5 * (a[k] + b[k])))))
-                .map_or(Vec3::new(0.0, 0.3, 0.0), |c| Vec3::new(c[0], c[1], c[2]));
-            let cam =
-                Camera { eye: target + Vec3::new(1.0, 0.9, 1.4), target, fov_y_deg: 40.0, width: 320, height: 260 };
-            let colors = [[220.0, 90.0, 70.0], [70.0, 130.0, 220.0], [90.0, 170.0, 90.0]];
-            let bar = weft_host::progress_bar(3, "runs", true);
-            let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
-            let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
-            let runs: [(&str, Box<dyn Corrector>); 2] = [
-                ("plain 16×16", Box::new(corrector::Plain)),
-                ("int8-corrected 16×16", Box::new(corrector::Int8::new(&net))),
-            ];
-            for (k, (name, mut corrector)) in runs.into_iter().enumerate() {
-                bar.set_message(name);
-                sim::run(&scn, false, corrector.as_mut(), |frame, model, state| {
-                    positions[k].push(state.positions().to_vec());
-                    if frame % 2 == 0 {
-                        let c = model.scene.colliders;
-                        panels[k].push(render::render(
-                            &cam,
-                            &model.mesh,
-                            state.positions(),
-                            c,
-                            state.time(),
-                            colors[k],
-                        ));
-                    }
-                    Ok(())
-                })?;
-                bar.inc(1);
-            }
-            bar.set_message("fine reference 61×61");
-            let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-            scn.with_model(|model| {
-                for (t, x) in fine.iter().enumerate().step_by(2) {
-                    let time = t as f32 * scn.time.dt;
-                    panels[2].push(render::render(&cam, &model.mesh, x, model.scene.colliders, time, colors[2]));
-                }
-                Ok(())
-            })?;
-            bar.finish_and_clear();
-            // Per-frame RMSE of the plain and the corrected cloth.
-            let errors: Vec<Vec<f32>> =
-                positions.iter().map(|xs| xs.iter().zip(&fine).map(|(a, b)| eval::rmse(a, b)).collect()).collect();
-            let y_max = errors.iter().flatten().copied().fold(0.0, f32::max) * 1.05;
-            let titles = ["plain 16×16", "int8-corrected 16×16", "fine reference (coarse nodes)"];
-            let rgb = colors.map(|c| image::Rgb(c.map(|v| v as u8)));
-            let frames: Vec<image::RgbImage> = (0..panels.iter().map(Vec::len).min().unwrap_or(0))
-                .map(|t| {
-                    let ps: Vec<render::Panel> = (0..3)
-                        .map(|k| render::Panel {
-                            image: &panels[k][t],
-                            title: titles[k],
-                            color: rgb[k],
-                            errors: errors.get(k).map(Vec::as_slice),
-                        })
-                        .collect();
-                    let frame = 2 * t;
-                    render::demo_frame(&ps, frame as f32 * scn.time.dt, frame, fine.len(), scn.time.dt, y_max)
-                })
-                .collect();
-            let ms = (2000.0 * scn.time.dt).round() as u32;
-            render::write_gif(&out, &frames, ms)?;
-            let rmse = |xs: &[Vec<Vec3>]| {
-                eval::mean(&xs.iter().zip(&fine).skip(1).map(|(a, b)| eval::rmse(a, b)).collect::<Vec<_>>())
-            };
-            println!(
-                "{}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
-                 {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {}",
-                scn.name,
-                scn.time.steps,
-                rmse(&positions[0]),
-                rmse(&positions[1]),
-                out.display()
-            );
+            println!("{}", render::demo(&quantize::load(&int8)?, seed, &out)?);
         }
     }
     Ok(())
