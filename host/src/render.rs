@@ -254,7 +254,7 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
     let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
     let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
     let runs: [(&str, Box<dyn Corrector>); 2] =
-        [("plain 16×16", Box::new(corrector::Plain)), ("int8-corrected 16×16", Box::new(corrector::Int8::new(&net)))];
+        [("plain 16×16", Box::new(corrector::Plain)), ("int8-corrected 16×16", Box::new(corrector::Int8::new(net)))];
     for (k, (name, mut corrector)) in runs.into_iter().enumerate() {
         bar.set_message(name);
         sim::run(&scn, false, corrector.as_mut(), |frame, model, state| {
@@ -298,7 +298,7 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
         })
         .collect();
     let ms = (2000.0 * scn.time.dt).round() as u32;
-    write_gif(&out, &frames, ms)?;
+    write_gif(out, &frames, ms)?;
     let rmse =
         |xs: &[Vec<Vec3>]| eval::mean(&xs.iter().zip(&fine).skip(1).map(|(a, b)| eval::rmse(a, b)).collect::<Vec<_>>());
     Ok(format!(
