@@ -8,7 +8,7 @@ use weft_host::corrector::{self, Corrector};
 use weft_host::dataset::{self, DatasetSpec};
 use weft_host::eval;
 use weft_host::families::Family;
-use weft_host::gnn::{GnnConfig, Trained};
+use weft_host::gnn::GnnConfig;
 use weft_host::quantize;
 use weft_host::render;
 use weft_host::scenario::Scenario;
@@ -338,32 +338,7 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", eval::choose_gain(&model, &data, &split, &gains, steps)?);
         }
         Command::Quantize { model, data, samples, out } => {
-            let t0 = std::time::Instant::now();
-            let trained = Trained::load(&model, &candle_core::Device::Cpu)?;
-            let float = quantize::FloatNet::from_trained(&trained)?;
-            let train_set = dataset::load_split(&data, Some("train"))?;
-            if train_set.is_empty() {
-                anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
-            }
-            let mut rng = weft_host::families::Rng::new(0x9a7e);
-            let picks = train::picks(&train_set, samples, &mut rng, 0);
-            let none = weft_host::gnn::Noise { position: 0.0, velocity: 0.0 };
-            let graphs = train::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
-            let ranges = quantize::calibrate(&float, &graphs);
-            let q = quantize::quantize(&float, &ranges)?;
-            let bytes = q.to_bytes();
-            if let Some(dir) = out.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(&out, &bytes)?;
-            println!(
-                "{} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
-                graphs.len(),
-                q.parameter_bytes(),
-                bytes.len(),
-                out.display(),
-                t0.elapsed().as_secs_f32()
-            );
+            println!("{}", quantize::command(&model, &data, samples, &out)?);
         }
         Command::Eval { scenario, split, data, model, int8, steps, out } => {
             let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };

@@ -546,6 +546,43 @@ pub fn calibrate(net: &FloatNet, graphs: &[Graph]) -> Ranges {
     r
 }
 
+/// `weft quantize`: the float model at `model`, calibrated on `samples`
+/// training samples of `data`, quantised and written to `out`; returns the
+/// one-line summary.
+pub fn command(
+    model: &std::path::Path,
+    data: &std::path::Path,
+    samples: usize,
+    out: &std::path::Path,
+) -> Result<String> {
+    let t0 = std::time::Instant::now();
+    let trained = crate::gnn::Trained::load(model, &candle_core::Device::Cpu)?;
+    let float = FloatNet::from_trained(&trained)?;
+    let train_set = crate::dataset::load_split(data, Some("train"))?;
+    if train_set.is_empty() {
+        anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
+    }
+    let mut rng = crate::families::Rng::new(0x9a7e);
+    let picks = crate::train::picks(&train_set, samples, &mut rng, 0);
+    let none = crate::gnn::Noise { position: 0.0, velocity: 0.0 };
+    let graphs = crate::train::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
+    let ranges = calibrate(&float, &graphs);
+    let q = quantize(&float, &ranges)?;
+    let bytes = q.to_bytes();
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, &bytes)?;
+    Ok(format!(
+        "{} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
+        graphs.len(),
+        q.parameter_bytes(),
+        bytes.len(),
+        out.display(),
+        t0.elapsed().as_secs_f32()
+    ))
+}
+
 /// Reads and validates a model file (`weights/weft-gnn.q8`).
 pub fn load(path: &std::path::Path) -> Result<NetworkData> {
     let bytes =
