@@ -307,28 +307,7 @@ fn run(cli: Cli) -> Result<()> {
                 ..TrainOptions::default()
             };
             let (model, log) = train::train(&opts)?;
-            let first = log.history.first().copied().unwrap_or_default();
-            let last = log.history.last().copied().unwrap_or_default();
-            println!(
-                "{} parameters, {} steps in {:.1} s ({:.1} steps/s); loss {:.4} → {:.4}, validation {:.4} → {:.4}; checkpoint {}",
-                model.meta.parameters,
-                steps,
-                log.seconds,
-                (last.0 - first.0 + opts.every.min(steps)) as f32 / log.seconds.max(1e-3),
-                first.1,
-                last.1,
-                first.2,
-                last.2,
-                out.display()
-            );
-            if let Some(e) = model.meta.val_rollout {
-                let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
-                println!(
-                    "validation rollouts (step: mean corrected RMSE, m): {}; kept step {} ({e:.4} m)",
-                    errs.join(", "),
-                    model.meta.steps
-                );
-            }
+            print!("{}", train::summary(&model, &log, &opts));
             if let Some(stem) = export {
                 model.save(&stem)?;
                 println!("exported {}.{{safetensors,json}}", stem.display());

@@ -282,3 +282,35 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
     Ok((model, log))
 }
+
+/// What `weft train` prints: steps, speed, losses, and the validation
+/// rollouts with the step kept.
+pub fn summary(model: &Trained, log: &TrainLog, opts: &TrainOptions) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let first = log.history.first().copied().unwrap_or_default();
+    let last = log.history.last().copied().unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "{} parameters, {} steps in {:.1} s ({:.1} steps/s); loss {:.4} → {:.4}, validation {:.4} → {:.4}; checkpoint {}",
+        model.meta.parameters,
+        opts.steps,
+        log.seconds,
+        (last.0 - first.0 + opts.every.min(opts.steps)) as f32 / log.seconds.max(1e-3),
+        first.1,
+        last.1,
+        first.2,
+        last.2,
+        opts.out.display()
+    );
+    if let Some(e) = model.meta.val_rollout {
+        let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
+        let _ = writeln!(
+            s,
+            "validation rollouts (step: mean corrected RMSE, m): {}; kept step {} ({e:.4} m)",
+            errs.join(", "),
+            model.meta.steps
+        );
+    }
+    s
+}
