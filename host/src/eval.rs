@@ -392,6 +392,23 @@ pub struct FamilyRow {
     pub quarter_dt: f32,
 }
 
+impl FamilyRow {
+    /// The column means of `rollouts`, named `family`.
+    fn of(family: &str, rollouts: &[&Rollout]) -> FamilyRow {
+        let col = |pick: fn(&Rollout) -> f32| mean(&rollouts.iter().map(|r| pick(r)).collect::<Vec<_>>());
+        FamilyRow {
+            family: family.to_string(),
+            rollouts: rollouts.len(),
+            plain: col(|r| r.mean_plain),
+            corrected: col(|r| r.mean_corrected),
+            int8: col(|r| r.mean_int8),
+            fine2: col(|r| r.mean_fine2),
+            half_dt: col(|r| r.mean_half_dt),
+            quarter_dt: col(|r| r.mean_quarter_dt),
+        }
+    }
+}
+
 /// One plain alternative against the corrected step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Alternative {
@@ -527,32 +544,16 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
         cost_fine: m(|r| r.cost_fine),
         ..Report::default()
     };
-    rep.overall_plain = mean(&rollouts.iter().map(|r| r.mean_plain).collect::<Vec<_>>());
-    rep.overall_corrected = mean(&rollouts.iter().map(|r| r.mean_corrected).collect::<Vec<_>>());
-    rep.overall_fine2 = mean(&rollouts.iter().map(|r| r.mean_fine2).collect::<Vec<_>>());
-    rep.overall_half_dt = mean(&rollouts.iter().map(|r| r.mean_half_dt).collect::<Vec<_>>());
-    rep.overall_quarter_dt = mean(&rollouts.iter().map(|r| r.mean_quarter_dt).collect::<Vec<_>>());
+    let all = FamilyRow::of("all", &rollouts.iter().collect::<Vec<_>>());
+    (rep.overall_plain, rep.overall_corrected, rep.overall_int8) = (all.plain, all.corrected, all.int8);
+    (rep.overall_fine2, rep.overall_half_dt, rep.overall_quarter_dt) = (all.fine2, all.half_dt, all.quarter_dt);
     let mut names: Vec<&str> = rollouts.iter().map(|r| r.family.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     rep.families = names
         .iter()
-        .map(|&f| {
-            let rs: Vec<&Rollout> = rollouts.iter().filter(|r| r.family == f).collect();
-            let col = |pick: fn(&Rollout) -> f32| mean(&rs.iter().map(|r| pick(r)).collect::<Vec<_>>());
-            FamilyRow {
-                family: f.to_string(),
-                rollouts: rs.len(),
-                plain: col(|r| r.mean_plain),
-                corrected: col(|r| r.mean_corrected),
-                int8: col(|r| r.mean_int8),
-                fine2: col(|r| r.mean_fine2),
-                half_dt: col(|r| r.mean_half_dt),
-                quarter_dt: col(|r| r.mean_quarter_dt),
-            }
-        })
+        .map(|&f| FamilyRow::of(f, &rollouts.iter().filter(|r| r.family == f).collect::<Vec<_>>()))
         .collect();
-    rep.overall_int8 = mean(&rollouts.iter().map(|r| r.mean_int8).collect::<Vec<_>>());
     rep.ratio_int8_plain = rep.overall_int8 / rep.overall_plain;
     rep.ratio_int8_corrected = rep.overall_int8 / rep.overall_corrected;
     rep.ratio_corrected_plain = rep.overall_corrected / rep.overall_plain;
