@@ -265,7 +265,9 @@ fn corrected_rollouts_on_a_test_scenario() {
         fine_seconds: secs,
     };
     let float = weft_host::eval::corrected_error(&traj, &trained, spec.steps as usize).unwrap();
-    println!("drape-13: mean position RMSE plain {plain:.4} m, float corrected {float:.4} m, int8 corrected {int8:.4} m");
+    println!(
+        "drape-13: mean position RMSE plain {plain:.4} m, float corrected {float:.4} m, int8 corrected {int8:.4} m"
+    );
     assert!(float < plain, "float corrected {float} m is not better than plain {plain} m");
     assert!(int8 < 1.25 * plain, "int8 {int8} m drifts from the plain cloth's {plain} m");
 }
