@@ -1,4 +1,4 @@
-//! The FEM cloth step: StVK membrane + quadratic bending forces and their
+//! The FEM cloth step: StVK membrane + Kirchhoff plate bending forces and their
 //! Jacobians, one linearised backward-Euler solve (Baraff–Witkin)
 //!
 //! `(M − h ∂f/∂v − h² ∂f/∂x) Δv = h (f + h ∂f/∂x v)`
