@@ -21,6 +21,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
+use weft_core::gnn::int8::Part;
 use weft_core::physics;
 use weft_core::prelude::*;
 
@@ -397,18 +398,19 @@ pub struct Gnn {
 impl Gnn {
     pub fn new(vb: VarBuilder, cfg: GnnConfig) -> Result<Gnn> {
         let l = cfg.latent;
+        // Names and widths from the network's one list of parts.
+        let mlp = |p: Part| {
+            let (i, o) = p.widths(l);
+            Mlp::new(vb.pp(p.to_string()), i, l, o)
+        };
         Ok(Gnn {
             cfg,
-            node_enc: Mlp::new(vb.pp("node_enc"), NODE_FEATURES, l, l)?,
-            edge_enc: Mlp::new(vb.pp("edge_enc"), EDGE_FEATURES, l, l)?,
-            edge_mlp: (0..cfg.rounds)
-                .map(|r| Mlp::new(vb.pp(format!("edge_mlp{r}")), 3 * l, l, l))
-                .collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds)
-                .map(|r| Mlp::new(vb.pp(format!("node_mlp{r}")), 2 * l, l, l))
-                .collect::<Result<_>>()?,
-            head_x: Mlp::new(vb.pp("head_x"), l, l, 3)?,
-            head_v: Mlp::new(vb.pp("head_v"), l, l, 3)?,
+            node_enc: mlp(Part::NodeEncoder)?,
+            edge_enc: mlp(Part::EdgeEncoder)?,
+            edge_mlp: (0..cfg.rounds).map(|r| mlp(Part::EdgeUpdate(r))).collect::<Result<_>>()?,
+            node_mlp: (0..cfg.rounds).map(|r| mlp(Part::NodeUpdate(r))).collect::<Result<_>>()?,
+            head_x: mlp(Part::PositionHead)?,
+            head_v: mlp(Part::VelocityHead)?,
         })
     }
 

@@ -11,7 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Output, Requant};
+use weft_core::gnn::int8::{Input, Output, Part, Requant};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
 use crate::gnn::{Graph, Normalizer, Trained};
@@ -189,12 +189,12 @@ impl FloatNet {
             radius: cfg.radius,
             norm: t.meta.normalizer.clone(),
             gain: t.meta.gain,
-            node_enc: mlp("node_enc")?,
-            edge_enc: mlp("edge_enc")?,
-            edge_mlp: (0..cfg.rounds).map(|r| mlp(&format!("edge_mlp{r}"))).collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds).map(|r| mlp(&format!("node_mlp{r}"))).collect::<Result<_>>()?,
-            head_x: mlp("head_x")?,
-            head_v: mlp("head_v")?,
+            node_enc: mlp(&Part::NodeEncoder.to_string())?,
+            edge_enc: mlp(&Part::EdgeEncoder.to_string())?,
+            edge_mlp: (0..cfg.rounds).map(|r| mlp(&Part::EdgeUpdate(r).to_string())).collect::<Result<_>>()?,
+            node_mlp: (0..cfg.rounds).map(|r| mlp(&Part::NodeUpdate(r).to_string())).collect::<Result<_>>()?,
+            head_x: mlp(&Part::PositionHead.to_string())?,
+            head_v: mlp(&Part::VelocityHead.to_string())?,
         })
     }
 

@@ -24,7 +24,7 @@
 use std::fmt::{self, Write as _};
 
 use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Requant, FORMAT_VERSION};
+use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Part, Requant, FORMAT_VERSION};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
 
@@ -149,12 +149,21 @@ impl NetworkData {
         })
     }
 
+    /// The MLP of `part`, if the network has it.
+    pub fn mlp(&self, part: Part) -> Option<&MlpData> {
+        match part {
+            Part::NodeEncoder => Some(&self.node_enc),
+            Part::EdgeEncoder => Some(&self.edge_enc),
+            Part::EdgeUpdate(r) => self.edge_mlp.get(r),
+            Part::NodeUpdate(r) => self.node_mlp.get(r),
+            Part::PositionHead => Some(&self.head_x),
+            Part::VelocityHead => Some(&self.head_v),
+        }
+    }
+
+    /// Every MLP, in the order of [`Part::all`].
     fn mlps(&self) -> impl Iterator<Item = &MlpData> {
-        [&self.node_enc, &self.edge_enc]
-            .into_iter()
-            .chain(&self.edge_mlp)
-            .chain(&self.node_mlp)
-            .chain([&self.head_x, &self.head_v])
+        Part::all(self.edge_mlp.len()).filter_map(|p| self.mlp(p))
     }
 
     /// Bytes of int8 weights, int32 biases and requantisation data.

@@ -363,6 +363,70 @@ impl core::fmt::Display for GnnError {
     }
 }
 
+/// One MLP of the network. [`Part::all`] is the one list of the network's
+/// MLPs — their order, names and widths — that every view of it follows:
+/// this int8 [`Network`], the weight file (`weft_weights::format`), and the
+/// host's training network and float reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    NodeEncoder,
+    EdgeEncoder,
+    /// Round `r`'s edge update: input `[e, h_sender, h_receiver]`, residual.
+    EdgeUpdate(usize),
+    /// Round `r`'s node update: input `[h, mean incoming e]`, residual.
+    NodeUpdate(usize),
+    PositionHead,
+    VelocityHead,
+}
+
+impl Part {
+    /// Every MLP of a network with `rounds` rounds, in file order.
+    pub fn all(rounds: usize) -> impl Iterator<Item = Part> {
+        [Part::NodeEncoder, Part::EdgeEncoder]
+            .into_iter()
+            .chain((0..rounds).map(Part::EdgeUpdate))
+            .chain((0..rounds).map(Part::NodeUpdate))
+            .chain([Part::PositionHead, Part::VelocityHead])
+    }
+
+    /// `(inputs, outputs)` for latent size `l` (the hidden layer is `l`
+    /// wide).
+    pub fn widths(self, l: usize) -> (usize, usize) {
+        match self {
+            Part::NodeEncoder => (NODE_FEATURES, l),
+            Part::EdgeEncoder => (EDGE_FEATURES, l),
+            Part::EdgeUpdate(_) => (3 * l, l),
+            Part::NodeUpdate(_) => (2 * l, l),
+            Part::PositionHead | Part::VelocityHead => (l, 3),
+        }
+    }
+
+    /// Whether its output is added to its input latent.
+    pub fn residual(self) -> bool {
+        matches!(self, Part::EdgeUpdate(_) | Part::NodeUpdate(_))
+    }
+
+    /// Whether it is a head (its output is requantised per output).
+    pub fn head(self) -> bool {
+        matches!(self, Part::PositionHead | Part::VelocityHead)
+    }
+}
+
+/// Its name in the weight files: `node_enc`, `edge_enc`, `edge_mlp{r}`,
+/// `node_mlp{r}`, `head_x`, `head_v`.
+impl core::fmt::Display for Part {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Part::NodeEncoder => write!(f, "node_enc"),
+            Part::EdgeEncoder => write!(f, "edge_enc"),
+            Part::EdgeUpdate(r) => write!(f, "edge_mlp{r}"),
+            Part::NodeUpdate(r) => write!(f, "node_mlp{r}"),
+            Part::PositionHead => write!(f, "head_x"),
+            Part::VelocityHead => write!(f, "head_v"),
+        }
+    }
+}
+
 /// A network whose layers are known to fit together ([`Network::check`]):
 /// what [`forward`], [`infer`] and [`correct`] take, so a network is checked
 /// once, not at every step.
@@ -389,6 +453,18 @@ impl<'a> Network<'a> {
         Ok(Checked(self))
     }
 
+    /// The MLP of `part`, if the network has it.
+    pub fn mlp(&self, part: Part) -> Option<&Mlp<'a>> {
+        match part {
+            Part::NodeEncoder => Some(&self.node_enc),
+            Part::EdgeEncoder => Some(&self.edge_enc),
+            Part::EdgeUpdate(r) => self.edge_mlp.get(r),
+            Part::NodeUpdate(r) => self.node_mlp.get(r),
+            Part::PositionHead => Some(&self.head_x),
+            Part::VelocityHead => Some(&self.head_v),
+        }
+    }
+
     /// Checks that all layers fit together ([`Network::check`]).
     pub fn validate(&self) -> Result<(), GnnError> {
         let l = self.latent;
@@ -399,12 +475,10 @@ impl<'a> Network<'a> {
             && rounds <= MAX_ROUNDS
             && self.radius.is_finite()
             && self.radius > 0.0
-            && self.node_enc.is_valid(NODE_FEATURES, l, false)
-            && self.edge_enc.is_valid(EDGE_FEATURES, l, false)
-            && self.edge_mlp.iter().all(|m| m.is_valid(3 * l, l, false) && !m.residual.is_empty())
-            && self.node_mlp.iter().all(|m| m.is_valid(2 * l, l, false) && !m.residual.is_empty())
-            && self.head_x.is_valid(l, 3, true)
-            && self.head_v.is_valid(l, 3, true)
+            && Part::all(rounds).all(|p| {
+                let (i, o) = p.widths(l);
+                self.mlp(p).is_some_and(|m| m.is_valid(i, o, p.head()) && (!p.residual() || !m.residual.is_empty()))
+            })
             && self.node_in.iter().chain(&self.edge_in).all(|i| i.offset.is_finite() && i.gain.is_finite())
             && self.out.iter().all(|o| o.scale.is_finite() && o.offset.is_finite());
         if ok {
