@@ -151,14 +151,7 @@ impl NetworkData {
 
     /// The MLP of `part`, if the network has it.
     pub fn mlp(&self, part: Part) -> Option<&MlpData> {
-        match part {
-            Part::NodeEncoder => Some(&self.node_enc),
-            Part::EdgeEncoder => Some(&self.edge_enc),
-            Part::EdgeUpdate(r) => self.edge_mlp.get(r),
-            Part::NodeUpdate(r) => self.node_mlp.get(r),
-            Part::PositionHead => Some(&self.head_x),
-            Part::VelocityHead => Some(&self.head_v),
-        }
+        part.pick([&self.node_enc, &self.edge_enc], &self.edge_mlp, &self.node_mlp, [&self.head_x, &self.head_v])
     }
 
     /// Every MLP, in the order of [`Part::all`].

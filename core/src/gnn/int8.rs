@@ -410,6 +410,19 @@ impl Part {
     pub fn head(self) -> bool {
         matches!(self, Part::PositionHead | Part::VelocityHead)
     }
+
+    /// This part among a view's MLPs: the encoders, the per-round updates
+    /// and the heads.
+    pub fn pick<'x, T>(self, enc: [&'x T; 2], edge: &'x [T], node: &'x [T], heads: [&'x T; 2]) -> Option<&'x T> {
+        match self {
+            Part::NodeEncoder => Some(enc[0]),
+            Part::EdgeEncoder => Some(enc[1]),
+            Part::EdgeUpdate(r) => edge.get(r),
+            Part::NodeUpdate(r) => node.get(r),
+            Part::PositionHead => Some(heads[0]),
+            Part::VelocityHead => Some(heads[1]),
+        }
+    }
 }
 
 /// Its name in the weight files: `node_enc`, `edge_enc`, `edge_mlp{r}`,
@@ -455,14 +468,7 @@ impl<'a> Network<'a> {
 
     /// The MLP of `part`, if the network has it.
     pub fn mlp(&self, part: Part) -> Option<&Mlp<'a>> {
-        match part {
-            Part::NodeEncoder => Some(&self.node_enc),
-            Part::EdgeEncoder => Some(&self.edge_enc),
-            Part::EdgeUpdate(r) => self.edge_mlp.get(r),
-            Part::NodeUpdate(r) => self.node_mlp.get(r),
-            Part::PositionHead => Some(&self.head_x),
-            Part::VelocityHead => Some(&self.head_v),
-        }
+        part.pick([&self.node_enc, &self.edge_enc], self.edge_mlp, self.node_mlp, [&self.head_x, &self.head_v])
     }
 
     /// Checks that all layers fit together ([`Network::check`]).
