@@ -31,6 +31,11 @@ impl Vec3 {
     pub fn norm2(self) -> f32 {
         self.dot(self)
     }
+    /// `|x| + |y| + |z|`.
+    #[inline]
+    pub fn norm_l1(self) -> f32 {
+        libm::fabsf(self.x) + libm::fabsf(self.y) + libm::fabsf(self.z)
+    }
     #[inline]
     pub fn norm(self) -> f32 {
         libm::sqrtf(self.norm2())

@@ -136,13 +136,12 @@ fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Optio
 /// noise: the moments times the rounding error of each hinge measure
 /// (`ε Σ |k_i| |x_i|₁`), over ε.
 pub fn energy_and_noise(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> (f32, f32) {
-    let l1 = |p: Vec3| libm::fabsf(p.x) + libm::fabsf(p.y) + libm::fabsf(p.z);
     let (mut energy, mut noise) = (0.0, 0.0);
     each_triangle(mesh, plate, x, |hs, m, moments| {
         for e in 0..3 {
             energy += 0.5 * m[e].dot(moments[e]);
             if let Some(h) = hs[e] {
-                let dm: f32 = (0..4).map(|q| l1(x[h.nodes[q] as usize]) * libm::fabsf(h.k[q])).sum();
+                let dm: f32 = (0..4).map(|q| x[h.nodes[q] as usize].norm_l1() * libm::fabsf(h.k[q])).sum();
                 noise += moments[e].norm() * dm;
             }
         }

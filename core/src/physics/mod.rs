@@ -251,12 +251,12 @@ impl Elastic {
 pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
     let mem = model.material.membrane();
     let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
-    let l1 = |p: Vec3| libm::fabsf(p.x) + libm::fabsf(p.y) + libm::fabsf(p.z);
     for t in model.mesh.triangles() {
         let xs = t.nodes.map(|i| x[i as usize]);
         let (energy, stress) = mem.energy_and_stress(t, xs);
         el.membrane += energy;
-        let df: f32 = xs.iter().zip(&t.grad).map(|(xk, g)| l1(*xk) * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
+        let df: f32 =
+            xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
         el.noise += stress * df;
     }
     let (bending, noise) = bending::energy_and_noise(&model.mesh, model.material.plate(), x);
