@@ -392,7 +392,10 @@ fn build<'a>(
         let b2 = [g10, g11];
         let b0 = [-(g00 + g10), -(g01 + g11)];
         *slot = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
-        bending[t] = bend_triangle([p0, p1, p2]);
+        // A grid's bending triangulation is its own ([`grid_bending`]).
+        if grid.is_none() {
+            bending[t] = bend_triangle([p0, p1, p2]);
+        }
         for &i in &nodes {
             node_area[i as usize] += area / 3.0;
         }
@@ -419,13 +422,15 @@ fn build<'a>(
                             needed: n_hinges + 1,
                         });
                     }
-                    let ot = &triangles[other as usize];
-                    let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
-                    // The slot of edge a–b in the other triangle sits before its wing.
-                    let slot = ot.nodes.iter().position(|&x| x == w0).map_or(0, |p| (p + 1) % 3);
-                    bending[other as usize].hinges[slot] = n_hinges as u16;
-                    bending[t].hinges[k] = n_hinges as u16;
-                    hinges[n_hinges] = make_hinge(rest, [a, b, w0, w]);
+                    if grid.is_none() {
+                        let ot = &triangles[other as usize];
+                        let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
+                        // The slot of edge a–b in the other triangle sits before its wing.
+                        let slot = ot.nodes.iter().position(|&x| x == w0).map_or(0, |p| (p + 1) % 3);
+                        bending[other as usize].hinges[slot] = n_hinges as u16;
+                        bending[t].hinges[k] = n_hinges as u16;
+                        hinges[n_hinges] = make_hinge(rest, [a, b, w0, w]);
+                    }
                     n_hinges += 1;
                 }
                 Err(pos) => {
