@@ -571,11 +571,22 @@ impl Corrector for UnrollCorrector<'_> {
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         let Some(gnn) = self.unroll.gnn else { return Ok(0) };
-        let g = graph_of(model, state, self.cfg)?;
-        let (dx, dv) = gnn.correct(&g, self.unroll.norm, &Device::Cpu)?;
-        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
-        Ok(state.pairs().len())
+        add_network_correction(model, state, self.cfg, |g| gnn.correct(g, self.unroll.norm, &Device::Cpu))
     }
+}
+
+/// The graph of the state after a physics step, `net`'s corrections of it
+/// added; returns the dynamic edges the network saw.
+fn add_network_correction(
+    model: &Model,
+    state: &mut State,
+    cfg: &GnnConfig,
+    net: impl FnOnce(&Graph) -> Result<(Vec<Vec3>, Vec<Vec3>)>,
+) -> Result<usize> {
+    let g = graph_of(model, state, cfg)?;
+    let (dx, dv) = net(&g)?;
+    state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
+    Ok(state.pairs().len())
 }
 
 /// The float network as a [`Corrector`]: the graph of the state after the
@@ -587,9 +598,6 @@ impl Corrector for Float<'_> {
         self.0.meta.config.pairs_per_node * nodes
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
-        let g = graph_of(model, state, &self.0.meta.config)?;
-        let (dx, dv) = self.0.correct(&g, &Device::Cpu)?;
-        state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
-        Ok(state.pairs().len())
+        add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))
     }
 }
