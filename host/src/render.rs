@@ -299,15 +299,15 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
         .collect();
     let ms = (2000.0 * scn.time.dt).round() as u32;
     write_gif(out, &frames, ms)?;
-    let rmse =
-        |xs: &[Vec<Vec3>]| eval::mean(&xs.iter().zip(&fine).skip(1).map(|(a, b)| eval::rmse(a, b)).collect::<Vec<_>>());
+    // Mean over frames 1.. of the per-frame errors already taken.
+    let rmse = |k: usize| eval::mean(errors[k].get(1..).unwrap_or(&[]));
     Ok(format!(
         "{}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
          {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {}",
         scn.name,
         scn.time.steps,
-        rmse(&positions[0]),
-        rmse(&positions[1]),
+        rmse(0),
+        rmse(1),
         out.display()
     ))
 }
