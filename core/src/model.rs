@@ -110,6 +110,17 @@ impl Pin {
             }
         }
     }
+    /// Velocity of the target at time `t`.
+    pub fn velocity(&self, t: f32) -> Vec3 {
+        match self.motion {
+            PinMotion::Fixed => Vec3::ZERO,
+            PinMotion::Linear { velocity } => velocity,
+            PinMotion::Oscillate { amplitude, frequency } => {
+                let w = 2.0 * core::f32::consts::PI * frequency;
+                amplitude * (w * libm::cosf(w * t))
+            }
+        }
+    }
 }
 
 /// Kinematic collider shapes.

@@ -221,6 +221,12 @@ impl<'a> State<'a> {
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
+        // A pinned node moves with its pin from the start.
+        for pin in model.scene.pins {
+            if let Some(vi) = v.get_mut(pin.node as usize) {
+                *vi = pin.velocity(0.0);
+            }
+        }
         Ok(State {
             x,
             v,
