@@ -3,6 +3,7 @@
 //! (family, seed, resolution): the same seed gives the same cloth.
 
 use serde::{Deserialize, Serialize};
+use weft_core::math::Vec3;
 
 use crate::scenario::{
     ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario, SelfContactSpec,
@@ -156,11 +157,20 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
                 let s = rng.range(0.0, 0.4);
                 MotionSpec::Linear { velocity: [s * dir.cos(), 0.3 * s * rng.range(-1.0, 1.0), s * dir.sin()] }
             };
-            pins.push(PinSpec { nodes: None, region: Some(region.into()), motion });
+            let pin = PinSpec { nodes: None, region: Some(region.into()), motion };
             cloth.rotation[0] = rng.range(-20.0, 20.0);
-            if kicked {
-                (cloth.velocity, cloth.spin) = kick(&mut rng, 1.5, 2.0);
-            }
+            // The cloth starts moving with its pins (a velocity jump at the
+            // pins would be an impact no step size resolves); a kick is a
+            // swing about the pinned line (any axis through a single pin).
+            let spin = if kicked {
+                let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
+                let r = (1.0 - b * b).sqrt();
+                Vec3::new(r * a.cos(), b, r * a.sin()) * rng.range(0.5, 2.5)
+            } else {
+                Vec3::ZERO
+            };
+            (cloth.velocity, cloth.spin) = start_with_pins(&cloth, &pin, spin);
+            pins.push(pin);
         }
         Family::Drape => {
             cloth.orientation = Orientation::Horizontal;
@@ -231,6 +241,33 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
     };
     lift_clear(&mut scn);
     scn
+}
+
+/// The cloth's `velocity` and `spin` ([`ClothSpec`]) of a rigid start in
+/// which the nodes of `pin` move with the pin: its velocity at `t = 0`, plus
+/// a turn about the pinned nodes' line at `|spin|` (about `spin`'s own axis
+/// when the pin holds one node or a cluster).
+fn start_with_pins(cloth: &ClothSpec, pin: &PinSpec, spin: Vec3) -> ([f32; 3], [f32; 3]) {
+    let grid = cloth.grid();
+    let [nx, ny] = cloth.resolution;
+    let at: Vec<Vec3> = crate::scenario::region(pin.region.as_deref().unwrap_or(""), nx, ny)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|n| grid.position(n % nx, n / nx))
+        .collect();
+    let Some(&first) = at.first() else { return ([0.0; 3], [0.0; 3]) };
+    let far = at.iter().copied().fold(first, |a, p| if (p - first).norm() > (a - first).norm() { p } else { a });
+    let line = far - first;
+    let w = if line.norm() > 1e-3 { line.normalized() * spin.norm() } else { spin };
+    let v_pin = match pin.motion {
+        MotionSpec::Fixed => Vec3::ZERO,
+        MotionSpec::Linear { velocity } => Vec3::from_array(velocity),
+        MotionSpec::Oscillate { amplitude, frequency } => {
+            Vec3::from_array(amplitude) * (std::f32::consts::TAU * frequency)
+        }
+    };
+    let v = v_pin - w.cross(first - Vec3::from_array(cloth.center));
+    (v.to_array(), w.to_array())
 }
 
 /// Raises the cloth until every node is at least 3 cm clear of every

@@ -120,4 +120,61 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     assert!(fine.half_step_change < 0.5 * coarse.half_step_change);
     assert!(fine.half_step_change > 0.0 && fine.plain_error > 0.0);
     assert!(fine.ratio() < coarse.ratio());
+    // The run from a start moved 1 µm is a run of its own. A drape
+    // magnifies it (a node held by the ground one step earlier or later);
+    // a hanging cloth, without contact, does not.
+    let hang = weft_host::families::scenario(Family::Hang, 1, 5, 24, 1.0 / 60.0);
+    let spec = DatasetSpec { time_substeps: 8, ..tiny() };
+    let (x, _, _) = dataset::fine_reference(&hang, spec.k, 8, spec.fine_integrator).unwrap();
+    let smooth = dataset::convergence(&hang, &spec, Family::Hang, 1, &x).unwrap();
+    println!(
+        "start moved {} m: change {:.2e} m (drape), {:.2e} m (hang; half step {:.2e} m)",
+        dataset::PERTURBATION,
+        fine.perturbed_change,
+        smooth.perturbed_change,
+        smooth.half_step_change
+    );
+    assert!(fine.perturbed_change > 0.0 && smooth.perturbed_change > 0.0);
+    assert!(smooth.perturbed_change < 0.25 * smooth.half_step_change);
+    assert!(smooth.perturbed_change < 0.05 * fine.perturbed_change);
+}
+
+#[test]
+fn hanging_cloths_start_moving_with_their_pins() {
+    // Every node's start velocity (the scenario's rigid velocity and spin,
+    // pinned nodes their pin's) against the pins' own motion: the pinned
+    // nodes move with the rigid field, so the start has no velocity jump.
+    let mut kicked = 0;
+    for seed in 0..24 {
+        let scn = weft_host::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
+        let spin = scn.cloth.spin;
+        kicked += (spin != [0.0; 3]) as u32;
+        scn.with_model(|model| {
+            let mut storage = weft_host::storage::VecStateStorage::new(model, 0);
+            let state = scn.start(model, &mut storage)?;
+            let (v, w, c) = (scn.cloth.velocity, spin, scn.cloth.center);
+            for pin in model.scene.pins {
+                let i = pin.node as usize;
+                let x = state.positions()[i];
+                let d = [x.x - c[0], x.y - c[1], x.z - c[2]];
+                let rigid = [
+                    v[0] + w[1] * d[2] - w[2] * d[1],
+                    v[1] + w[2] * d[0] - w[0] * d[2],
+                    v[2] + w[0] * d[1] - w[1] * d[0],
+                ];
+                // The pin's velocity at t = 0 by a central difference.
+                let e = 1e-3;
+                let fd = (pin.target(e) - pin.target(-e)) * (0.5 / e);
+                let got = state.velocities()[i];
+                for (k, want) in [fd.x, fd.y, fd.z].into_iter().enumerate() {
+                    let (r, g) = (rigid[k], [got.x, got.y, got.z][k]);
+                    assert!((r - want).abs() < 1e-3 * (1.0 + want.abs()), "seed {seed}: rigid {r} vs pin {want}");
+                    assert!((g - want).abs() < 1e-3 * (1.0 + want.abs()), "seed {seed}: node {g} vs pin {want}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert!(kicked > 4, "{kicked} of 24 hangs kicked");
 }
