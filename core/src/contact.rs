@@ -122,9 +122,21 @@ pub fn proximity(
                 }
             }
         }
-        out[first..found.pairs].sort_unstable();
+        sort_few(&mut out[first..found.pairs]);
     }
     Ok(found)
+}
+
+/// Sorts one node's pairs (a few dozen at most): an insertion sort, about
+/// 5 KB less flash than `sort_unstable`'s sorting networks, same order.
+fn sort_few(pairs: &mut [[NodeId; 2]]) {
+    for k in 1..pairs.len() {
+        let mut m = k;
+        while m > 0 && pairs[m - 1] > pairs[m] {
+            pairs.swap(m - 1, m);
+            m -= 1;
+        }
+    }
 }
 
 /// Pushes nodes out of the colliders at time `t` and applies inelastic

@@ -110,15 +110,12 @@ impl Pin {
             }
         }
     }
-    /// Velocity of the target at time `t`.
-    pub fn velocity(&self, t: f32) -> Vec3 {
+    /// Velocity of the target at `t = 0` (where a pinned node starts).
+    pub fn start_velocity(&self) -> Vec3 {
         match self.motion {
             PinMotion::Fixed => Vec3::ZERO,
             PinMotion::Linear { velocity } => velocity,
-            PinMotion::Oscillate { amplitude, frequency } => {
-                let w = 2.0 * core::f32::consts::PI * frequency;
-                amplitude * (w * libm::cosf(w * t))
-            }
+            PinMotion::Oscillate { amplitude, frequency } => amplitude * (2.0 * core::f32::consts::PI * frequency),
         }
     }
 }

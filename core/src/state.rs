@@ -224,7 +224,7 @@ impl<'a> State<'a> {
         // A pinned node moves with its pin from the start.
         for pin in model.scene.pins {
             if let Some(vi) = v.get_mut(pin.node as usize) {
-                *vi = pin.velocity(0.0);
+                *vi = pin.start_velocity();
             }
         }
         Ok(State {

@@ -338,18 +338,19 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
         *f = model.scene.gravity * model.mass(i);
     }
-    if bdf2 && model.scene.wind.is_some() {
-        // BDF2 takes the forces at the end of the step: the wind is taken
-        // at t + h on the extrapolated state (x + h v, 2v − v_prev), which
-        // keeps the step second order.
+    // BDF2 takes the forces at the end of the step: the wind is taken at
+    // t + h on the extrapolated state (x + h v, 2v − v_prev), which keeps
+    // the step second order.
+    let (t_wind, x_wind, v_wind) = if bdf2 && model.scene.wind.is_some() {
         for (i, (xp, vp)) in ws.x_new.iter_mut().zip(ws.dv.iter_mut()).enumerate() {
             *xp = x[i] + v[i] * h_step;
             *vp = v[i] * 2.0 - ws.v_prev[i];
         }
-        wind(model, t1, ws.x_new, ws.dv, ws.f_ext);
+        (t1, &*ws.x_new, &*ws.dv)
     } else {
-        wind(model, state.time, x, v, ws.f_ext);
-    }
+        (state.time, x, v)
+    };
+    wind(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, x, ws.force, diag, off);
 
