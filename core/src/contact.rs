@@ -128,7 +128,7 @@ pub fn proximity(
 }
 
 /// Sorts one node's pairs (a few dozen at most): an insertion sort, about
-/// 5 KB less flash than `sort_unstable`'s sorting networks, same order.
+/// 7 KB less flash than `sort_unstable`'s sorting networks, same order.
 fn sort_few(pairs: &mut [[NodeId; 2]]) {
     for k in 1..pairs.len() {
         let mut m = k;

@@ -112,7 +112,14 @@ impl Pin {
     }
     /// Velocity of the target at `t = 0` (where a pinned node starts).
     pub fn start_velocity(&self) -> Vec3 {
-        match self.motion {
+        self.motion.start_velocity()
+    }
+}
+
+impl PinMotion {
+    /// Velocity of the offset at `t = 0`.
+    pub fn start_velocity(&self) -> Vec3 {
+        match *self {
             PinMotion::Fixed => Vec3::ZERO,
             PinMotion::Linear { velocity } => velocity,
             PinMotion::Oscillate { amplitude, frequency } => amplitude * (2.0 * core::f32::consts::PI * frequency),

@@ -259,13 +259,7 @@ fn start_with_pins(cloth: &ClothSpec, pin: &PinSpec, spin: Vec3) -> ([f32; 3], [
     let far = at.iter().copied().fold(first, |a, p| if (p - first).norm() > (a - first).norm() { p } else { a });
     let line = far - first;
     let w = if line.norm() > 1e-3 { line.normalized() * spin.norm() } else { spin };
-    let v_pin = match pin.motion {
-        MotionSpec::Fixed => Vec3::ZERO,
-        MotionSpec::Linear { velocity } => Vec3::from_array(velocity),
-        MotionSpec::Oscillate { amplitude, frequency } => {
-            Vec3::from_array(amplitude) * (std::f32::consts::TAU * frequency)
-        }
-    };
+    let v_pin = weft_core::model::PinMotion::from(pin.motion).start_velocity();
     let v = v_pin - w.cross(first - Vec3::from_array(cloth.center));
     (v.to_array(), w.to_array())
 }
