@@ -135,6 +135,8 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
     let mut pins = Vec::new();
     let mut colliders = Vec::new();
     let mut wind = None;
+    // A hanging cloth's swing about its pinned line (zero: none).
+    let mut swing = None;
     match family {
         Family::Hang => {
             let region = rng.pick(&[
@@ -157,20 +159,18 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
                 let s = rng.range(0.0, 0.4);
                 MotionSpec::Linear { velocity: [s * dir.cos(), 0.3 * s * rng.range(-1.0, 1.0), s * dir.sin()] }
             };
-            let pin = PinSpec { nodes: None, region: Some(region.into()), motion };
+            pins.push(PinSpec { nodes: None, region: Some(region.into()), motion });
             cloth.rotation[0] = rng.range(-20.0, 20.0);
             // The cloth starts moving with its pins (a velocity jump at the
             // pins would be an impact no step size resolves); a kick is a
             // swing about the pinned line (any axis through a single pin).
-            let spin = if kicked {
+            swing = Some(if kicked {
                 let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
                 let r = (1.0 - b * b).sqrt();
                 Vec3::new(r * a.cos(), b, r * a.sin()) * rng.range(0.5, 2.5)
             } else {
                 Vec3::ZERO
-            };
-            (cloth.velocity, cloth.spin) = start_with_pins(&cloth, &pin, spin);
-            pins.push(pin);
+            });
         }
         Family::Drape => {
             cloth.orientation = Orientation::Horizontal;
@@ -239,22 +239,23 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
         self_contact: SelfContactSpec::default(),
         output: OutputSpec { every: 0 },
     };
+    if let Some(spin) = swing {
+        (scn.cloth.velocity, scn.cloth.spin) = start_with_pins(&scn, spin);
+    }
     lift_clear(&mut scn);
     scn
 }
 
 /// The cloth's `velocity` and `spin` ([`ClothSpec`]) of a rigid start in
-/// which the nodes of `pin` move with the pin: its velocity at `t = 0`, plus
-/// a turn about the pinned nodes' line at `|spin|` (about `spin`'s own axis
-/// when the pin holds one node or a cluster).
-fn start_with_pins(cloth: &ClothSpec, pin: &PinSpec, spin: Vec3) -> ([f32; 3], [f32; 3]) {
-    let grid = cloth.grid();
-    let [nx, ny] = cloth.resolution;
-    let at: Vec<Vec3> = crate::scenario::region(pin.region.as_deref().unwrap_or(""), nx, ny)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|n| grid.position(n % nx, n / nx))
-        .collect();
+/// which the nodes of `scn`'s first pin move with the pin: its velocity at
+/// `t = 0`, plus a turn about the pinned nodes' line at `|spin|` (about
+/// `spin`'s own axis when the pin holds one node or a cluster).
+fn start_with_pins(scn: &Scenario, spin: Vec3) -> ([f32; 3], [f32; 3]) {
+    let Some(pin) = scn.pins.first() else { return ([0.0; 3], [0.0; 3]) };
+    let (cloth, grid) = (&scn.cloth, scn.cloth.grid());
+    let nx = cloth.resolution[0];
+    let at: Vec<Vec3> =
+        scn.pin_nodes(pin).unwrap_or_default().into_iter().map(|n| grid.position(n % nx, n / nx)).collect();
     let Some(&first) = at.first() else { return ([0.0; 3], [0.0; 3]) };
     let far = at.iter().copied().fold(first, |a, p| if (p - first).norm() > (a - first).norm() { p } else { a });
     let line = far - first;

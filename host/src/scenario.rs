@@ -593,7 +593,7 @@ pub fn toml_key(e: ParamError) -> anyhow::Error {
     anyhow::anyhow!("{}{range}", ParamError { name: key, problem: e.problem })
 }
 
-pub(crate) fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {
+fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {
     let node = |i: usize, j: usize| j * nx + i;
     let (top, right) = (ny - 1, nx - 1);
     let v = match r {
