@@ -180,8 +180,8 @@ impl FloatNet {
             let (outputs, inputs) = v.as_tensor().dims2()?;
             Ok(Dense { inputs, outputs, w: tensor(&format!("{name}.weight"))?, b: tensor(&format!("{name}.bias"))? })
         };
-        let mlp = |name: &str| -> Result<FMlp> {
-            Ok(FMlp { l1: dense(&format!("{name}.l1"))?, l2: dense(&format!("{name}.l2"))? })
+        let mlp = |part: Part| -> Result<FMlp> {
+            Ok(FMlp { l1: dense(&format!("{part}.l1"))?, l2: dense(&format!("{part}.l2"))? })
         };
         let cfg = t.meta.config;
         Ok(FloatNet {
@@ -189,12 +189,12 @@ impl FloatNet {
             radius: cfg.radius,
             norm: t.meta.normalizer.clone(),
             gain: t.meta.gain,
-            node_enc: mlp(&Part::NodeEncoder.to_string())?,
-            edge_enc: mlp(&Part::EdgeEncoder.to_string())?,
-            edge_mlp: (0..cfg.rounds).map(|r| mlp(&Part::EdgeUpdate(r).to_string())).collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds).map(|r| mlp(&Part::NodeUpdate(r).to_string())).collect::<Result<_>>()?,
-            head_x: mlp(&Part::PositionHead.to_string())?,
-            head_v: mlp(&Part::VelocityHead.to_string())?,
+            node_enc: mlp(Part::NodeEncoder)?,
+            edge_enc: mlp(Part::EdgeEncoder)?,
+            edge_mlp: (0..cfg.rounds).map(|r| mlp(Part::EdgeUpdate(r))).collect::<Result<_>>()?,
+            node_mlp: (0..cfg.rounds).map(|r| mlp(Part::NodeUpdate(r))).collect::<Result<_>>()?,
+            head_x: mlp(Part::PositionHead)?,
+            head_v: mlp(Part::VelocityHead)?,
         })
     }
 
