@@ -42,7 +42,7 @@ fn on_host() -> (u32, Vec<[u32; 3]>) {
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
     let mut sb =
         Box::new(
-            StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }>::new(),
+            StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }, { STATE.multigrid }>::new(),
         );
     let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
     let (pins, colliders) = (scene::pins(), scene::colliders());

@@ -120,6 +120,9 @@ pub struct MeshCounts {
     pub triangles: usize,
     pub edges: usize,
     pub hinges: usize,
+    /// Nodes per side `[nx, ny]` of a mesh built by [`Mesh::grid`] (the
+    /// multigrid solver coarsens grids, [`crate::physics::multigrid`]).
+    pub grid: Option<[usize; 2]>,
 }
 
 impl MeshCounts {
@@ -128,11 +131,11 @@ impl MeshCounts {
         let cells = (nx - 1) * (ny - 1);
         let edges = (nx - 1) * ny + nx * (ny - 1) + cells;
         let border = 2 * (nx - 1) + 2 * (ny - 1);
-        MeshCounts { nodes: nx * ny, triangles: 2 * cells, edges, hinges: edges - border }
+        MeshCounts { nodes: nx * ny, triangles: 2 * cells, edges, hinges: edges - border, grid: Some([nx, ny]) }
     }
     /// Upper bounds for a mesh of `nodes` nodes and `triangles` triangles.
     pub const fn upper_bound(nodes: usize, triangles: usize) -> MeshCounts {
-        MeshCounts { nodes, triangles, edges: 3 * triangles, hinges: 3 * triangles / 2 }
+        MeshCounts { nodes, triangles, edges: 3 * triangles, hinges: 3 * triangles / 2, grid: None }
     }
 }
 
@@ -161,6 +164,7 @@ pub struct Mesh<'a> {
     edge_start: &'a [u16],
     hinges: &'a [Hinge],
     bending: &'a [BendTriangle],
+    grid: Option<[usize; 2]>,
 }
 
 /// A rectangular grid: `nx × ny` nodes from `origin`, spanning `u` (along x
@@ -299,6 +303,7 @@ impl<'a> Mesh<'a> {
             triangles: self.triangles.len(),
             edges: self.edges.len(),
             hinges: self.hinges.len(),
+            grid: self.grid,
         }
     }
     /// Index of the static edge between `a` and `b`, if there is one.
@@ -473,6 +478,7 @@ fn build<'a>(
         edge_start,
         hinges: &hinges[..n_hinges],
         bending: &bending[..n_tris],
+        grid: grid.map(|g| [g.nx, g.ny]),
     })
 }
 

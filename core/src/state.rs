@@ -6,6 +6,7 @@ use crate::contact::{self, Proximity, ProximityError};
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
+use crate::physics::multigrid::{Layout, Multigrid};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal.
@@ -37,6 +38,9 @@ pub struct StateSizes {
     pub cells: usize,
     pub order: usize,
     pub pairs: usize,
+    /// `f32`s of the solver's multigrid hierarchy (grids only,
+    /// [`crate::physics::multigrid::Layout::floats`]).
+    pub multigrid: usize,
 }
 
 impl StateSizes {
@@ -58,6 +62,7 @@ impl StateSizes {
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
             pairs,
+            multigrid: Layout::of(counts.grid).floats(),
         }
     }
 }
@@ -72,6 +77,8 @@ pub struct StateStorage<'a> {
     pub order: &'a mut [NodeId],
     /// Proximity pairs: self-contact now, the network's dynamic edges later.
     pub pairs: &'a mut [[NodeId; 2]],
+    /// The solver's multigrid hierarchy ([`StateSizes::multigrid`]).
+    pub multigrid: &'a mut [f32],
 }
 
 /// Counted problems, never panics.
@@ -156,6 +163,8 @@ pub(crate) struct Workspace<'a> {
     pub x_prev: &'a mut [Vec3],
     pub v_prev: &'a mut [Vec3],
     pub history: bool,
+    /// The solve's multigrid preconditioner (no levels on other meshes).
+    pub mg: Multigrid<'a>,
 }
 
 /// The changing part of a simulation.
@@ -190,7 +199,7 @@ impl<'a> State<'a> {
         let counts = model.mesh.counts();
         let n = counts.nodes;
         let need = StateSizes::new(counts, 0);
-        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs } = storage;
+        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, multigrid } = storage;
         let (vcap, mcap) = (vec3.len(), mat3.len());
         let v3 = |v: &mut &'a mut [Vec3]| take(v, n, "vec3", vcap, need.vec3);
         let x = v3(&mut vec3)?;
@@ -218,6 +227,11 @@ impl<'a> State<'a> {
         if cells.len() < 2 {
             return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
         }
+        let mg = Multigrid::new(&model.mesh, model.material.plate(), multigrid).ok_or(StateError::Capacity {
+            what: "multigrid",
+            capacity: 0,
+            needed: need.multigrid,
+        })?;
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
@@ -248,6 +262,7 @@ impl<'a> State<'a> {
                 x_prev,
                 v_prev,
                 history: false,
+                mg,
             },
             time: 0.0,
             steps: 0,

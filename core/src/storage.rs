@@ -8,7 +8,7 @@
 //! const S: StateSizes = StateSizes::new(C, 64);
 //! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
 //! let mesh = Mesh::grid(&Grid::horizontal(8, 8, 1.0, 1.0, 0.0), mb.storage()).unwrap();
-//! let sb: StateBuffers<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }> = StateBuffers::new();
+//! let sb: StateBuffers<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }, { S.multigrid }> = StateBuffers::new();
 //! assert_eq!(mesh.counts(), C);
 //! # let _ = sb;
 //! ```
@@ -64,17 +64,20 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> Default for
 }
 
 /// State memory; sizes from [`crate::state::StateSizes`] (`O` order slots =
-/// `F` flags = nodes).
-pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> {
+/// `F` flags = nodes; `G` the multigrid's `f32`s).
+pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize> {
     vec3: [Vec3; V],
     mat3: [Mat3; M],
     flags: [u8; F],
     cells: [u32; C],
     order: [NodeId; F],
     pairs: [[NodeId; 2]; P],
+    multigrid: [f32; G],
 }
 
-impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> StateBuffers<V, M, F, C, P> {
+impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize>
+    StateBuffers<V, M, F, C, P, G>
+{
     pub const fn new() -> Self {
         StateBuffers {
             vec3: [Vec3::ZERO; V],
@@ -83,6 +86,7 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
             cells: [0; C],
             order: [0; F],
             pairs: [[0; 2]; P],
+            multigrid: [0.0; G],
         }
     }
     pub fn storage(&mut self) -> StateStorage<'_> {
@@ -93,12 +97,13 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
             cells: &mut self.cells,
             order: &mut self.order,
             pairs: &mut self.pairs,
+            multigrid: &mut self.multigrid,
         }
     }
 }
 
-impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize> Default
-    for StateBuffers<V, M, F, C, P>
+impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize> Default
+    for StateBuffers<V, M, F, C, P, G>
 {
     fn default() -> Self {
         Self::new()

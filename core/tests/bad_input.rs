@@ -19,7 +19,7 @@ fn valid_triangle_list_builds_edges_and_hinges() {
     let (p, t) = square();
     let mut st = VecMeshStorage::for_triangles(4, 2);
     let mesh = Mesh::from_triangles(&p, &t, st.storage()).unwrap();
-    assert_eq!(mesh.counts(), MeshCounts { nodes: 4, triangles: 2, edges: 5, hinges: 1 });
+    assert_eq!(mesh.counts(), MeshCounts { nodes: 4, triangles: 2, edges: 5, hinges: 1, grid: None });
     assert!(mesh.has_edge(2, 0) && !mesh.has_edge(1, 3));
     let area: f32 = mesh.node_area().iter().sum();
     assert!((area - 1.0).abs() < 1e-6);
@@ -108,6 +108,7 @@ fn capacity_overflow_is_a_typed_error() {
     let mut vec3 = vec![Vec3::ZERO; sizes.vec3 - 1];
     let mut mat3 = vec![Default::default(); sizes.mat3];
     let (mut flags, mut cells, mut order) = (vec![0; sizes.flags], vec![0; sizes.cells], vec![0; sizes.order]);
+    let mut multigrid = vec![0.0; sizes.multigrid];
     let st = StateStorage {
         vec3: &mut vec3,
         mat3: &mut mat3,
@@ -115,6 +116,7 @@ fn capacity_overflow_is_a_typed_error() {
         cells: &mut cells,
         order: &mut order,
         pairs: &mut [],
+        multigrid: &mut multigrid,
     };
     assert!(matches!(State::new(&model, st), Err(StateError::Capacity { what: "vec3", .. })));
 }

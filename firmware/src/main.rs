@@ -92,6 +92,7 @@ fn main() -> ! {
         { STATE.flags },
         { STATE.cells },
         { STATE.pairs },
+        { STATE.multigrid },
     > = StateBuffers::new();
     static mut GNN: ScratchBuffers<{ SCRATCH.latents }> = ScratchBuffers::new();
 

@@ -15,6 +15,7 @@
 pub mod bending;
 pub mod limit;
 pub mod membrane;
+pub mod multigrid;
 pub mod solver;
 
 use crate::contact;
@@ -400,6 +401,13 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     let colliders = model.scene.colliders;
     let margin = contact_margin(model, h);
     let held = contact::constrain(mesh, colliders, state.time, h, margin, ws.x_new, v, ws.pinned, ws.normal, ws.dv);
+    // A held node's preconditioner block inverts its diagonal block on the
+    // tangent plane exactly (and keeps its normal stiffness apart).
+    for (i, pc) in precond.iter_mut().enumerate() {
+        if ws.pinned[i] & CONTACT != 0 && ws.pinned[i] & PINNED == 0 {
+            *pc = solver::plane_inverse(*pc, ws.normal[i]);
+        }
+    }
     // b (unfiltered) is kept in `force` to measure the constraint impulses.
     ws.force.copy_from_slice(ws.r);
     // The operator; each use takes the flags as they are then.
@@ -427,10 +435,21 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
                 *r = *b - *q;
             }
         }
-        let s = system.pcg(ws.dv, ws.r, ws.p, ws.q, model.params.cg_max_iterations, model.params.cg_tolerance);
+        system.prepare(&mut ws.mg);
+        let s = system.pcg(
+            ws.dv,
+            ws.r,
+            ws.p,
+            ws.q,
+            &mut ws.mg,
+            solve.reference,
+            model.params.cg_max_iterations,
+            model.params.cg_tolerance,
+        );
         solve.iterations += s.iterations;
         solve.residual = s.residual;
         solve.converged = s.converged;
+        solve.reference = solve.reference.max(s.reference);
         if held == 0 || pass == MAX_RELEASES {
             break;
         }

@@ -6,6 +6,7 @@
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
 use crate::physics::bending::{self, Plate};
+use crate::physics::multigrid::{FineOperator, Multigrid};
 use crate::state::{CONTACT, PINNED};
 
 /// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
@@ -44,6 +45,18 @@ fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
     }
 }
 
+/// For the inverse `pc` of a diagonal block `A_ii` and a contact normal
+/// `n`: the inverse of `S A_ii S + (nᵀA_ii n) n nᵀ`, `S = I − n nᵀ`, which
+/// inverts `A_ii` exactly on the tangent plane. `pc` itself if singular.
+pub fn plane_inverse(pc: Mat3, n: Vec3) -> Mat3 {
+    let Some(a) = pc.inverse() else { return pc };
+    let an = a.mul_vec(n);
+    let s = n.dot(an);
+    // S A S = A − n (Aᵀn)ᵀ − (A n) nᵀ + (nᵀ A n) n nᵀ, and A is symmetric.
+    let sas = a - n.outer(an) - an.outer(n) + n.outer(n) * s;
+    (sas + n.outer(n) * s).inverse().unwrap_or(pc)
+}
+
 /// Result of a solve.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Solve {
@@ -51,6 +64,8 @@ pub struct Solve {
     /// Final ‖r‖ / ‖b‖ (0 for a zero right-hand side).
     pub residual: f32,
     pub converged: bool,
+    /// The norm the residual was measured against.
+    pub reference: f32,
 }
 
 /// The operator `A = m_scale·M + c·K` of one solve, with `K` stored as
@@ -82,15 +97,53 @@ impl System<'_, '_> {
         }
     }
 
+    /// `z = B r` for a filtered `r`: one multigrid V-cycle, or block Jacobi
+    /// where the mesh has no hierarchy.
+    fn precondition(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3]) {
+        if mg.levels() == 0 {
+            for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
+                *zi = di.mul_vec(*ri);
+            }
+            filter(self.flags, self.normal, z);
+            return;
+        }
+        let apply = |p: &[Vec3], out: &mut [Vec3]| {
+            self.apply(p, out);
+            filter(self.flags, self.normal, out);
+        };
+        let smooth = |w: f32, r: &[Vec3], z: &mut [Vec3]| {
+            for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
+                *zi += di.mul_vec(*ri) * w;
+            }
+            filter(self.flags, self.normal, z);
+        };
+        let filt = |z: &mut [Vec3]| filter(self.flags, self.normal, z);
+        mg.cycle(r, z, &apply, &smooth, &filt);
+    }
+
+    /// Assembles the multigrid's coarse operators for this system and its
+    /// current constraints.
+    pub fn prepare(&self, mg: &mut Multigrid) {
+        let m = self.density * self.m_scale;
+        let area = self.mesh.node_area();
+        let mass = |i: usize| m * area[i];
+        let op = FineOperator { diag: self.diag, off: self.off, c: self.c, mass: &mass, flags: self.flags, normal: self.normal };
+        mg.assemble(self.mesh, &op);
+    }
+
     /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
     /// contact nodes free only in their tangent plane) and adds `y` to `x`.
-    /// On entry `r` holds the right-hand side; `p` and `q` are scratch.
+    /// On entry `r` holds the right-hand side; `p` and `q` are scratch. The
+    /// residual is measured against the larger of `‖r‖` and `reference`
+    /// (a restarted solve measures against its first right-hand side).
     pub fn pcg(
         &self,
         x: &mut [Vec3],
         r: &mut [Vec3],
         p: &mut [Vec3],
         q: &mut [Vec3],
+        mg: &mut Multigrid,
+        reference: f32,
         max_iter: u32,
         tol: f32,
     ) -> Solve {
@@ -108,15 +161,12 @@ impl System<'_, '_> {
             })
             .sum();
         filter(self.flags, self.normal, r);
-        let b_norm = libm::sqrtf(dot(r, r) + held);
+        let b_norm = libm::sqrtf(dot(r, r) + held).max(reference);
         if !(b_norm > 0.0) {
             let converged = b_norm == 0.0;
-            return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged };
+            return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged, reference: b_norm };
         }
-        for ((pi, ri), di) in p.iter_mut().zip(r.iter()).zip(self.precond) {
-            *pi = di.mul_vec(*ri);
-        }
-        filter(self.flags, self.normal, p);
+        self.precondition(mg, r, p);
         let mut rz = dot(r, p);
         let mut res = 1.0;
         let mut it = 0;
@@ -137,10 +187,7 @@ impl System<'_, '_> {
                 *ri -= *qi * alpha;
             }
             // z = M⁻¹ r, kept in q (no longer needed this iteration).
-            for ((qi, ri), di) in q.iter_mut().zip(r.iter()).zip(self.precond) {
-                *qi = di.mul_vec(*ri);
-            }
-            filter(self.flags, self.normal, q);
+            self.precondition(mg, r, q);
             let rz_new = dot(r, q);
             let beta = rz_new / rz;
             rz = rz_new;
@@ -152,6 +199,6 @@ impl System<'_, '_> {
         if it == max_iter {
             res = libm::sqrtf(dot(r, r)) / b_norm;
         }
-        Solve { iterations: it, residual: res, converged: res <= tol }
+        Solve { iterations: it, residual: res, converged: res <= tol, reference: b_norm }
     }
 }

@@ -1,0 +1,603 @@
+//! The multigrid preconditioner of the step's solve on grid meshes.
+//!
+//! A Jacobi-preconditioned CG needs iterations in proportion to
+//! `√(h² k / m) · n` (stiff stretching on a fine grid). Here the CG is
+//! preconditioned by one V-cycle of an aggregation multigrid, whose cost
+//! per iteration grows with the node count and whose iteration count does
+//! not:
+//!
+//! - **Coarse spaces.** Level `l + 1` aggregates the nodes of level `l` in
+//!   boxes of [`BOX`]×[`BOX`] grid nodes; its three unknowns per box move
+//!   the box's nodes together (piecewise-constant prolongation `P`, the
+//!   filter of the pins and contact planes applied on the finest level).
+//!   Coarsening stops at [`COARSEST`] nodes or fewer.
+//! - **Coarse operators.** Galerkin products `Pᵀ A P`, assembled at each
+//!   solve from the fine 3×3 blocks (sums over the boxes, so a coarse node
+//!   couples to its eight neighbours: [`STENCIL`] stored blocks per node);
+//!   the bending Hessian is constant, so its level-1 product is computed
+//!   once per state ([`Multigrid::new`]) and only scaled per step.
+//! - **Cycle.** On the fine level (where bending is applied matrix-free) a
+//!   damped block-Jacobi smoother before and after the coarse correction;
+//!   on the coarse levels symmetric block Gauss–Seidel (forward before,
+//!   backward after); the coarsest level is solved by a dense Cholesky
+//!   factor. Pre- and post-smoothing mirror each other, so the cycle is a
+//!   symmetric positive definite preconditioner.
+//!
+//! All storage is one caller-provided `f32` pool whose size
+//! [`Layout::floats`] gives in const context. Meshes that are not grids
+//! keep the block-Jacobi preconditioner (a [`Layout`] of no levels).
+
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{Mesh, NO_HINGE};
+use crate::physics::bending::{self, Plate};
+use crate::state::{CONTACT, PINNED};
+
+/// Grid nodes per side of a coarse box.
+pub const BOX: usize = 2;
+/// Coarsening stops at a level of at most this many nodes, which is solved
+/// directly.
+pub const COARSEST: usize = 16;
+/// Most coarse levels (a grid of `u16` nodes needs at most 16).
+pub const MAX_LEVELS: usize = 16;
+/// Stored blocks per coarse node: its diagonal block and its couplings to
+/// the forward half of its eight neighbours, [`FORWARD`].
+pub const STENCIL: usize = 5;
+/// Grid offsets of the forward neighbours, in stencil slots 1..5.
+const FORWARD: [(isize, isize); 4] = [(1, 0), (-1, 1), (0, 1), (1, 1)];
+/// Damping of the fine level's block-Jacobi smoother.
+const OMEGA: f32 = 0.5;
+
+/// The levels of a grid's hierarchy: `dims[0]` is the mesh, `dims[levels]`
+/// the coarsest level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub levels: usize,
+    pub dims: [[usize; 2]; MAX_LEVELS + 1],
+}
+
+impl Layout {
+    /// No multigrid (meshes that are not grids).
+    pub const NONE: Layout = Layout { levels: 0, dims: [[0; 2]; MAX_LEVELS + 1] };
+
+    /// The hierarchy of an `nx × ny` grid.
+    pub const fn grid(nx: usize, ny: usize) -> Layout {
+        let mut out = Layout::NONE;
+        if nx == 0 || ny == 0 {
+            return out;
+        }
+        out.dims[0] = [nx, ny];
+        let mut l = 0;
+        while l < MAX_LEVELS {
+            let [x, y] = out.dims[l];
+            if l > 0 && x * y <= COARSEST {
+                break;
+            }
+            out.dims[l + 1] = [x.div_ceil(BOX), y.div_ceil(BOX)];
+            l += 1;
+        }
+        out.levels = l;
+        out
+    }
+
+    /// The hierarchy of a mesh with these counts.
+    pub const fn of(grid: Option<[usize; 2]>) -> Layout {
+        match grid {
+            Some([nx, ny]) => Layout::grid(nx, ny),
+            None => Layout::NONE,
+        }
+    }
+
+    const fn nodes(&self, l: usize) -> usize {
+        self.dims[l][0] * self.dims[l][1]
+    }
+
+    /// Blocks of the stencil levels `1..levels`.
+    const fn blocks(&self) -> usize {
+        let mut n = 0;
+        let mut l = 1;
+        while l < self.levels {
+            n += STENCIL * self.nodes(l);
+            l += 1;
+        }
+        n
+    }
+
+    /// Vectors: the fine level's residual, then `x` and `r` per level.
+    const fn vectors(&self) -> usize {
+        let mut n = self.nodes(0);
+        let mut l = 1;
+        while l <= self.levels {
+            n += 2 * self.nodes(l);
+            l += 1;
+        }
+        n
+    }
+
+    /// Entries of the coarsest level's packed Cholesky factor.
+    const fn dense(&self) -> usize {
+        let m = 3 * self.nodes(self.levels);
+        m * (m + 1) / 2
+    }
+
+    /// The `f32`s of storage the hierarchy takes.
+    pub const fn floats(&self) -> usize {
+        if self.levels == 0 {
+            return 0;
+        }
+        9 * self.blocks() + 3 * self.vectors() + self.dense() + STENCIL * self.nodes(1)
+    }
+}
+
+/// How a node's velocity change is constrained in the solve.
+#[derive(Clone, Copy)]
+enum Filter {
+    Free,
+    Pinned,
+    Plane(Vec3),
+}
+
+#[inline]
+fn node_filter(flags: &[u8], normal: &[Vec3], i: usize) -> Filter {
+    let f = flags.get(i).copied().unwrap_or(0);
+    if f & PINNED != 0 {
+        Filter::Pinned
+    } else if f & CONTACT != 0 {
+        Filter::Plane(normal[i])
+    } else {
+        Filter::Free
+    }
+}
+
+/// `S_a B S_b` for the filters of the row and column nodes.
+#[inline]
+fn filtered(b: Mat3, row: Filter, col: Filter) -> Mat3 {
+    let mut b = match col {
+        Filter::Free => b,
+        Filter::Pinned => return Mat3::ZERO,
+        Filter::Plane(m) => {
+            let bm = b.mul_vec(m);
+            Mat3 { c: [b.c[0] - bm * m.x, b.c[1] - bm * m.y, b.c[2] - bm * m.z] }
+        }
+    };
+    match row {
+        Filter::Free => {}
+        Filter::Pinned => return Mat3::ZERO,
+        Filter::Plane(n) => {
+            for c in b.c.iter_mut() {
+                *c -= n * n.dot(*c);
+            }
+        }
+    }
+    b
+}
+
+/// A grid level: coordinates and neighbours.
+#[derive(Clone, Copy)]
+struct Level {
+    nx: usize,
+    ny: usize,
+}
+
+impl Level {
+    #[inline]
+    fn nodes(self) -> usize {
+        self.nx * self.ny
+    }
+    /// The node at offset `(di, dj)` of node `i`, if inside.
+    #[inline]
+    fn neighbour(self, i: usize, (di, dj): (isize, isize)) -> Option<usize> {
+        let (x, y) = ((i % self.nx) as isize + di, (i / self.nx) as isize + dj);
+        (x >= 0 && y >= 0 && (x as usize) < self.nx && (y as usize) < self.ny).then(|| y as usize * self.nx + x as usize)
+    }
+    /// The coarse node (on `coarse`) whose box holds node `i`.
+    #[inline]
+    fn parent(self, coarse: Level, i: usize) -> usize {
+        ((i / self.nx) / BOX) * coarse.nx + (i % self.nx) / BOX
+    }
+    /// Stencil slot of the coupling from node `i` to node `j ≠ i`: the row
+    /// node that stores it, the slot, and whether the block is stored
+    /// transposed (`j` before `i`).
+    #[inline]
+    fn slot(self, i: usize, j: usize) -> Option<(usize, usize, bool)> {
+        let d = ((j % self.nx) as isize - (i % self.nx) as isize, (j / self.nx) as isize - (i / self.nx) as isize);
+        for (s, f) in FORWARD.iter().enumerate() {
+            if d == *f {
+                return Some((i, s + 1, false));
+            }
+            if d == (-f.0, -f.1) {
+                return Some((j, s + 1, true));
+            }
+        }
+        None
+    }
+}
+
+/// Where a coarse operator is assembled: stencil blocks or the dense
+/// packed lower triangle.
+enum Sink<'s> {
+    Stencil(Level, &'s mut [Mat3]),
+    Dense(&'s mut [f32]),
+}
+
+impl Sink<'_> {
+    fn clear(&mut self) {
+        match self {
+            Sink::Stencil(_, b) => b.fill(Mat3::ZERO),
+            Sink::Dense(d) => d.fill(0.0),
+        }
+    }
+    /// Adds `b` to the diagonal block of node `i`.
+    #[inline]
+    fn diag(&mut self, i: usize, b: Mat3) {
+        match self {
+            Sink::Stencil(_, blocks) => blocks[STENCIL * i] += b,
+            Sink::Dense(d) => dense_add(d, i, i, b),
+        }
+    }
+    /// Adds the block `b` at (`i`, `j`) and `bᵀ` at (`j`, `i`).
+    #[inline]
+    fn pair(&mut self, i: usize, j: usize, b: Mat3) -> bool {
+        if i == j {
+            self.diag(i, b + b.transpose());
+            return true;
+        }
+        match self {
+            Sink::Stencil(level, blocks) => match level.slot(i, j) {
+                Some((row, s, false)) => blocks[STENCIL * row + s] += b,
+                Some((row, s, true)) => blocks[STENCIL * row + s] += b.transpose(),
+                None => return false,
+            },
+            Sink::Dense(d) => {
+                if i > j {
+                    dense_add(d, i, j, b)
+                } else {
+                    dense_add(d, j, i, b.transpose())
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Index of entry (`r`, `c`), `r ≥ c`, of a packed lower triangle.
+#[inline]
+fn packed(r: usize, c: usize) -> usize {
+    r * (r + 1) / 2 + c
+}
+
+/// Adds block `b` at block row `i`, column `j ≤ i` (its lower part only
+/// on the diagonal).
+fn dense_add(d: &mut [f32], i: usize, j: usize, b: Mat3) {
+    for p in 0..3 {
+        for q in 0..3 {
+            let (r, c) = (3 * i + p, 3 * j + q);
+            if r >= c {
+                if let Some(e) = d.get_mut(packed(r, c)) {
+                    *e += b.at(p, q);
+                }
+            }
+        }
+    }
+}
+
+/// Factorises the packed symmetric matrix in place (`L Lᵀ`). A pivot that
+/// is not positive (a box without stiffness or mass, e.g. all pinned) is
+/// replaced by the largest diagonal entry, which decouples that unknown.
+fn cholesky(d: &mut [f32], m: usize) {
+    let big = (0..m).map(|k| d[packed(k, k)]).fold(f32::MIN_POSITIVE, f32::max);
+    for k in 0..m {
+        let mut pivot = d[packed(k, k)];
+        for q in 0..k {
+            pivot -= d[packed(k, q)] * d[packed(k, q)];
+        }
+        let lkk = if pivot > 1e-6 * big { libm::sqrtf(pivot) } else { libm::sqrtf(big) };
+        d[packed(k, k)] = lkk;
+        for r in k + 1..m {
+            let mut s = d[packed(r, k)];
+            for q in 0..k {
+                s -= d[packed(r, q)] * d[packed(k, q)];
+            }
+            d[packed(r, k)] = s / lkk;
+        }
+    }
+}
+
+/// Solves `L Lᵀ x = b` in place (`x` holds `b` on entry).
+fn cholesky_solve(d: &[f32], x: &mut [Vec3]) {
+    let m = 3 * x.len();
+    let get = |x: &[Vec3], k: usize| x[k / 3].get(k % 3);
+    let set = |x: &mut [Vec3], k: usize, v: f32| match k % 3 {
+        0 => x[k / 3].x = v,
+        1 => x[k / 3].y = v,
+        _ => x[k / 3].z = v,
+    };
+    for r in 0..m {
+        let mut s = get(x, r);
+        for c in 0..r {
+            s -= d[packed(r, c)] * get(x, c);
+        }
+        set(x, r, s / d[packed(r, r)]);
+    }
+    for r in (0..m).rev() {
+        let mut s = get(x, r);
+        for c in r + 1..m {
+            s -= d[packed(c, r)] * get(x, c);
+        }
+        set(x, r, s / d[packed(r, r)]);
+    }
+}
+
+/// `(A x)_i` on a stencil level, row by row.
+#[inline]
+fn row_product(level: Level, blocks: &[Mat3], x: &[Vec3], i: usize) -> Vec3 {
+    let mut y = blocks[STENCIL * i].mul_vec(x[i]);
+    for (s, f) in FORWARD.iter().enumerate() {
+        if let Some(j) = level.neighbour(i, *f) {
+            y += blocks[STENCIL * i + s + 1].mul_vec(x[j]);
+        }
+        if let Some(j) = level.neighbour(i, (-f.0, -f.1)) {
+            y += blocks[STENCIL * j + s + 1].tmul_vec(x[j]);
+        }
+    }
+    y
+}
+
+/// One block Gauss–Seidel update of node `i`.
+#[inline]
+fn relax(level: Level, blocks: &[Mat3], r: &[Vec3], x: &mut [Vec3], i: usize) {
+    let res = r[i] - row_product(level, blocks, x, i);
+    let d = blocks[STENCIL * i];
+    if let Some(inv) = d.inverse() {
+        x[i] += inv.mul_vec(res);
+    }
+}
+
+/// The fine level's operator, as the solver holds it.
+pub struct FineOperator<'s> {
+    /// Membrane diagonal and edge blocks of `K` (unscaled).
+    pub diag: &'s [Mat3],
+    pub off: &'s [Mat3],
+    /// `A = mass_scale · M + c · K`.
+    pub c: f32,
+    /// Lumped mass of each node times the mass factor.
+    pub mass: &'s dyn Fn(usize) -> f32,
+    pub flags: &'s [u8],
+    pub normal: &'s [Vec3],
+}
+
+/// The hierarchy and its scratch, in caller storage.
+pub struct Multigrid<'a> {
+    layout: Layout,
+    /// The stencil levels' blocks, level after level.
+    blocks: &'a mut [Mat3],
+    /// The fine residual, then `x` and `r` of each coarse level.
+    vectors: &'a mut [Vec3],
+    /// The coarsest level's packed Cholesky factor.
+    dense: &'a mut [f32],
+    /// The level-1 Galerkin product of the bending Hessian per unit
+    /// stiffness scale: [`STENCIL`] scalars per level-1 node (the blocks are
+    /// multiples of the identity).
+    bending: &'a mut [f32],
+    /// Couplings that fell outside a coarse stencil (none on a grid).
+    pub dropped: u32,
+}
+
+impl<'a> Multigrid<'a> {
+    /// Carves the hierarchy of `mesh` out of `pool` (at least
+    /// [`Layout::floats`] long) and computes the level-1 bending product.
+    /// `None` when the pool is too small.
+    pub fn new(mesh: &Mesh, plate: Plate, pool: &'a mut [f32]) -> Option<Multigrid<'a>> {
+        let layout = Layout::of(mesh.counts().grid);
+        if pool.len() < layout.floats() {
+            return None;
+        }
+        let (blocks, rest) = pool.split_at_mut(9 * layout.blocks());
+        let (vectors, rest) = rest.split_at_mut(3 * layout.vectors());
+        let (dense, rest) = rest.split_at_mut(layout.dense());
+        let bending = if layout.levels > 0 { &mut rest[..STENCIL * layout.nodes(1)] } else { &mut rest[..0] };
+        let mut mg = Multigrid {
+            layout,
+            blocks: bytemuck::cast_slice_mut(blocks),
+            vectors: bytemuck::cast_slice_mut(vectors),
+            dense,
+            bending,
+            dropped: 0,
+        };
+        mg.bending_product(mesh, plate);
+        Some(mg)
+    }
+
+    /// A hierarchy of no levels (block-Jacobi only).
+    pub fn none() -> Multigrid<'a> {
+        Multigrid {
+            layout: Layout::NONE,
+            blocks: &mut [],
+            vectors: &mut [],
+            dense: &mut [],
+            bending: &mut [],
+            dropped: 0,
+        }
+    }
+
+    pub fn levels(&self) -> usize {
+        self.layout.levels
+    }
+
+    fn level(&self, l: usize) -> Level {
+        let [nx, ny] = self.layout.dims[l];
+        Level { nx, ny }
+    }
+
+    /// `Pᵀ K_b P` on level 1, per unit bending stiffness scale.
+    fn bending_product(&mut self, mesh: &Mesh, plate: Plate) {
+        self.bending.fill(0.0);
+        if self.layout.levels == 0 || plate.stiffness == 0.0 {
+            return;
+        }
+        let (fine, coarse) = (self.level(0), self.level(1));
+        let hinges = mesh.hinges();
+        for t in mesh.bending() {
+            let g = bending::form(t, plate.poisson);
+            for (e, &he) in t.hinges.iter().enumerate() {
+                let Some(he) = (he != NO_HINGE).then(|| hinges.get(he as usize)).flatten() else { continue };
+                for (f, &hf) in t.hinges.iter().enumerate() {
+                    let Some(hf) = (hf != NO_HINGE).then(|| hinges.get(hf as usize)).flatten() else { continue };
+                    let s = plate.stiffness * g[e][f];
+                    for (&a, &ka) in he.nodes.iter().zip(&he.k) {
+                        for (&b, &kb) in hf.nodes.iter().zip(&hf.k) {
+                            let (i, j) = (fine.parent(coarse, a as usize), fine.parent(coarse, b as usize));
+                            let v = s * ka * kb;
+                            if i == j {
+                                self.bending[STENCIL * i] += v;
+                            } else if let Some((row, slot, false)) = coarse.slot(i, j) {
+                                self.bending[STENCIL * row + slot] += v;
+                            } else if coarse.slot(i, j).is_none() {
+                                self.dropped += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Assembles every coarse operator of the fine operator `op` (its
+    /// bending part scaled by `op.c`) and factorises the coarsest.
+    pub fn assemble(&mut self, mesh: &Mesh, op: &FineOperator) {
+        let levels = self.layout.levels;
+        if levels == 0 {
+            return;
+        }
+        let (fine, first) = (self.level(0), self.level(1));
+        let layout = self.layout;
+        let mut dropped = 0;
+        {
+            let mut sink = if levels == 1 {
+                Sink::Dense(&mut *self.dense)
+            } else {
+                Sink::Stencil(first, &mut self.blocks[..STENCIL * first.nodes()])
+            };
+            sink.clear();
+            for (i, d) in op.diag.iter().enumerate() {
+                let fi = node_filter(op.flags, op.normal, i);
+                let b = filtered(*d * op.c + Mat3::scale((op.mass)(i)), fi, fi);
+                sink.diag(fine.parent(first, i), b);
+            }
+            for (e, b) in mesh.edges().iter().zip(op.off) {
+                let (a, bn) = (e.a as usize, e.b as usize);
+                let fb = filtered(*b * op.c, node_filter(op.flags, op.normal, a), node_filter(op.flags, op.normal, bn));
+                dropped += u32::from(!sink.pair(fine.parent(first, a), fine.parent(first, bn), fb));
+            }
+            for i in 0..first.nodes() {
+                let s = &self.bending[STENCIL * i..STENCIL * (i + 1)];
+                sink.diag(i, Mat3::scale(op.c * s[0]));
+                for (k, f) in FORWARD.iter().enumerate() {
+                    if let Some(j) = first.neighbour(i, *f) {
+                        dropped += u32::from(!sink.pair(i, j, Mat3::scale(op.c * s[k + 1])));
+                    }
+                }
+            }
+        }
+        // Level l → l + 1 from the stencil blocks.
+        let mut offset = 0;
+        for l in 1..levels {
+            let (lv, next) = (self.level(l), self.level(l + 1));
+            let (mine, rest) = self.blocks[offset..].split_at_mut(STENCIL * lv.nodes());
+            let mut sink = if l + 1 == levels {
+                Sink::Dense(&mut *self.dense)
+            } else {
+                Sink::Stencil(next, &mut rest[..STENCIL * next.nodes()])
+            };
+            sink.clear();
+            for i in 0..lv.nodes() {
+                let p = lv.parent(next, i);
+                sink.diag(p, mine[STENCIL * i]);
+                for (k, f) in FORWARD.iter().enumerate() {
+                    if let Some(j) = lv.neighbour(i, *f) {
+                        dropped += u32::from(!sink.pair(p, lv.parent(next, j), mine[STENCIL * i + k + 1]));
+                    }
+                }
+            }
+            offset += STENCIL * lv.nodes();
+        }
+        cholesky(self.dense, 3 * layout.nodes(levels));
+        self.dropped += dropped;
+    }
+
+    /// `z = B r`: one V-cycle for the fine residual `r` (filtered), with
+    /// `apply(p, out)` the fine operator `out = S A S p` and `smooth(r, z)`
+    /// adding `ω`-less block-Jacobi `z += S D⁻¹ S r`.
+    pub fn cycle(
+        &mut self,
+        r: &[Vec3],
+        z: &mut [Vec3],
+        apply: &dyn Fn(&[Vec3], &mut [Vec3]),
+        smooth: &dyn Fn(f32, &[Vec3], &mut [Vec3]),
+        filter: &dyn Fn(&mut [Vec3]),
+    ) {
+        let (fine, first) = (self.level(0), self.level(1));
+        let n = fine.nodes();
+        let (t, coarse) = self.vectors.split_at_mut(n);
+        // Pre-smoothing from zero.
+        z.fill(Vec3::ZERO);
+        smooth(OMEGA, r, z);
+        apply(z, t);
+        let (x1, rest) = coarse.split_at_mut(first.nodes());
+        let (r1, rest) = rest.split_at_mut(first.nodes());
+        r1.fill(Vec3::ZERO);
+        for (i, (ri, ti)) in r.iter().zip(t.iter()).enumerate() {
+            r1[fine.parent(first, i)] += *ri - *ti;
+        }
+        coarse_cycle(&self.layout, 1, self.blocks, x1, r1, rest, self.dense);
+        for (i, zi) in z.iter_mut().enumerate() {
+            *zi += x1[fine.parent(first, i)];
+        }
+        filter(z);
+        // Post-smoothing.
+        apply(z, t);
+        for (ti, ri) in t.iter_mut().zip(r) {
+            *ti = *ri - *ti;
+        }
+        smooth(OMEGA, t, z);
+    }
+}
+
+/// The V-cycle on coarse level `l`: `x = B_l r`. `rest` holds the coarser
+/// levels' vectors, `blocks` the stencil blocks from level `l` on.
+fn coarse_cycle(
+    layout: &Layout,
+    l: usize,
+    blocks: &[Mat3],
+    x: &mut [Vec3],
+    r: &[Vec3],
+    rest: &mut [Vec3],
+    dense: &[f32],
+) {
+    if l == layout.levels {
+        x.copy_from_slice(r);
+        cholesky_solve(dense, x);
+        return;
+    }
+    let [nx, ny] = layout.dims[l];
+    let lv = Level { nx, ny };
+    let [cx, cy] = layout.dims[l + 1];
+    let next = Level { nx: cx, ny: cy };
+    let (mine, deeper) = blocks.split_at(STENCIL * lv.nodes());
+    x.fill(Vec3::ZERO);
+    for i in 0..lv.nodes() {
+        relax(lv, mine, r, x, i);
+    }
+    let (x2, rest) = rest.split_at_mut(next.nodes());
+    let (r2, rest) = rest.split_at_mut(next.nodes());
+    r2.fill(Vec3::ZERO);
+    for i in 0..lv.nodes() {
+        r2[lv.parent(next, i)] += r[i] - row_product(lv, mine, x, i);
+    }
+    coarse_cycle(layout, l + 1, deeper, x2, r2, rest, dense);
+    for (i, xi) in x.iter_mut().enumerate() {
+        *xi += x2[lv.parent(next, i)];
+    }
+    for i in (0..lv.nodes()).rev() {
+        relax(lv, mine, r, x, i);
+    }
+}
