@@ -40,10 +40,14 @@ fn build() -> PathBuf {
 fn on_host() -> (u32, Vec<[u32; 3]>) {
     let mut mb =
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
-    let mut sb =
-        Box::new(
-            StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }, { STATE.multigrid }>::new(),
-        );
+    let mut sb = Box::new(StateBuffers::<
+        { STATE.vec3 },
+        { STATE.mat3 },
+        { STATE.flags },
+        { STATE.cells },
+        { STATE.pairs },
+        { STATE.solver },
+    >::new());
     let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
     let (pins, colliders) = (scene::pins(), scene::colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();

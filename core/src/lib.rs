@@ -33,7 +33,7 @@
 //! const C: MeshCounts = MeshCounts::grid(8, 8);
 //! const S: StateSizes = StateSizes::new(C, 0);
 //! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
-//! let mut sb = StateBuffers::<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }, { S.multigrid }>::new();
+//! let mut sb = StateBuffers::<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }, { S.solver }>::new();
 //! let grid = Grid::horizontal(8, 8, 1.0, 1.0, 1.0);
 //! let mesh = Mesh::grid(&grid, mb.storage()).unwrap();
 //! let pins = [Pin::fixed(0, mesh.rest()[0]), Pin::fixed(7, mesh.rest()[7])];

@@ -379,7 +379,7 @@ impl Default for StepParams {
         StepParams {
             dt: 1.0 / 60.0,
             cg_max_iterations: 200,
-            cg_tolerance: 1e-4,
+            cg_tolerance: 1e-5,
             self_contact: None,
             energy_check: true,
             strain_limit: Some(StepParams::DEFAULT_STRAIN_LIMIT),

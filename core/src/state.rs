@@ -7,6 +7,7 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 use crate::physics::multigrid::{Layout, Multigrid};
+use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal.
@@ -38,9 +39,10 @@ pub struct StateSizes {
     pub cells: usize,
     pub order: usize,
     pub pairs: usize,
-    /// `f32`s of the solver's multigrid hierarchy (grids only,
+    /// `f32`s of the solver's assembled bending stencil and multigrid
+    /// hierarchy (grids only: [`crate::physics::stencil::floats`],
     /// [`crate::physics::multigrid::Layout::floats`]).
-    pub multigrid: usize,
+    pub solver: usize,
 }
 
 impl StateSizes {
@@ -62,7 +64,7 @@ impl StateSizes {
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
             pairs,
-            multigrid: Layout::of(counts.grid).floats(),
+            solver: stencil::floats(counts.grid) + Layout::of(counts.grid).floats(),
         }
     }
 }
@@ -77,8 +79,8 @@ pub struct StateStorage<'a> {
     pub order: &'a mut [NodeId],
     /// Proximity pairs: self-contact now, the network's dynamic edges later.
     pub pairs: &'a mut [[NodeId; 2]],
-    /// The solver's multigrid hierarchy ([`StateSizes::multigrid`]).
-    pub multigrid: &'a mut [f32],
+    /// The solver's bending stencil and multigrid ([`StateSizes::solver`]).
+    pub solver: &'a mut [f32],
 }
 
 /// Counted problems, never panics.
@@ -86,8 +88,12 @@ pub struct StateStorage<'a> {
 pub struct Warnings {
     /// Proximity pairs that did not fit the pair storage (summed over steps).
     pub dropped_pairs: u64,
-    /// Steps whose CG stopped at the iteration limit.
+    /// Steps whose CG stopped short of its tolerance (at the iteration
+    /// limit or stagnated).
     pub cg_not_converged: u64,
+    /// Steps with a CG solve that stopped because its residual stopped
+    /// falling (counted in `cg_not_converged` too).
+    pub cg_stagnated: u64,
     /// Steps rejected with a non-finite result (state kept).
     pub rejected_steps: u64,
     /// Substeps at the finest split that still failed the energy check
@@ -163,6 +169,8 @@ pub(crate) struct Workspace<'a> {
     pub x_prev: &'a mut [Vec3],
     pub v_prev: &'a mut [Vec3],
     pub history: bool,
+    /// The assembled bending Hessian (grids only).
+    pub stencil: Option<BendingStencil<'a>>,
     /// The solve's multigrid preconditioner (no levels on other meshes).
     pub mg: Multigrid<'a>,
 }
@@ -199,7 +207,7 @@ impl<'a> State<'a> {
         let counts = model.mesh.counts();
         let n = counts.nodes;
         let need = StateSizes::new(counts, 0);
-        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, multigrid } = storage;
+        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, solver } = storage;
         let (vcap, mcap) = (vec3.len(), mat3.len());
         let v3 = |v: &mut &'a mut [Vec3]| take(v, n, "vec3", vcap, need.vec3);
         let x = v3(&mut vec3)?;
@@ -227,11 +235,16 @@ impl<'a> State<'a> {
         if cells.len() < 2 {
             return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
         }
-        let mg = Multigrid::new(&model.mesh, model.material.plate(), multigrid).ok_or(StateError::Capacity {
-            what: "multigrid",
-            capacity: 0,
-            needed: need.multigrid,
-        })?;
+        let short = StateError::Capacity { what: "solver", capacity: solver.len(), needed: need.solver };
+        let (stencil_pool, mg_pool) = solver.split_at_mut(stencil::floats(counts.grid).min(solver.len()));
+        let stencil = BendingStencil::new(&model.mesh, model.material.plate(), stencil_pool);
+        if counts.grid.is_some() && stencil.is_none() {
+            return Err(short);
+        }
+        let mg = match &stencil {
+            Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
+            None => Multigrid::none(),
+        };
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
@@ -262,6 +275,7 @@ impl<'a> State<'a> {
                 x_prev,
                 v_prev,
                 history: false,
+                stencil,
                 mg,
             },
             time: 0.0,

@@ -8,7 +8,7 @@
 //! const S: StateSizes = StateSizes::new(C, 64);
 //! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
 //! let mesh = Mesh::grid(&Grid::horizontal(8, 8, 1.0, 1.0, 0.0), mb.storage()).unwrap();
-//! let sb: StateBuffers<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }, { S.multigrid }> = StateBuffers::new();
+//! let sb: StateBuffers<{ S.vec3 }, { S.mat3 }, { S.flags }, { S.cells }, { S.pairs }, { S.solver }> = StateBuffers::new();
 //! assert_eq!(mesh.counts(), C);
 //! # let _ = sb;
 //! ```
@@ -64,15 +64,16 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> Default for
 }
 
 /// State memory; sizes from [`crate::state::StateSizes`] (`O` order slots =
-/// `F` flags = nodes; `G` the multigrid's `f32`s).
-pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize> {
+/// `F` flags = nodes; `G` the solver's `f32`s).
+pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize>
+{
     vec3: [Vec3; V],
     mat3: [Mat3; M],
     flags: [u8; F],
     cells: [u32; C],
     order: [NodeId; F],
     pairs: [[NodeId; 2]; P],
-    multigrid: [f32; G],
+    solver: [f32; G],
 }
 
 impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize>
@@ -86,7 +87,7 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
             cells: [0; C],
             order: [0; F],
             pairs: [[0; 2]; P],
-            multigrid: [0.0; G],
+            solver: [0.0; G],
         }
     }
     pub fn storage(&mut self) -> StateStorage<'_> {
@@ -97,7 +98,7 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
             cells: &mut self.cells,
             order: &mut self.order,
             pairs: &mut self.pairs,
-            multigrid: &mut self.multigrid,
+            solver: &mut self.solver,
         }
     }
 }

@@ -108,7 +108,7 @@ fn capacity_overflow_is_a_typed_error() {
     let mut vec3 = vec![Vec3::ZERO; sizes.vec3 - 1];
     let mut mat3 = vec![Default::default(); sizes.mat3];
     let (mut flags, mut cells, mut order) = (vec![0; sizes.flags], vec![0; sizes.cells], vec![0; sizes.order]);
-    let mut multigrid = vec![0.0; sizes.multigrid];
+    let mut solver = vec![0.0; sizes.solver];
     let st = StateStorage {
         vec3: &mut vec3,
         mat3: &mut mat3,
@@ -116,7 +116,7 @@ fn capacity_overflow_is_a_typed_error() {
         cells: &mut cells,
         order: &mut order,
         pairs: &mut [],
-        multigrid: &mut multigrid,
+        solver: &mut solver,
     };
     assert!(matches!(State::new(&model, st), Err(StateError::Capacity { what: "vec3", .. })));
 }

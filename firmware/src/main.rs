@@ -92,7 +92,7 @@ fn main() -> ! {
         { STATE.flags },
         { STATE.cells },
         { STATE.pairs },
-        { STATE.multigrid },
+        { STATE.solver },
     > = StateBuffers::new();
     static mut GNN: ScratchBuffers<{ SCRATCH.latents }> = ScratchBuffers::new();
 

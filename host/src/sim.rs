@@ -55,6 +55,7 @@ pub struct Summary {
     pub frames: Vec<FrameSummary>,
     pub cg_iterations_mean: f32,
     pub cg_not_converged: u64,
+    pub cg_stagnated: u64,
     pub dropped_pairs: u64,
     pub rejected_steps: u64,
     pub energy_check_failed: u64,
@@ -109,6 +110,7 @@ pub fn run(
         let steps = (scn.time.steps * scn.time.substeps).max(1) as f32;
         summary.cg_iterations_mean = summary.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
         summary.cg_not_converged = state.warnings.cg_not_converged;
+        summary.cg_stagnated = state.warnings.cg_stagnated;
         summary.dropped_pairs = state.warnings.dropped_pairs;
         summary.rejected_steps = state.warnings.rejected_steps;
         summary.energy_check_failed = state.warnings.energy_check_failed;

@@ -54,7 +54,7 @@ pub struct VecStateStorage {
     cells: Vec<u32>,
     order: Vec<NodeId>,
     pairs: Vec<[NodeId; 2]>,
-    multigrid: Vec<f32>,
+    solver: Vec<f32>,
 }
 
 impl VecStateStorage {
@@ -76,7 +76,7 @@ impl VecStateStorage {
             cells: vec![0; s.cells],
             order: vec![0; s.order],
             pairs: vec![[0; 2]; s.pairs],
-            multigrid: vec![0.0; s.multigrid],
+            solver: vec![0.0; s.solver],
         }
     }
     pub fn storage(&mut self) -> StateStorage<'_> {
@@ -87,7 +87,7 @@ impl VecStateStorage {
             cells: &mut self.cells,
             order: &mut self.order,
             pairs: &mut self.pairs,
-            multigrid: &mut self.multigrid,
+            solver: &mut self.solver,
         }
     }
 }

@@ -11,14 +11,22 @@ use weft_tests::scene::{self, COUNTS, SCRATCH, STATE};
 fn main() {
     let mut mb =
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
-    let mut sb =
-        Box::new(
-            StateBuffers::<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }, { STATE.multigrid }>::new(),
-        );
+    let mut sb = Box::new(StateBuffers::<
+        { STATE.vec3 },
+        { STATE.mat3 },
+        { STATE.flags },
+        { STATE.cells },
+        { STATE.pairs },
+        { STATE.solver },
+    >::new());
     let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
     let (pins, colliders) = (scene::pins(), scene::colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
-    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()).unwrap();
+    let mut params = scene::params();
+    if let Some(t) = std::env::var("WEFT_CG_TOLERANCE").ok().and_then(|t| t.parse().ok()) {
+        params.cg_tolerance = t;
+    }
+    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), params).unwrap();
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
     let corrected = std::env::args().nth(1).as_deref() != Some("plain");

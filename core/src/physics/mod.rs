@@ -17,11 +17,13 @@ pub mod limit;
 pub mod membrane;
 pub mod multigrid;
 pub mod solver;
+pub mod stencil;
 
 use crate::contact;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::state::{split_blocks, State, CONTACT, PINNED};
+use stencil::Bending;
 
 /// What one step did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -31,6 +33,8 @@ pub struct StepReport {
     /// Largest relative CG residual ‖r‖/‖b‖ at exit.
     pub residual: f32,
     pub converged: bool,
+    /// A solve stopped early because its residual stopped falling.
+    pub stagnated: bool,
     /// Smallest fraction of a solved velocity change taken (1 unless the
     /// energy check had to shorten a step at the finest split).
     pub step_scale: f32,
@@ -110,8 +114,9 @@ pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
 
 /// Adds the elastic forces (membrane and bending) to `force` and the
 /// membrane's PSD stiffness to the diagonal and edge blocks (the bending
-/// Hessian is constant and applied matrix-free by [`solver::matvec`]).
-pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
+/// Hessian is constant: [`solver::matvec`] applies it as `bending` holds
+/// it).
+pub fn assemble(model: &Model, bending: Bending, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3], off: &mut [Mat3]) {
     let mem = model.material.membrane();
     let mesh = &model.mesh;
     diag.fill(Mat3::ZERO);
@@ -130,8 +135,8 @@ pub fn assemble(model: &Model, x: &[Vec3], force: &mut [Vec3], diag: &mut [Mat3]
             off[e] += if t.nodes[i] < t.nodes[j] { kij } else { kij.transpose() };
         }
     }
-    // Bending forces; its constant Hessian is applied matrix-free.
-    bending::apply(mesh, model.material.plate(), -1.0, x, force);
+    // Bending forces: the constant Hessian times the positions.
+    bending.apply(mesh, -1.0, x, force);
 }
 
 /// Aerodynamic drag and lift per triangle, a third to each node.
@@ -270,6 +275,10 @@ pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
 /// Gap (m) under which a swept node or edge counts as touching a collider.
 const SWEEP_TOLERANCE: f32 = 1e-5;
 
+/// The energy check's tolerance counts this many times the solve's error
+/// energy estimate (`½ rᵀBr` with the preconditioner `B ≈ A⁻¹`).
+const ERROR_ENERGY_FACTOR: f32 = 2.0;
+
 /// The energy check's tolerance counts this many rounding bounds.
 const NOISE_FACTOR: f32 = 4.0;
 
@@ -334,6 +343,10 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     let ws = &mut state.ws;
     let (x, v) = (&*state.x, &*state.v);
     let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count());
+    let bend = match &ws.stencil {
+        Some(s) => Bending::Stencil(s),
+        None => Bending::MatrixFree(mat.plate()),
+    };
 
     // External forces (gravity, wind), then elastic forces and stiffness K.
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
@@ -353,20 +366,21 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     };
     wind(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
-    assemble(model, x, ws.force, diag, off);
+    assemble(model, bend, x, ws.force, diag, off);
 
     // rhs b = h (f − αMv − (β + h) K v); with BDF2 (h = 2h_step/3) also
     // − h K d + M (v̂ − v), d = (x − x_prev)/3, v̂ = (4v − v_prev)/3.
-    solver::matvec(mesh, diag, off, mat.plate(), v, ws.q);
+    solver::matvec(mesh, diag, off, bend, v, ws.q);
     for (i, (r, (f, kv))) in ws.r.iter_mut().zip(ws.force.iter().zip(ws.q.iter())).enumerate() {
         *r = (*f - v[i] * (alpha * model.mass(i)) - *kv * (beta + h)) * h;
     }
-    // `x_new` holds the base positions x + d until the solve is done.
+    // `x_new` holds the base positions x + d until the solve starts (the
+    // solve takes it as scratch; [`base_positions`] makes them again).
     if bdf2 {
         for (dn, (xi, xp)) in ws.x_new.iter_mut().zip(x.iter().zip(ws.x_prev.iter())) {
             *dn = (*xi - *xp) * (1.0 / 3.0);
         }
-        solver::matvec(mesh, diag, off, mat.plate(), ws.x_new, ws.p);
+        solver::matvec(mesh, diag, off, bend, ws.x_new, ws.p);
         for (i, r) in ws.r.iter_mut().enumerate() {
             let v_hat = v[i] * (4.0 / 3.0) - ws.v_prev[i] * (1.0 / 3.0);
             *r += (v_hat - v[i]) * model.mass(i) - ws.p[i] * h;
@@ -383,7 +397,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
     }
-    bending::add_diagonal(mesh, mat.plate(), c, precond);
+    bend.add_diagonal(mesh, c, precond);
     for pc in precond.iter_mut() {
         let d = pc.diagonal();
         *pc = pc.inverse().unwrap_or(Mat3 {
@@ -415,7 +429,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         mesh,
         diag,
         off,
-        plate: mat.plate(),
+        bending: bend,
         density: mat.density,
         m_scale,
         c,
@@ -441,6 +455,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             ws.r,
             ws.p,
             ws.q,
+            ws.x_new,
             &mut ws.mg,
             solve.reference,
             model.params.cg_max_iterations,
@@ -449,7 +464,9 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         solve.iterations += s.iterations;
         solve.residual = s.residual;
         solve.converged = s.converged;
+        solve.stagnated |= s.stagnated;
         solve.reference = solve.reference.max(s.reference);
+        solve.error_energy = s.error_energy;
         if held == 0 || pass == MAX_RELEASES {
             break;
         }
@@ -482,8 +499,8 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         }
     }
 
-    // The base positions move to `r` (free after the solve).
-    ws.r.copy_from_slice(ws.x_new);
+    // The base positions, into `r` (free after the solve).
+    base_positions(bdf2, x, ws.x_prev, ws.r);
     let mut scale = 1.0;
     let mut passed = true;
     if model.params.energy_check && solve.residual.is_finite() {
@@ -491,8 +508,12 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
         let (mut psi, noise1) = check.after(ws.p, ws.x_new);
         let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
-        let tol =
-            1e-5 * (psi0.abs() + psi.abs()) + NOISE_FACTOR * (noise0 + noise1) + constraint_work + f32::MIN_POSITIVE;
+        // The solve's own inexactness may cost up to its error energy.
+        let tol = 1e-5 * (psi0.abs() + psi.abs())
+            + NOISE_FACTOR * (noise0 + noise1)
+            + constraint_work
+            + ERROR_ENERGY_FACTOR * solve.error_energy
+            + f32::MIN_POSITIVE;
         passed = psi <= psi0 + tol || !psi0.is_finite();
         let mut halvings = 0;
         while last_resort && !passed && halvings < MAX_HALVINGS {
@@ -540,6 +561,18 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     let finite =
         solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
     Substep { solve, passed, scale, finite }
+}
+
+/// The positions a (sub)step's motion starts from: `x` (backward Euler),
+/// `x + (x − x_prev)/3` (BDF2), computed as the right-hand side does.
+fn base_positions(bdf2: bool, x: &[Vec3], x_prev: &[Vec3], out: &mut [Vec3]) {
+    if bdf2 {
+        for (o, (xi, xp)) in out.iter_mut().zip(x.iter().zip(x_prev)) {
+            *o = (*xi - *xp) * (1.0 / 3.0) + *xi;
+        }
+    } else {
+        out.copy_from_slice(x);
+    }
 }
 
 /// Self-contact and colliders on the candidate, then commit it: nodes that
@@ -625,6 +658,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         report.cg_iterations += sub.solve.iterations;
         report.residual = report.residual.max(sub.solve.residual);
         report.converged &= sub.solve.converged;
+        report.stagnated |= sub.solve.stagnated;
         let good = sub.finite && sub.passed;
         if !good && !last_resort {
             level += 1;
@@ -646,6 +680,9 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     }
     if !report.converged {
         state.warnings.cg_not_converged += 1;
+    }
+    if report.stagnated {
+        state.warnings.cg_stagnated += 1;
     }
     // The history holds a step of this length only if it was not split.
     state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;

@@ -14,10 +14,10 @@
 //! - **Coarse operators.** Galerkin products `Pᵀ A P`, assembled at each
 //!   solve from the fine 3×3 blocks (sums over the boxes, so a coarse node
 //!   couples to its eight neighbours: [`STENCIL`] stored blocks per node);
-//!   the bending Hessian is constant, so its level-1 product is computed
-//!   once per state ([`Multigrid::new`]) and only scaled per step.
-//! - **Cycle.** On the fine level (where bending is applied matrix-free) a
-//!   damped block-Jacobi smoother before and after the coarse correction;
+//!   the bending Hessian is constant ([`crate::physics::stencil`]), so its
+//!   level-1 product is computed once per state ([`Multigrid::new`]) and
+//!   only scaled per step.
+//! - **Cycle.** On the fine level a damped block-Jacobi smoother before and after the coarse correction;
 //!   on the coarse levels symmetric block Gauss–Seidel (forward before,
 //!   backward after); the coarsest level is solved by a dense Cholesky
 //!   factor. Pre- and post-smoothing mirror each other, so the cycle is a
@@ -28,24 +28,25 @@
 //! keep the block-Jacobi preconditioner (a [`Layout`] of no levels).
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{Mesh, NO_HINGE};
-use crate::physics::bending::{self, Plate};
+use crate::mesh::Mesh;
+use crate::physics::stencil::BendingStencil;
 use crate::state::{CONTACT, PINNED};
 
 /// Grid nodes per side of a coarse box.
 pub const BOX: usize = 2;
 /// Coarsening stops at a level of at most this many nodes, which is solved
 /// directly.
-pub const COARSEST: usize = 16;
+pub const COARSEST: usize = 4;
 /// Most coarse levels (a grid of `u16` nodes needs at most 16).
 pub const MAX_LEVELS: usize = 16;
 /// Stored blocks per coarse node: its diagonal block and its couplings to
-/// the forward half of its eight neighbours, [`FORWARD`].
+/// the forward half of its eight neighbours, the grid offsets (1, 0),
+/// (−1, 1), (0, 1), (1, 1) in slots 1..5.
 pub const STENCIL: usize = 5;
-/// Grid offsets of the forward neighbours, in stencil slots 1..5.
-const FORWARD: [(isize, isize); 4] = [(1, 0), (-1, 1), (0, 1), (1, 1)];
 /// Damping of the fine level's block-Jacobi smoother.
 const OMEGA: f32 = 0.5;
+/// Block-Jacobi sweeps before and after the coarse correction.
+const SWEEPS: usize = 1;
 
 /// The levels of a grid's hierarchy: `dims[0]` is the mesh, `dims[levels]`
 /// the coarsest level.
@@ -102,9 +103,9 @@ impl Layout {
         n
     }
 
-    /// Vectors: the fine level's residual, then `x` and `r` per level.
+    /// Vectors: `x` and `r` per coarse level.
     const fn vectors(&self) -> usize {
-        let mut n = self.nodes(0);
+        let mut n = 0;
         let mut l = 1;
         while l <= self.levels {
             n += 2 * self.nodes(l);
@@ -171,44 +172,78 @@ fn filtered(b: Mat3, row: Filter, col: Filter) -> Mat3 {
     b
 }
 
-/// A grid level: coordinates and neighbours.
+/// A grid level.
 #[derive(Clone, Copy)]
 struct Level {
     nx: usize,
     ny: usize,
 }
 
+/// Stencil slot and orientation of the coupling from a node to the node at
+/// offset `(dx, dy) ∈ {−1, 0, 1}²` (`None` for the node itself): the slot
+/// is stored at the node when the offset is forward, at the neighbour
+/// (transposed) when it is backward.
+const SLOT: [[Option<(usize, bool)>; 3]; 3] = [
+    // dx = −1: dy = −1, 0, 1
+    [Some((4, true)), Some((1, true)), Some((2, false))],
+    // dx = 0
+    [Some((3, true)), None, Some((3, false))],
+    // dx = 1
+    [Some((2, true)), Some((1, false)), Some((4, false))],
+];
+
 impl Level {
     #[inline]
     fn nodes(self) -> usize {
         self.nx * self.ny
     }
-    /// The node at offset `(di, dj)` of node `i`, if inside.
-    #[inline]
-    fn neighbour(self, i: usize, (di, dj): (isize, isize)) -> Option<usize> {
-        let (x, y) = ((i % self.nx) as isize + di, (i / self.nx) as isize + dj);
-        (x >= 0 && y >= 0 && (x as usize) < self.nx && (y as usize) < self.ny).then(|| y as usize * self.nx + x as usize)
+    /// The forward neighbours of node (`x`, `y`), by slot.
+    #[inline(always)]
+    fn forward(self, x: usize, y: usize) -> [Option<usize>; 4] {
+        let i = y * self.nx + x;
+        let (left, right, down) = (x > 0, x + 1 < self.nx, y + 1 < self.ny);
+        [
+            right.then_some(i + 1),
+            (left && down).then(|| i + self.nx - 1),
+            down.then_some(i + self.nx),
+            (right && down).then(|| i + self.nx + 1),
+        ]
+    }
+    /// The backward neighbours of node (`x`, `y`): the nodes whose forward
+    /// slot `s` (by position) points at it.
+    #[inline(always)]
+    fn backward(self, x: usize, y: usize) -> [Option<usize>; 4] {
+        let i = y * self.nx + x;
+        let (left, right, up) = (x > 0, x + 1 < self.nx, y > 0);
+        [
+            left.then(|| i - 1),
+            (right && up).then(|| i + 1 - self.nx),
+            up.then(|| i - self.nx),
+            (left && up).then(|| i - 1 - self.nx),
+        ]
     }
     /// The coarse node (on `coarse`) whose box holds node `i`.
     #[inline]
-    fn parent(self, coarse: Level, i: usize) -> usize {
-        ((i / self.nx) / BOX) * coarse.nx + (i % self.nx) / BOX
+    fn parent_of(self, coarse: Level, i: usize) -> usize {
+        Level::parent(coarse.nx, i % self.nx, i / self.nx)
     }
-    /// Stencil slot of the coupling from node `i` to node `j ≠ i`: the row
-    /// node that stores it, the slot, and whether the block is stored
-    /// transposed (`j` before `i`).
+    /// The coarse node (on a level `cx` wide) whose box holds (`x`, `y`).
+    #[inline(always)]
+    fn parent(cx: usize, x: usize, y: usize) -> usize {
+        (y / BOX) * cx + x / BOX
+    }
+    /// The stored slot of the coupling from node `i` to node `j ≠ i`: the
+    /// row node that stores it, the slot, and whether it is stored
+    /// transposed.
     #[inline]
     fn slot(self, i: usize, j: usize) -> Option<(usize, usize, bool)> {
-        let d = ((j % self.nx) as isize - (i % self.nx) as isize, (j / self.nx) as isize - (i / self.nx) as isize);
-        for (s, f) in FORWARD.iter().enumerate() {
-            if d == *f {
-                return Some((i, s + 1, false));
-            }
-            if d == (-f.0, -f.1) {
-                return Some((j, s + 1, true));
-            }
+        let dx = (j % self.nx) as isize - (i % self.nx) as isize;
+        let dy = (j / self.nx) as isize - (i / self.nx) as isize;
+        if !(-1..=1).contains(&dx) || !(-1..=1).contains(&dy) {
+            return None;
         }
-        None
+        let (s, t) = SLOT[(dx + 1) as usize][(dy + 1) as usize]?;
+        Some((if t { j } else { i }, s, t))
     }
 }
 
@@ -327,29 +362,26 @@ fn cholesky_solve(d: &[f32], x: &mut [Vec3]) {
     }
 }
 
-/// `(A x)_i` on a stencil level, row by row.
-#[inline]
-fn row_product(level: Level, blocks: &[Mat3], x: &[Vec3], i: usize) -> Vec3 {
-    let mut y = blocks[STENCIL * i].mul_vec(x[i]);
-    for (s, f) in FORWARD.iter().enumerate() {
-        if let Some(j) = level.neighbour(i, *f) {
-            y += blocks[STENCIL * i + s + 1].mul_vec(x[j]);
-        }
-        if let Some(j) = level.neighbour(i, (-f.0, -f.1)) {
-            y += blocks[STENCIL * j + s + 1].tmul_vec(x[j]);
+/// One block Gauss–Seidel update of node (`x`, `y`) on a stencil level
+/// whose diagonal blocks hold their inverses: `x_i = D_i⁻¹ (r_i − Σ_j A_ij
+/// x_j)`, the forward neighbours left out when they are still zero.
+#[inline(always)]
+fn relax(lv: Level, blocks: &[Mat3], r: &[Vec3], v: &mut [Vec3], x: usize, y: usize, with_forward: bool) {
+    let i = y * lv.nx + x;
+    let mut acc = r[i];
+    for (s, j) in lv.backward(x, y).into_iter().enumerate() {
+        if let Some(j) = j {
+            acc -= blocks[STENCIL * j + s + 1].tmul_vec(v[j]);
         }
     }
-    y
-}
-
-/// One block Gauss–Seidel update of node `i`.
-#[inline]
-fn relax(level: Level, blocks: &[Mat3], r: &[Vec3], x: &mut [Vec3], i: usize) {
-    let res = r[i] - row_product(level, blocks, x, i);
-    let d = blocks[STENCIL * i];
-    if let Some(inv) = d.inverse() {
-        x[i] += inv.mul_vec(res);
+    if with_forward {
+        for (s, j) in lv.forward(x, y).into_iter().enumerate() {
+            if let Some(j) = j {
+                acc -= blocks[STENCIL * i + s + 1].mul_vec(v[j]);
+            }
+        }
     }
+    v[i] = blocks[STENCIL * i].mul_vec(acc);
 }
 
 /// The fine level's operator, as the solver holds it.
@@ -370,7 +402,7 @@ pub struct Multigrid<'a> {
     layout: Layout,
     /// The stencil levels' blocks, level after level.
     blocks: &'a mut [Mat3],
-    /// The fine residual, then `x` and `r` of each coarse level.
+    /// `x` and `r` of each coarse level.
     vectors: &'a mut [Vec3],
     /// The coarsest level's packed Cholesky factor.
     dense: &'a mut [f32],
@@ -384,9 +416,9 @@ pub struct Multigrid<'a> {
 
 impl<'a> Multigrid<'a> {
     /// Carves the hierarchy of `mesh` out of `pool` (at least
-    /// [`Layout::floats`] long) and computes the level-1 bending product.
-    /// `None` when the pool is too small.
-    pub fn new(mesh: &Mesh, plate: Plate, pool: &'a mut [f32]) -> Option<Multigrid<'a>> {
+    /// [`Layout::floats`] long) and computes the level-1 product of the
+    /// bending stencil. `None` when the pool is too small.
+    pub fn new(mesh: &Mesh, bending: &BendingStencil, pool: &'a mut [f32]) -> Option<Multigrid<'a>> {
         let layout = Layout::of(mesh.counts().grid);
         if pool.len() < layout.floats() {
             return None;
@@ -394,16 +426,16 @@ impl<'a> Multigrid<'a> {
         let (blocks, rest) = pool.split_at_mut(9 * layout.blocks());
         let (vectors, rest) = rest.split_at_mut(3 * layout.vectors());
         let (dense, rest) = rest.split_at_mut(layout.dense());
-        let bending = if layout.levels > 0 { &mut rest[..STENCIL * layout.nodes(1)] } else { &mut rest[..0] };
+        let bend = if layout.levels > 0 { &mut rest[..STENCIL * layout.nodes(1)] } else { &mut rest[..0] };
         let mut mg = Multigrid {
             layout,
             blocks: bytemuck::cast_slice_mut(blocks),
             vectors: bytemuck::cast_slice_mut(vectors),
             dense,
-            bending,
+            bending: bend,
             dropped: 0,
         };
-        mg.bending_product(mesh, plate);
+        mg.bending_product(bending);
         Some(mg)
     }
 
@@ -428,41 +460,36 @@ impl<'a> Multigrid<'a> {
         Level { nx, ny }
     }
 
-    /// `Pᵀ K_b P` on level 1, per unit bending stiffness scale.
-    fn bending_product(&mut self, mesh: &Mesh, plate: Plate) {
+    /// `Pᵀ K_b P` on level 1 (scalars: the blocks are multiples of the
+    /// identity).
+    fn bending_product(&mut self, stencil: &BendingStencil) {
         self.bending.fill(0.0);
-        if self.layout.levels == 0 || plate.stiffness == 0.0 {
+        if self.layout.levels == 0 {
             return;
         }
         let (fine, coarse) = (self.level(0), self.level(1));
-        let hinges = mesh.hinges();
-        for t in mesh.bending() {
-            let g = bending::form(t, plate.poisson);
-            for (e, &he) in t.hinges.iter().enumerate() {
-                let Some(he) = (he != NO_HINGE).then(|| hinges.get(he as usize)).flatten() else { continue };
-                for (f, &hf) in t.hinges.iter().enumerate() {
-                    let Some(hf) = (hf != NO_HINGE).then(|| hinges.get(hf as usize)).flatten() else { continue };
-                    let s = plate.stiffness * g[e][f];
-                    for (&a, &ka) in he.nodes.iter().zip(&he.k) {
-                        for (&b, &kb) in hf.nodes.iter().zip(&hf.k) {
-                            let (i, j) = (fine.parent(coarse, a as usize), fine.parent(coarse, b as usize));
-                            let v = s * ka * kb;
-                            if i == j {
-                                self.bending[STENCIL * i] += v;
-                            } else if let Some((row, slot, false)) = coarse.slot(i, j) {
-                                self.bending[STENCIL * row + slot] += v;
-                            } else if coarse.slot(i, j).is_none() {
-                                self.dropped += 1;
-                            }
-                        }
-                    }
+        for i in 0..fine.nodes() {
+            self.bending[STENCIL * fine.parent_of(coarse, i)] += stencil.diagonal(i);
+        }
+        let (bending, mut dropped) = (&mut *self.bending, 0);
+        stencil.each_forward(|i, j, w| {
+            let (p, q) = (fine.parent_of(coarse, i), fine.parent_of(coarse, j));
+            if p == q {
+                // Both (i, j) and (j, i) fall on the diagonal.
+                bending[STENCIL * p] += 2.0 * w;
+            } else {
+                match coarse.slot(p, q) {
+                    Some((row, k, _)) => bending[STENCIL * row + k] += w,
+                    None => dropped += 1,
                 }
             }
-        }
+        });
+        self.dropped += dropped;
     }
 
     /// Assembles every coarse operator of the fine operator `op` (its
-    /// bending part scaled by `op.c`) and factorises the coarsest.
+    /// bending part scaled by `op.c`), factorises the coarsest and inverts
+    /// the other levels' diagonal blocks (which their smoother uses).
     pub fn assemble(&mut self, mesh: &Mesh, op: &FineOperator) {
         let levels = self.layout.levels;
         if levels == 0 {
@@ -478,22 +505,28 @@ impl<'a> Multigrid<'a> {
                 Sink::Stencil(first, &mut self.blocks[..STENCIL * first.nodes()])
             };
             sink.clear();
-            for (i, d) in op.diag.iter().enumerate() {
-                let fi = node_filter(op.flags, op.normal, i);
-                let b = filtered(*d * op.c + Mat3::scale((op.mass)(i)), fi, fi);
-                sink.diag(fine.parent(first, i), b);
+            for y in 0..fine.ny {
+                for x in 0..fine.nx {
+                    let i = y * fine.nx + x;
+                    let fi = node_filter(op.flags, op.normal, i);
+                    let b = filtered(op.diag[i] * op.c + Mat3::scale((op.mass)(i)), fi, fi);
+                    sink.diag(Level::parent(first.nx, x, y), b);
+                }
             }
             for (e, b) in mesh.edges().iter().zip(op.off) {
                 let (a, bn) = (e.a as usize, e.b as usize);
                 let fb = filtered(*b * op.c, node_filter(op.flags, op.normal, a), node_filter(op.flags, op.normal, bn));
-                dropped += u32::from(!sink.pair(fine.parent(first, a), fine.parent(first, bn), fb));
+                dropped += u32::from(!sink.pair(fine.parent_of(first, a), fine.parent_of(first, bn), fb));
             }
-            for i in 0..first.nodes() {
-                let s = &self.bending[STENCIL * i..STENCIL * (i + 1)];
-                sink.diag(i, Mat3::scale(op.c * s[0]));
-                for (k, f) in FORWARD.iter().enumerate() {
-                    if let Some(j) = first.neighbour(i, *f) {
-                        dropped += u32::from(!sink.pair(i, j, Mat3::scale(op.c * s[k + 1])));
+            for y in 0..first.ny {
+                for x in 0..first.nx {
+                    let i = y * first.nx + x;
+                    let s = &self.bending[STENCIL * i..STENCIL * (i + 1)];
+                    sink.diag(i, Mat3::scale(op.c * s[0]));
+                    for (k, j) in first.forward(x, y).into_iter().enumerate() {
+                        if let Some(j) = j {
+                            dropped += u32::from(!sink.pair(i, j, Mat3::scale(op.c * s[k + 1])));
+                        }
                     }
                 }
             }
@@ -509,14 +542,27 @@ impl<'a> Multigrid<'a> {
                 Sink::Stencil(next, &mut rest[..STENCIL * next.nodes()])
             };
             sink.clear();
-            for i in 0..lv.nodes() {
-                let p = lv.parent(next, i);
-                sink.diag(p, mine[STENCIL * i]);
-                for (k, f) in FORWARD.iter().enumerate() {
-                    if let Some(j) = lv.neighbour(i, *f) {
-                        dropped += u32::from(!sink.pair(p, lv.parent(next, j), mine[STENCIL * i + k + 1]));
+            for y in 0..lv.ny {
+                for x in 0..lv.nx {
+                    let i = y * lv.nx + x;
+                    let p = Level::parent(next.nx, x, y);
+                    sink.diag(p, mine[STENCIL * i]);
+                    let (left, right, down) = (x > 0, x + 1 < lv.nx, y + 1 < lv.ny);
+                    let targets = [
+                        right.then(|| Level::parent(next.nx, x + 1, y)),
+                        (left && down).then(|| Level::parent(next.nx, x.wrapping_sub(1), y + 1)),
+                        down.then(|| Level::parent(next.nx, x, y + 1)),
+                        (right && down).then(|| Level::parent(next.nx, x + 1, y + 1)),
+                    ];
+                    for (k, q) in targets.into_iter().enumerate() {
+                        if let Some(q) = q {
+                            dropped += u32::from(!sink.pair(p, q, mine[STENCIL * i + k + 1]));
+                        }
                     }
                 }
+            }
+            for d in mine.iter_mut().step_by(STENCIL) {
+                *d = d.inverse().unwrap_or(Mat3::ZERO);
             }
             offset += STENCIL * lv.nodes();
         }
@@ -525,79 +571,113 @@ impl<'a> Multigrid<'a> {
     }
 
     /// `z = B r`: one V-cycle for the fine residual `r` (filtered), with
-    /// `apply(p, out)` the fine operator `out = S A S p` and `smooth(r, z)`
-    /// adding `ω`-less block-Jacobi `z += S D⁻¹ S r`.
+    /// `apply(p, out)` the fine operator `out = S A S p`, `smooth(ω, r, z)`
+    /// adding the block-Jacobi step `z += ω S D⁻¹ S r`, `filter` the
+    /// constraints' projection and `t` a fine scratch vector.
     pub fn cycle(
         &mut self,
         r: &[Vec3],
         z: &mut [Vec3],
+        t: &mut [Vec3],
         apply: &dyn Fn(&[Vec3], &mut [Vec3]),
         smooth: &dyn Fn(f32, &[Vec3], &mut [Vec3]),
         filter: &dyn Fn(&mut [Vec3]),
     ) {
         let (fine, first) = (self.level(0), self.level(1));
-        let n = fine.nodes();
-        let (t, coarse) = self.vectors.split_at_mut(n);
         // Pre-smoothing from zero.
         z.fill(Vec3::ZERO);
         smooth(OMEGA, r, z);
+        for _ in 1..SWEEPS {
+            apply(z, t);
+            for (ti, ri) in t.iter_mut().zip(r) {
+                *ti = *ri - *ti;
+            }
+            smooth(OMEGA, t, z);
+        }
         apply(z, t);
-        let (x1, rest) = coarse.split_at_mut(first.nodes());
+        let (x1, rest) = self.vectors.split_at_mut(first.nodes());
         let (r1, rest) = rest.split_at_mut(first.nodes());
         r1.fill(Vec3::ZERO);
-        for (i, (ri, ti)) in r.iter().zip(t.iter()).enumerate() {
-            r1[fine.parent(first, i)] += *ri - *ti;
+        for y in 0..fine.ny {
+            for x in 0..fine.nx {
+                let i = y * fine.nx + x;
+                r1[Level::parent(first.nx, x, y)] += r[i] - t[i];
+            }
         }
         coarse_cycle(&self.layout, 1, self.blocks, x1, r1, rest, self.dense);
-        for (i, zi) in z.iter_mut().enumerate() {
-            *zi += x1[fine.parent(first, i)];
+        for y in 0..fine.ny {
+            for x in 0..fine.nx {
+                z[y * fine.nx + x] += x1[Level::parent(first.nx, x, y)];
+            }
         }
         filter(z);
         // Post-smoothing.
-        apply(z, t);
-        for (ti, ri) in t.iter_mut().zip(r) {
-            *ti = *ri - *ti;
+        for _ in 0..SWEEPS {
+            apply(z, t);
+            for (ti, ri) in t.iter_mut().zip(r) {
+                *ti = *ri - *ti;
+            }
+            smooth(OMEGA, t, z);
         }
-        smooth(OMEGA, t, z);
     }
 }
 
 /// The V-cycle on coarse level `l`: `x = B_l r`. `rest` holds the coarser
-/// levels' vectors, `blocks` the stencil blocks from level `l` on.
+/// levels' vectors, `blocks` the stencil blocks from level `l` on (their
+/// diagonal blocks inverted).
 fn coarse_cycle(
     layout: &Layout,
     l: usize,
     blocks: &[Mat3],
-    x: &mut [Vec3],
+    v: &mut [Vec3],
     r: &[Vec3],
     rest: &mut [Vec3],
     dense: &[f32],
 ) {
     if l == layout.levels {
-        x.copy_from_slice(r);
-        cholesky_solve(dense, x);
+        v.copy_from_slice(r);
+        cholesky_solve(dense, v);
         return;
     }
     let [nx, ny] = layout.dims[l];
     let lv = Level { nx, ny };
-    let [cx, cy] = layout.dims[l + 1];
-    let next = Level { nx: cx, ny: cy };
+    let cx = layout.dims[l + 1][0];
     let (mine, deeper) = blocks.split_at(STENCIL * lv.nodes());
-    x.fill(Vec3::ZERO);
-    for i in 0..lv.nodes() {
-        relax(lv, mine, r, x, i);
+    // Forward Gauss–Seidel from zero.
+    v.fill(Vec3::ZERO);
+    for y in 0..ny {
+        for x in 0..nx {
+            relax(lv, mine, r, v, x, y, false);
+        }
     }
-    let (x2, rest) = rest.split_at_mut(next.nodes());
-    let (r2, rest) = rest.split_at_mut(next.nodes());
+    let next = layout.dims[l + 1][0] * layout.dims[l + 1][1];
+    let (v2, rest) = rest.split_at_mut(next);
+    let (r2, rest) = rest.split_at_mut(next);
     r2.fill(Vec3::ZERO);
-    for i in 0..lv.nodes() {
-        r2[lv.parent(next, i)] += r[i] - row_product(lv, mine, x, i);
+    // After a forward sweep from zero the residual of a row is what its
+    // forward neighbours contribute.
+    for y in 0..ny {
+        for x in 0..nx {
+            let i = y * nx + x;
+            let mut res = Vec3::ZERO;
+            for (s, j) in lv.forward(x, y).into_iter().enumerate() {
+                if let Some(j) = j {
+                    res -= mine[STENCIL * i + s + 1].mul_vec(v[j]);
+                }
+            }
+            r2[Level::parent(cx, x, y)] += res;
+        }
     }
-    coarse_cycle(layout, l + 1, deeper, x2, r2, rest, dense);
-    for (i, xi) in x.iter_mut().enumerate() {
-        *xi += x2[lv.parent(next, i)];
+    coarse_cycle(layout, l + 1, deeper, v2, r2, rest, dense);
+    for y in 0..ny {
+        for x in 0..nx {
+            v[y * nx + x] += v2[Level::parent(cx, x, y)];
+        }
     }
-    for i in (0..lv.nodes()).rev() {
-        relax(lv, mine, r, x, i);
+    // Backward Gauss–Seidel.
+    for y in (0..ny).rev() {
+        for x in (0..nx).rev() {
+            relax(lv, mine, r, v, x, y, true);
+        }
     }
 }

@@ -5,14 +5,14 @@
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
-use crate::physics::bending::{self, Plate};
 use crate::physics::multigrid::{FineOperator, Multigrid};
+use crate::physics::stencil::Bending;
 use crate::state::{CONTACT, PINNED};
 
 /// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
 /// static-edge blocks (`off[e]` is the block of row `a`, column `b` of edge
-/// `e`); the bending Hessian of `plate` is applied here matrix-free.
-pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], plate: Plate, p: &[Vec3], out: &mut [Vec3]) {
+/// `e`); the bending Hessian is applied as [`Bending`] holds it.
+pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bending: Bending, p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
     }
@@ -21,9 +21,7 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], plate: Plate, p: &[Vec3]
         out[i] += b.mul_vec(p[j]);
         out[j] += b.tmul_vec(p[i]);
     }
-    if plate.stiffness != 0.0 {
-        bending::apply(mesh, plate, 1.0, p, out);
-    }
+    bending.apply(mesh, 1.0, p, out);
 }
 
 #[inline]
@@ -57,6 +55,10 @@ pub fn plane_inverse(pc: Mat3, n: Vec3) -> Mat3 {
     (sas + n.outer(n) * s).inverse().unwrap_or(pc)
 }
 
+/// Iterations without a tenth's progress after which a solve stops as
+/// stagnated.
+pub const STAGNATION: u32 = 25;
+
 /// Result of a solve.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Solve {
@@ -64,8 +66,14 @@ pub struct Solve {
     /// Final ‖r‖ / ‖b‖ (0 for a zero right-hand side).
     pub residual: f32,
     pub converged: bool,
+    /// Stopped early: the residual stopped falling before the tolerance.
+    pub stagnated: bool,
     /// The norm the residual was measured against.
     pub reference: f32,
+    /// `½ rᵀ B r` of the final residual `r` (`B` the preconditioner): an
+    /// estimate of the energy `½ rᵀ A⁻¹ r` by which the solve misses the
+    /// minimum of the step's quadratic model.
+    pub error_energy: f32,
 }
 
 /// The operator `A = m_scale·M + c·K` of one solve, with `K` stored as
@@ -74,8 +82,8 @@ pub struct System<'s, 'm> {
     pub mesh: &'s Mesh<'m>,
     pub diag: &'s [Mat3],
     pub off: &'s [Mat3],
-    /// Plate bending (applied matrix-free).
-    pub plate: Plate,
+    /// Plate bending.
+    pub bending: Bending<'s>,
     pub density: f32,
     pub m_scale: f32,
     pub c: f32,
@@ -90,7 +98,7 @@ pub struct System<'s, 'm> {
 impl System<'_, '_> {
     /// `out = A p`.
     pub fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        matvec(self.mesh, self.diag, self.off, self.plate, p, out);
+        matvec(self.mesh, self.diag, self.off, self.bending, p, out);
         let m = self.density * self.m_scale;
         for ((o, pi), a) in out.iter_mut().zip(p).zip(self.mesh.node_area()) {
             *o = *o * self.c + *pi * (m * a);
@@ -99,7 +107,7 @@ impl System<'_, '_> {
 
     /// `z = B r` for a filtered `r`: one multigrid V-cycle, or block Jacobi
     /// where the mesh has no hierarchy.
-    fn precondition(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3]) {
+    fn precondition(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
         if mg.levels() == 0 {
             for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
                 *zi = di.mul_vec(*ri);
@@ -118,7 +126,7 @@ impl System<'_, '_> {
             filter(self.flags, self.normal, z);
         };
         let filt = |z: &mut [Vec3]| filter(self.flags, self.normal, z);
-        mg.cycle(r, z, &apply, &smooth, &filt);
+        mg.cycle(r, z, t, &apply, &smooth, &filt);
     }
 
     /// Assembles the multigrid's coarse operators for this system and its
@@ -127,13 +135,20 @@ impl System<'_, '_> {
         let m = self.density * self.m_scale;
         let area = self.mesh.node_area();
         let mass = |i: usize| m * area[i];
-        let op = FineOperator { diag: self.diag, off: self.off, c: self.c, mass: &mass, flags: self.flags, normal: self.normal };
+        let op = FineOperator {
+            diag: self.diag,
+            off: self.off,
+            c: self.c,
+            mass: &mass,
+            flags: self.flags,
+            normal: self.normal,
+        };
         mg.assemble(self.mesh, &op);
     }
 
     /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
     /// contact nodes free only in their tangent plane) and adds `y` to `x`.
-    /// On entry `r` holds the right-hand side; `p` and `q` are scratch. The
+    /// On entry `r` holds the right-hand side; `p`, `q` and `t` are scratch. The
     /// residual is measured against the larger of `‖r‖` and `reference`
     /// (a restarted solve measures against its first right-hand side).
     pub fn pcg(
@@ -142,6 +157,7 @@ impl System<'_, '_> {
         r: &mut [Vec3],
         p: &mut [Vec3],
         q: &mut [Vec3],
+        t: &mut [Vec3],
         mg: &mut Multigrid,
         reference: f32,
         max_iter: u32,
@@ -150,6 +166,7 @@ impl System<'_, '_> {
         // The residual is measured against the right-hand side including the
         // normal loads of held nodes (at rest on a collider the free part
         // alone is only rounding noise).
+        let mut stagnated = false;
         let held: f32 = r
             .iter()
             .zip(self.flags)
@@ -164,15 +181,31 @@ impl System<'_, '_> {
         let b_norm = libm::sqrtf(dot(r, r) + held).max(reference);
         if !(b_norm > 0.0) {
             let converged = b_norm == 0.0;
-            return Solve { iterations: 0, residual: if converged { 0.0 } else { f32::NAN }, converged, reference: b_norm };
+            return Solve {
+                iterations: 0,
+                residual: if converged { 0.0 } else { f32::NAN },
+                converged,
+                stagnated: false,
+                reference: b_norm,
+                error_energy: 0.0,
+            };
         }
-        self.precondition(mg, r, p);
+        self.precondition(mg, r, p, t);
         let mut rz = dot(r, p);
         let mut res = 1.0;
         let mut it = 0;
+        // Stagnation: the best residual has not dropped by a tenth over the
+        // last `STAGNATION` iterations (f32 round-off floor).
+        let (mut best, mut best_at) = (f32::INFINITY, 0);
         while it < max_iter {
             res = libm::sqrtf(dot(r, r)) / b_norm;
             if !(res > tol) {
+                break;
+            }
+            if res < 0.9 * best {
+                (best, best_at) = (res, it);
+            } else if it - best_at >= STAGNATION {
+                stagnated = true;
                 break;
             }
             self.apply(p, q);
@@ -187,7 +220,7 @@ impl System<'_, '_> {
                 *ri -= *qi * alpha;
             }
             // z = M⁻¹ r, kept in q (no longer needed this iteration).
-            self.precondition(mg, r, q);
+            self.precondition(mg, r, q, t);
             let rz_new = dot(r, q);
             let beta = rz_new / rz;
             rz = rz_new;
@@ -199,6 +232,13 @@ impl System<'_, '_> {
         if it == max_iter {
             res = libm::sqrtf(dot(r, r)) / b_norm;
         }
-        Solve { iterations: it, residual: res, converged: res <= tol, reference: b_norm }
+        Solve {
+            iterations: it,
+            residual: res,
+            converged: res <= tol,
+            stagnated,
+            reference: b_norm,
+            error_energy: 0.5 * rz.max(0.0),
+        }
     }
 }
