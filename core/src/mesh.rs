@@ -83,6 +83,9 @@ pub enum MeshError {
     Capacity { what: &'static str, capacity: usize, needed: usize },
     /// Grid parameters out of range (fewer than 2×2 nodes, bad size).
     BadGrid,
+    /// Prebuilt parts ([`Mesh::from_parts`]) that do not form a mesh: the
+    /// part and the index of the first bad entry.
+    Inconsistent { part: &'static str, index: usize },
     /// No triangles.
     Empty,
 }
@@ -109,6 +112,9 @@ impl core::fmt::Display for MeshError {
                 write!(f, "a grid needs at least 2×2 nodes, at most 65535, and a finite positive size")
             }
             MeshError::Empty => write!(f, "mesh has no triangles"),
+            MeshError::Inconsistent { part, index } => {
+                write!(f, "mesh part `{part}` is inconsistent at entry {index}")
+            }
         }
     }
 }
@@ -165,6 +171,21 @@ pub struct Mesh<'a> {
     hinges: &'a [Hinge],
     bending: &'a [BendTriangle],
     grid: Option<[usize; 2]>,
+}
+
+/// A built mesh's parts, for storing a mesh that was built elsewhere (e.g.
+/// at build time, into flash) and checking it back in with
+/// [`Mesh::from_parts`].
+#[derive(Clone, Copy, Debug)]
+pub struct MeshParts<'a> {
+    pub rest: &'a [Vec3],
+    pub node_area: &'a [f32],
+    pub triangles: &'a [Triangle],
+    pub edges: &'a [Edge],
+    pub edge_start: &'a [u16],
+    pub hinges: &'a [Hinge],
+    pub bending: &'a [BendTriangle],
+    pub grid: Option<[usize; 2]>,
 }
 
 /// A rectangular grid: `nx × ny` nodes from `origin`, spanning `u` (along x
@@ -273,6 +294,100 @@ impl<'a> Mesh<'a> {
         }
         let tris = 2 * (grid.nx - 1) * (grid.ny - 1);
         build(n, tris, |t| grid.triangle(t), Some(grid), storage)
+    }
+
+    /// A mesh from parts built before ([`Mesh::parts`]), checked so that
+    /// every index the step follows is in range, the static edges are
+    /// sorted and unique with their per-node starts, and every value is
+    /// finite: a corrupt part is an error, never a panic later.
+    pub fn from_parts(p: MeshParts<'a>) -> Result<Mesh<'a>, MeshError> {
+        let n = p.rest.len();
+        let bad = |part: &'static str, index: usize| Err(MeshError::Inconsistent { part, index });
+        if p.triangles.is_empty() {
+            return Err(MeshError::Empty);
+        }
+        if n > NodeId::MAX as usize || p.edges.len() > u16::MAX as usize || p.hinges.len() >= NO_HINGE as usize {
+            return bad("sizes", 0);
+        }
+        if p.node_area.len() != n || p.edge_start.len() != n || p.bending.len() != p.triangles.len() {
+            return bad("lengths", 0);
+        }
+        if let Some(i) = p.rest.iter().position(|x| !x.is_finite()) {
+            return Err(MeshError::NonFinitePosition { node: i });
+        }
+        if let Some(i) = p.node_area.iter().position(|a| !(a.is_finite() && *a >= 0.0)) {
+            return bad("node_area", i);
+        }
+        let (ne, nt, nh) = (p.edges.len(), p.triangles.len(), p.hinges.len());
+        for (t, tr) in p.triangles.iter().enumerate() {
+            let [a, b, c] = tr.nodes.map(usize::from);
+            if let Some(&node) = [a, b, c].iter().find(|&&i| i >= n) {
+                return Err(MeshError::IndexOutOfRange { triangle: t, node });
+            }
+            let finite = tr.grad.iter().flatten().all(|g| g.is_finite());
+            if a == b || b == c || a == c || !(tr.area > 0.0) || !tr.area.is_finite() || !finite {
+                return Err(MeshError::DegenerateTriangle { triangle: t });
+            }
+            if tr.edges.iter().any(|&e| e as usize >= ne) {
+                return bad("triangle edges", t);
+            }
+        }
+        for (e, ed) in p.edges.iter().enumerate() {
+            let sorted = e == 0 || (p.edges[e - 1].a, p.edges[e - 1].b) < (ed.a, ed.b);
+            let tris_ok = ed.tris.iter().all(|&t| t == NO_TRIANGLE || (t as usize) < nt);
+            if !(ed.a < ed.b && (ed.b as usize) < n && sorted && tris_ok) {
+                return bad("edges", e);
+            }
+        }
+        let mut e = 0;
+        for (a, &start) in p.edge_start.iter().enumerate() {
+            while e < ne && (p.edges[e].a as usize) < a {
+                e += 1;
+            }
+            if start as usize != e {
+                return bad("edge_start", a);
+            }
+        }
+        for (h, hinge) in p.hinges.iter().enumerate() {
+            if hinge.nodes.iter().any(|&i| i as usize >= n) || !hinge.k.iter().all(|k| k.is_finite()) {
+                return bad("hinges", h);
+            }
+        }
+        for (t, bt) in p.bending.iter().enumerate() {
+            let hinges_ok = bt.hinges.iter().all(|&h| h == NO_HINGE || (h as usize) < nh);
+            if !hinges_ok || !bt.s.iter().chain(&bt.cos2).all(|v| v.is_finite()) {
+                return bad("bending", t);
+            }
+        }
+        if let Some([nx, ny]) = p.grid {
+            if nx < 2 || ny < 2 || nx.checked_mul(ny) != Some(n) {
+                return Err(MeshError::BadGrid);
+            }
+        }
+        Ok(Mesh {
+            rest: p.rest,
+            node_area: p.node_area,
+            triangles: p.triangles,
+            edges: p.edges,
+            edge_start: p.edge_start,
+            hinges: p.hinges,
+            bending: p.bending,
+            grid: p.grid,
+        })
+    }
+
+    /// The mesh's parts ([`Mesh::from_parts`] checks them back in).
+    pub fn parts(&self) -> MeshParts<'a> {
+        MeshParts {
+            rest: self.rest,
+            node_area: self.node_area,
+            triangles: self.triangles,
+            edges: self.edges,
+            edge_start: self.edge_start,
+            hinges: self.hinges,
+            bending: self.bending,
+            grid: self.grid,
+        }
     }
 
     pub fn rest(&self) -> &'a [Vec3] {

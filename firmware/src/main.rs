@@ -20,10 +20,10 @@ use defmt_rtt as _;
 use defmt_semihosting as _;
 use panic_probe as _;
 use weft_core::gnn::int8::{self, ScratchBuffers};
-use weft_core::mesh::Mesh;
+use weft_core::mesh::{Mesh, MeshParts};
 use weft_core::model::Model;
 use weft_core::state::State;
-use weft_core::storage::{MeshBuffers, StateBuffers};
+use weft_core::storage::StateBuffers;
 
 use scene::{COUNTS, SCRATCH, STATE};
 
@@ -76,13 +76,19 @@ fn exit(code: i32) -> ! {
     }
 }
 
-type MeshMemory = MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>;
+/// The scene's rest mesh, built by `build.rs` into flash.
+mod mesh_data {
+    use weft_core::math::Vec3;
+    use weft_core::mesh::{BendTriangle, Edge, Hinge, Triangle};
+    include!(concat!(env!("OUT_DIR"), "/mesh_data.rs"));
+}
 
-/// The rest mesh: on the board in the 64 KiB core-coupled RAM (the state
-/// and the network's latents fill the 128 KiB SRAM), not initialised at
-/// boot.
+type GnnMemory = ScratchBuffers<{ SCRATCH.latents }>;
+
+/// The network's latents: on the board in the 64 KiB core-coupled RAM
+/// (the state fills the 128 KiB SRAM), not initialised at boot.
 #[cfg_attr(feature = "board", link_section = ".ccmram")]
-static mut MESH: MaybeUninit<MeshMemory> = MaybeUninit::uninit();
+static mut GNN: MaybeUninit<GnnMemory> = MaybeUninit::uninit();
 
 #[entry]
 fn main() -> ! {
@@ -94,7 +100,6 @@ fn main() -> ! {
         { STATE.pairs },
         { STATE.solver },
     > = StateBuffers::new();
-    static mut GNN: ScratchBuffers<{ SCRATCH.latents }> = ScratchBuffers::new();
 
     stack::paint();
     let mut cp = match cortex_m::Peripherals::take() {
@@ -119,21 +124,31 @@ fn main() -> ! {
 
     let pins = scene::pins();
     let colliders = scene::colliders();
-    // SAFETY: `main` runs once and is the only code that names `MESH`; the
-    // buffers hold integers and floats only, so all-zero bytes are a valid
-    // value (the one `MeshBuffers::new()` builds), written in place rather
-    // than through a 57 KB temporary on the stack.
-    let mesh_memory: &'static mut MeshMemory = unsafe {
-        let m = &mut *core::ptr::addr_of_mut!(MESH);
+    // SAFETY: `main` runs once and is the only code that names `GNN`; the
+    // buffers hold integers only, so all-zero bytes are a valid value (the
+    // one `ScratchBuffers::new()` builds), written in place rather than
+    // through a 35 KB temporary on the stack.
+    let gnn_memory: &'static mut GnnMemory = unsafe {
+        let m = &mut *core::ptr::addr_of_mut!(GNN);
         m.as_mut_ptr().write_bytes(0, 1);
         m.assume_init_mut()
     };
-    let mesh = ok_or_exit(Mesh::grid(&scene::grid(), mesh_memory.storage()), "mesh");
+    let parts = MeshParts {
+        rest: &mesh_data::REST,
+        node_area: &mesh_data::NODE_AREA,
+        triangles: &mesh_data::TRIANGLES,
+        edges: &mesh_data::EDGES,
+        edge_start: &mesh_data::EDGE_START,
+        hinges: &mesh_data::HINGES,
+        bending: &mesh_data::BENDING,
+        grid: COUNTS.grid,
+    };
+    let mesh = ok_or_exit(Mesh::from_parts(parts), "mesh");
     let model =
         ok_or_exit(Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()), "model");
     let mut state = ok_or_exit(State::new(&model, STATE_BUF.storage()), "state");
     let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
-    let mut scratch = GNN.scratch();
+    let mut scratch = gnn_memory.scratch();
     defmt::info!(
         "weft: {}×{} cloth, {} steps, int8 network latent {} × {} rounds; cost unit: {}",
         scene::N,
