@@ -437,7 +437,12 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         flags: &[],
         normal: ws.normal,
     };
-    let mut solve = solver::Solve::default();
+    // Residuals are measured against the right-hand side, not against the
+    // residual of the starting guess.
+    let mut solve = solver::Solve {
+        reference: solver::System { flags: ws.pinned, ..operator }.rhs_norm(ws.force),
+        ..solver::Solve::default()
+    };
     let mut released = 0;
     for pass in 0..=MAX_RELEASES {
         let system = solver::System { flags: ws.pinned, ..operator };

@@ -107,7 +107,7 @@ impl System<'_, '_> {
 
     /// `z = B r` for a filtered `r`: one multigrid V-cycle, or block Jacobi
     /// where the mesh has no hierarchy.
-    fn precondition(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
+    pub fn preconditioned(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
         if mg.levels() == 0 {
             for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
                 *zi = di.mul_vec(*ri);
@@ -127,6 +127,15 @@ impl System<'_, '_> {
         };
         let filt = |z: &mut [Vec3]| filter(self.flags, self.normal, z);
         mg.cycle(r, z, t, &apply, &smooth, &filt);
+    }
+
+    /// `‖S b‖` with the normal loads of held nodes: the norm a solve of
+    /// `A y = b` measures its residual against.
+    /// (The tangential and normal parts of a held node's load make up its
+    /// whole load.)
+    pub fn rhs_norm(&self, b: &[Vec3]) -> f32 {
+        let sum: f32 = b.iter().zip(self.flags).filter(|(_, &f)| f & PINNED == 0).map(|(bi, _)| bi.norm2()).sum();
+        libm::sqrtf(sum)
     }
 
     /// Assembles the multigrid's coarse operators for this system and its
@@ -190,7 +199,7 @@ impl System<'_, '_> {
                 error_energy: 0.0,
             };
         }
-        self.precondition(mg, r, p, t);
+        self.preconditioned(mg, r, p, t);
         let mut rz = dot(r, p);
         let mut res = 1.0;
         let mut it = 0;
@@ -220,7 +229,7 @@ impl System<'_, '_> {
                 *ri -= *qi * alpha;
             }
             // z = M⁻¹ r, kept in q (no longer needed this iteration).
-            self.precondition(mg, r, q, t);
+            self.preconditioned(mg, r, q, t);
             let rz_new = dot(r, q);
             let beta = rz_new / rz;
             rz = rz_new;

@@ -1,0 +1,145 @@
+//! The step's solve at scale: the multigrid-preconditioned CG needs about
+//! as many iterations on a 61×61 grid as on a 16×16 one, and at ten times
+//! the stretch stiffness. Also: the assembled bending stencil equals the
+//! matrix-free product, and the preconditioner is symmetric and positive
+//! (which CG needs).
+mod common;
+use common::*;
+use weft_core::math::{Mat3, Vec3};
+use weft_core::physics::multigrid::{Layout, Multigrid};
+use weft_core::physics::solver::System;
+use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
+use weft_core::physics::{assemble, step};
+use weft_core::prelude::*;
+
+/// A cloth hanging from two corners after `settle` steps of 1/60 s: mean
+/// CG iterations per step over the next 20 steps, and whether all
+/// converged.
+fn hanging_iterations(n: usize, stretch: f32) -> (f32, bool) {
+    let grid = Grid::vertical(n, n, 1.0, 1.0, 0.2);
+    let mat = Material { stretch, ..Material::COTTON };
+    let pins = [grid.node(0, n - 1), grid.node(n - 1, n - 1)];
+    with_pinned(&grid, mat, &pins, StepParams { cg_max_iterations: 1000, ..StepParams::default() }, |model, state| {
+        for _ in 0..10 {
+            step(model, state).unwrap();
+        }
+        let (mut total, mut ok) = (0, true);
+        for _ in 0..20 {
+            let r = step(model, state).unwrap();
+            total += r.cg_iterations / r.substeps.max(1);
+            ok &= r.converged;
+        }
+        (total as f32 / 20.0, ok)
+    })
+}
+
+#[test]
+fn iterations_stay_bounded_as_the_grid_refines_and_stiffens() {
+    let mut counts = Vec::new();
+    for n in [16usize, 31, 61] {
+        for stretch in [500.0f32, 5000.0] {
+            let (it, ok) = hanging_iterations(n, stretch);
+            println!("{n}×{n}, stretch {stretch} N/m: {it:.1} CG iterations per solve");
+            assert!(ok, "{n}×{n}, stretch {stretch}: a solve did not converge");
+            counts.push(it);
+        }
+    }
+    let (lo, hi) = counts.iter().fold((f32::MAX, 0.0f32), |(a, b), &c| (a.min(c), b.max(c)));
+    // 16 → 61 nodes a side is 14.5× the unknowns and 3.8× the condition
+    // number's square root; a tenfold stretch stiffness is another 3.2×.
+    assert!(hi <= 2.5 * lo, "iterations range over {lo:.1}..{hi:.1}: {counts:?}");
+}
+
+#[test]
+fn the_bending_stencil_is_the_matrix_free_hessian() {
+    for (nx, ny) in [(5usize, 4usize), (16, 16), (9, 23)] {
+        let grid = Grid::horizontal(nx, ny, 0.7, 0.9, 0.3);
+        let mut ms = VecMeshStorage::for_counts(grid.counts());
+        let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+        let plate = Material::COTTON.plate();
+        let mut pool = vec![0.0; PER_NODE * nx * ny];
+        let stencil = BendingStencil::new(&mesh, plate, &mut pool).unwrap();
+        let mut rng = Rng(nx as u64);
+        let p: Vec<Vec3> = (0..nx * ny).map(|_| rng.vec3(1.0)).collect();
+        let (mut a, mut b) = (vec![Vec3::ZERO; nx * ny], vec![Vec3::ZERO; nx * ny]);
+        Bending::MatrixFree(plate).apply(&mesh, 1.0, &p, &mut a);
+        stencil.apply(1.0, &p, &mut b);
+        let scale = a.iter().map(|v| v.norm()).fold(0.0, f32::max);
+        for (i, (u, w)) in a.iter().zip(&b).enumerate() {
+            assert!((*u - *w).norm() <= 1e-5 * scale, "{nx}×{ny} node {i}: {u:?} vs {w:?}");
+        }
+        // A translated field has no bending force, exactly.
+        let shifted: Vec<Vec3> = p.iter().map(|v| *v + Vec3::new(100.0, -50.0, 25.0)).collect();
+        let mut c = vec![Vec3::ZERO; nx * ny];
+        stencil.apply(1.0, &shifted, &mut c);
+        for (u, w) in b.iter().zip(&c) {
+            assert!((*u - *w).norm() <= 1e-4 * scale);
+        }
+    }
+}
+
+#[test]
+fn the_multigrid_preconditioner_is_symmetric_and_positive() {
+    let grid = Grid::horizontal(13, 10, 1.0, 0.8, 0.5);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let model = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).unwrap();
+    let n = mesh.node_count();
+    let mut rng = Rng(3);
+    let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.05 + rng.vec3(0.01)).collect();
+    let (mut f, mut diag, mut off) = (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
+    let mut pool = vec![0.0; PER_NODE * n + Layout::of(mesh.counts().grid).floats()];
+    let (sp, mp) = pool.split_at_mut(PER_NODE * n);
+    let stencil = BendingStencil::new(&mesh, model.material.plate(), sp).unwrap();
+    assemble(&model, Bending::Stencil(&stencil), &x, &mut f, &mut diag, &mut off);
+    let c = 1.0 / 3600.0;
+    let mut precond: Vec<Mat3> = diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i))).collect();
+    Bending::Stencil(&stencil).add_diagonal(&mesh, c, &mut precond);
+    precond.iter_mut().for_each(|p| *p = p.inverse().unwrap());
+    // Some nodes pinned, some held on a plane.
+    let mut flags = vec![0u8; n];
+    let mut normal = vec![Vec3::ZERO; n];
+    flags[0] = weft_core::state::PINNED;
+    for i in [20, 21, 40] {
+        flags[i] = weft_core::state::CONTACT;
+        normal[i] = Vec3::new(0.3, 0.9, 0.1).normalized();
+    }
+    let system = System {
+        mesh: &mesh,
+        diag: &diag,
+        off: &off,
+        bending: Bending::Stencil(&stencil),
+        density: model.material.density,
+        m_scale: 1.0,
+        c,
+        precond: &precond,
+        flags: &flags,
+        normal: &normal,
+    };
+    let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
+    system.prepare(&mut mg);
+    let filtered = |rng: &mut Rng| -> Vec<Vec3> {
+        (0..n)
+            .map(|i| {
+                let v = rng.vec3(1.0);
+                if flags[i] & weft_core::state::PINNED != 0 {
+                    Vec3::ZERO
+                } else if flags[i] != 0 {
+                    v - normal[i] * normal[i].dot(v)
+                } else {
+                    v
+                }
+            })
+            .collect()
+    };
+    let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
+    for _ in 0..5 {
+        let (u, w) = (filtered(&mut rng), filtered(&mut rng));
+        let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        system.preconditioned(&mut mg, &u, &mut bu, &mut t);
+        system.preconditioned(&mut mg, &w, &mut bw, &mut t);
+        let (a, b) = (dot(&w, &bu), dot(&u, &bw));
+        assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
+        assert!(dot(&u, &bu) > 0.0);
+    }
+}
