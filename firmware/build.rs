@@ -18,7 +18,7 @@ fn f(x: f32) -> String {
 }
 
 fn list<T>(items: &[T], each: impl Fn(&T) -> String) -> String {
-    items.iter().map(|t| each(t)).collect::<Vec<_>>().join(",\n")
+    items.iter().map(each).collect::<Vec<_>>().join(",\n")
 }
 
 /// Rust source of the `static` parts of `p`.

@@ -7,7 +7,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 use weft_core::math::{Mat3, Vec3};
 use weft_core::physics::multigrid::{Layout, Multigrid};
-use weft_core::physics::solver::System;
+use weft_core::physics::solver::{Stop, System};
 use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
 use weft_core::physics::{assemble, step};
 use weft_core::prelude::*;
@@ -80,7 +80,8 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 dv.fill(Vec3::ZERO);
                 r.copy_from_slice(&rhs);
-                black_box(system.pcg(&mut dv, &mut r, &mut p, &mut q, &mut t, &mut mg, 0.0, 500, 1e-5))
+                let stop = Stop { max_iterations: 500, tolerance: 1e-5, reference: 0.0 };
+                black_box(system.pcg(&mut dv, &mut r, [&mut p, &mut q, &mut t], &mut mg, stop))
             })
         });
         g.finish();

@@ -455,17 +455,12 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             }
         }
         system.prepare(&mut ws.mg);
-        let s = system.pcg(
-            ws.dv,
-            ws.r,
-            ws.p,
-            ws.q,
-            ws.x_new,
-            &mut ws.mg,
-            solve.reference,
-            model.params.cg_max_iterations,
-            model.params.cg_tolerance,
-        );
+        let stop = solver::Stop {
+            max_iterations: model.params.cg_max_iterations,
+            tolerance: model.params.cg_tolerance,
+            reference: solve.reference,
+        };
+        let s = system.pcg(ws.dv, ws.r, [ws.p, ws.q, ws.x_new], &mut ws.mg, stop);
         solve.iterations += s.iterations;
         solve.residual = s.residual;
         solve.converged = s.converged;

@@ -45,8 +45,6 @@ pub const MAX_LEVELS: usize = 16;
 pub const STENCIL: usize = 5;
 /// Damping of the fine level's block-Jacobi smoother.
 const OMEGA: f32 = 0.5;
-/// Block-Jacobi sweeps before and after the coarse correction.
-const SWEEPS: usize = 1;
 
 /// The levels of a grid's hierarchy: `dims[0]` is the mesh, `dims[levels]`
 /// the coarsest level.
@@ -570,31 +568,14 @@ impl<'a> Multigrid<'a> {
         self.dropped += dropped;
     }
 
-    /// `z = B r`: one V-cycle for the fine residual `r` (filtered), with
-    /// `apply(p, out)` the fine operator `out = S A S p`, `smooth(ω, r, z)`
-    /// adding the block-Jacobi step `z += ω S D⁻¹ S r`, `filter` the
-    /// constraints' projection and `t` a fine scratch vector.
-    pub fn cycle(
-        &mut self,
-        r: &[Vec3],
-        z: &mut [Vec3],
-        t: &mut [Vec3],
-        apply: &dyn Fn(&[Vec3], &mut [Vec3]),
-        smooth: &dyn Fn(f32, &[Vec3], &mut [Vec3]),
-        filter: &dyn Fn(&mut [Vec3]),
-    ) {
+    /// `z = B r`: one V-cycle for the fine residual `r` (filtered) on the
+    /// fine operator `fine`, with `t` a fine scratch vector.
+    pub fn cycle(&mut self, fine_op: &impl FineLevel, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
         let (fine, first) = (self.level(0), self.level(1));
         // Pre-smoothing from zero.
         z.fill(Vec3::ZERO);
-        smooth(OMEGA, r, z);
-        for _ in 1..SWEEPS {
-            apply(z, t);
-            for (ti, ri) in t.iter_mut().zip(r) {
-                *ti = *ri - *ti;
-            }
-            smooth(OMEGA, t, z);
-        }
-        apply(z, t);
+        fine_op.smooth(OMEGA, r, z);
+        fine_op.apply(z, t);
         let (x1, rest) = self.vectors.split_at_mut(first.nodes());
         let (r1, rest) = rest.split_at_mut(first.nodes());
         r1.fill(Vec3::ZERO);
@@ -610,16 +591,25 @@ impl<'a> Multigrid<'a> {
                 z[y * fine.nx + x] += x1[Level::parent(first.nx, x, y)];
             }
         }
-        filter(z);
+        fine_op.filter(z);
         // Post-smoothing.
-        for _ in 0..SWEEPS {
-            apply(z, t);
-            for (ti, ri) in t.iter_mut().zip(r) {
-                *ti = *ri - *ti;
-            }
-            smooth(OMEGA, t, z);
+        fine_op.apply(z, t);
+        for (ti, ri) in t.iter_mut().zip(r) {
+            *ti = *ri - *ti;
         }
+        fine_op.smooth(OMEGA, t, z);
     }
+}
+
+/// The finest level as the cycle uses it (the solver's operator with its
+/// constraints).
+pub trait FineLevel {
+    /// `out = S A S p`.
+    fn apply(&self, p: &[Vec3], out: &mut [Vec3]);
+    /// `z += ω S D⁻¹ S r` (block Jacobi).
+    fn smooth(&self, omega: f32, r: &[Vec3], z: &mut [Vec3]);
+    /// `z = S z`, the constraints' projection.
+    fn filter(&self, z: &mut [Vec3]);
 }
 
 /// The V-cycle on coarse level `l`: `x = B_l r`. `rest` holds the coarser

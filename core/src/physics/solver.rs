@@ -5,7 +5,7 @@
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
-use crate::physics::multigrid::{FineOperator, Multigrid};
+use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 use crate::state::{CONTACT, PINNED};
 
@@ -41,6 +41,33 @@ fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
             *vi -= *n * n.dot(*vi);
         }
     }
+}
+
+impl FineLevel for System<'_, '_> {
+    fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
+        System::apply(self, p, out);
+        filter(self.flags, self.normal, out);
+    }
+    fn smooth(&self, omega: f32, r: &[Vec3], z: &mut [Vec3]) {
+        for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
+            *zi += di.mul_vec(*ri) * omega;
+        }
+        filter(self.flags, self.normal, z);
+    }
+    fn filter(&self, z: &mut [Vec3]) {
+        filter(self.flags, self.normal, z);
+    }
+}
+
+/// Iteration limit and tolerance of a solve.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stop {
+    pub max_iterations: u32,
+    /// Relative residual at which CG stops.
+    pub tolerance: f32,
+    /// The residual is measured against the larger of the right-hand
+    /// side's norm and this (a restarted solve's first right-hand side).
+    pub reference: f32,
 }
 
 /// For the inverse `pc` of a diagonal block `A_ii` and a contact normal
@@ -106,27 +133,14 @@ impl System<'_, '_> {
     }
 
     /// `z = B r` for a filtered `r`: one multigrid V-cycle, or block Jacobi
-    /// where the mesh has no hierarchy.
+    /// where the mesh has no hierarchy; `t` is scratch.
     pub fn preconditioned(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
         if mg.levels() == 0 {
-            for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
-                *zi = di.mul_vec(*ri);
-            }
-            filter(self.flags, self.normal, z);
+            z.fill(Vec3::ZERO);
+            self.smooth(1.0, r, z);
             return;
         }
-        let apply = |p: &[Vec3], out: &mut [Vec3]| {
-            self.apply(p, out);
-            filter(self.flags, self.normal, out);
-        };
-        let smooth = |w: f32, r: &[Vec3], z: &mut [Vec3]| {
-            for ((zi, ri), di) in z.iter_mut().zip(r).zip(self.precond) {
-                *zi += di.mul_vec(*ri) * w;
-            }
-            filter(self.flags, self.normal, z);
-        };
-        let filt = |z: &mut [Vec3]| filter(self.flags, self.normal, z);
-        mg.cycle(r, z, t, &apply, &smooth, &filt);
+        mg.cycle(self, r, z, t);
     }
 
     /// `‖S b‖` with the normal loads of held nodes: the norm a solve of
@@ -157,21 +171,16 @@ impl System<'_, '_> {
 
     /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
     /// contact nodes free only in their tangent plane) and adds `y` to `x`.
-    /// On entry `r` holds the right-hand side; `p`, `q` and `t` are scratch. The
-    /// residual is measured against the larger of `‖r‖` and `reference`
-    /// (a restarted solve measures against its first right-hand side).
+    /// On entry `r` holds the right-hand side; `p`, `q` and `t` are scratch.
     pub fn pcg(
         &self,
         x: &mut [Vec3],
         r: &mut [Vec3],
-        p: &mut [Vec3],
-        q: &mut [Vec3],
-        t: &mut [Vec3],
+        [p, q, t]: [&mut [Vec3]; 3],
         mg: &mut Multigrid,
-        reference: f32,
-        max_iter: u32,
-        tol: f32,
+        stop: Stop,
     ) -> Solve {
+        let (max_iter, tol, reference) = (stop.max_iterations, stop.tolerance, stop.reference);
         // The residual is measured against the right-hand side including the
         // normal loads of held nodes (at rest on a collider the free part
         // alone is only rounding noise).

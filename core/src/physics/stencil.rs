@@ -74,9 +74,8 @@ impl<'a> BendingStencil<'a> {
                             let dy = (b / nx) as isize - (a / nx) as isize;
                             // A backward coupling is the mirror of a forward
                             // one, which the sum visits too.
-                            match slot(dx, dy)? {
-                                (k, false) => weights[PER_NODE * a + k] += v,
-                                (_, true) => {}
+                            if let (k, false) = slot(dx, dy)? {
+                                weights[PER_NODE * a + k] += v;
                             }
                         }
                     }
