@@ -202,3 +202,43 @@ fn state_for_another_mesh_is_a_typed_error() {
         assert_eq!(step(&big_model, state), Err(StepError::MeshMismatch));
     });
 }
+
+/// A mesh stored as parts (as the firmware keeps its mesh in flash) comes
+/// back as the same mesh; each kind of corruption is a typed error.
+#[test]
+fn mesh_parts_round_trip_and_corrupt_parts_are_errors() {
+    use weft_core::mesh::{MeshError, MeshParts, NO_HINGE};
+    let grid = Grid::horizontal(6, 5, 1.0, 0.8, 0.5);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let p = mesh.parts();
+    let back = Mesh::from_parts(p).unwrap();
+    assert_eq!(back.counts(), mesh.counts());
+    assert_eq!(back.edges(), mesh.edges());
+    assert!(back.triangles() == mesh.triangles() && back.hinges() == mesh.hinges());
+
+    let (mut tris, mut edges, mut starts) = (p.triangles.to_vec(), p.edges.to_vec(), p.edge_start.to_vec());
+    let (mut hinges, mut bending, mut rest) = (p.hinges.to_vec(), p.bending.to_vec(), p.rest.to_vec());
+    let check = |parts: MeshParts, what: &str| {
+        let e = Mesh::from_parts(parts).err();
+        assert!(e.is_some(), "{what} accepted");
+        e.unwrap()
+    };
+    tris[3].nodes[1] = 99;
+    assert!(matches!(check(MeshParts { triangles: &tris, ..p }, "node index"), MeshError::IndexOutOfRange { .. }));
+    tris[3] = p.triangles[3];
+    tris[4].edges[0] = 9999;
+    check(MeshParts { triangles: &tris, ..p }, "edge index");
+    edges.swap(0, 1);
+    assert_eq!(check(MeshParts { edges: &edges, ..p }, "unsorted"), MeshError::Inconsistent { part: "edges", index: 1 });
+    starts[2] += 1;
+    check(MeshParts { edge_start: &starts, ..p }, "edge start");
+    hinges[0].nodes[3] = 30;
+    check(MeshParts { hinges: &hinges, ..p }, "hinge node");
+    bending[1].hinges[0] = NO_HINGE - 1;
+    check(MeshParts { bending: &bending, ..p }, "bending hinge");
+    rest[5].y = f32::NAN;
+    assert_eq!(check(MeshParts { rest: &rest, ..p }, "NaN"), MeshError::NonFinitePosition { node: 5 });
+    check(MeshParts { rest: &p.rest[1..], ..p }, "lengths");
+    check(MeshParts { grid: Some([5, 6 + 1]), ..p }, "grid size");
+}
