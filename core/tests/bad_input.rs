@@ -230,7 +230,10 @@ fn mesh_parts_round_trip_and_corrupt_parts_are_errors() {
     tris[4].edges[0] = 9999;
     check(MeshParts { triangles: &tris, ..p }, "edge index");
     edges.swap(0, 1);
-    assert_eq!(check(MeshParts { edges: &edges, ..p }, "unsorted"), MeshError::Inconsistent { part: "edges", index: 1 });
+    assert_eq!(
+        check(MeshParts { edges: &edges, ..p }, "unsorted"),
+        MeshError::Inconsistent { part: "edges", index: 1 }
+    );
     starts[2] += 1;
     check(MeshParts { edge_start: &starts, ..p }, "edge start");
     hinges[0].nodes[3] = 30;
