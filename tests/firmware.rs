@@ -13,12 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSection};
-use weft_core::gnn::int8::ScratchBuffers;
-use weft_core::mesh::Mesh;
-use weft_core::model::Model;
-use weft_core::state::State;
-use weft_core::storage::{MeshBuffers, StateBuffers};
-use weft_tests::scene::{self, COUNTS, SCRATCH, STATE};
+use weft_tests::scene;
+
+#[path = "host.rs"]
+mod host;
 
 fn firmware_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware")
@@ -38,28 +36,9 @@ fn build() -> PathBuf {
 
 /// The scenario on the desktop: final checksum and probe positions (bits).
 fn on_host() -> (u32, Vec<[u32; 3]>) {
-    let mut mb =
-        Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
-    let mut sb = Box::new(StateBuffers::<
-        { STATE.vec3 },
-        { STATE.mat3 },
-        { STATE.flags },
-        { STATE.cells },
-        { STATE.pairs },
-        { STATE.solver },
-    >::new());
-    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
-    let (pins, colliders) = (scene::pins(), scene::colliders());
-    let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
-    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()).unwrap();
-    let mut state = State::new(&model, sb.storage()).unwrap();
-    let mut scratch = gb.scratch();
-    for _ in 0..scene::STEPS {
-        weft_core::step::step(&model, &mut state, weft_weights::NETWORK.check().unwrap(), &mut scratch).unwrap();
-    }
-    let x = state.positions();
+    let (checksum, x) = host::run(scene::params(), true, |_, _| {});
     let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
-    (scene::checksum(state.positions(), state.velocities()), probes)
+    (checksum, probes)
 }
 
 fn hex(s: &str) -> u32 {

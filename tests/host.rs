@@ -1,0 +1,45 @@
+//! The firmware's built-in scenario run on the desktop through `weft-core`
+//! (portable int8 kernel), for the bit-exactness test and the solve report.
+
+use weft_core::gnn::int8::ScratchBuffers;
+use weft_core::mesh::Mesh;
+use weft_core::model::{Model, StepParams};
+use weft_core::physics::StepReport;
+use weft_core::state::State;
+use weft_core::storage::{MeshBuffers, StateBuffers};
+use weft_tests::scene::{self, COUNTS, SCRATCH, STATE};
+
+/// Runs the scenario's steps with `params`, corrected by the baked network
+/// or plain, calling `each(step, report)` after every step; returns the
+/// final checksum and the positions.
+pub fn run(
+    params: StepParams,
+    corrected: bool,
+    mut each: impl FnMut(u32, &StepReport),
+) -> (u32, Vec<weft_core::math::Vec3>) {
+    let mut mb =
+        Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
+    let mut sb = Box::new(StateBuffers::<
+        { STATE.vec3 },
+        { STATE.mat3 },
+        { STATE.flags },
+        { STATE.cells },
+        { STATE.pairs },
+        { STATE.solver },
+    >::new());
+    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
+    let (pins, colliders) = (scene::pins(), scene::colliders());
+    let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
+    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), params).unwrap();
+    let mut state = State::new(&model, sb.storage()).unwrap();
+    let mut scratch = gb.scratch();
+    for s in 0..scene::STEPS {
+        let report = if corrected {
+            weft_core::step::step(&model, &mut state, weft_weights::NETWORK.check().unwrap(), &mut scratch).unwrap().0
+        } else {
+            weft_core::physics::step(&model, &mut state).unwrap()
+        };
+        each(s, &report);
+    }
+    (scene::checksum(state.positions(), state.velocities()), state.positions().to_vec())
+}
