@@ -17,7 +17,9 @@
 //!   scratch, proximity pairs and counted [`state::Warnings`].
 //! - [`physics`]: the step — StVK membrane and Kirchhoff plate bending
 //!   forces with their Jacobians, one linearised backward-Euler (or BDF2)
-//!   solve by PCG with contact constraints.
+//!   solve by PCG with contact constraints; on grids the bending Hessian is
+//!   assembled once ([`physics::stencil`]) and the CG is preconditioned by
+//!   an aggregation multigrid V-cycle ([`physics::multigrid`]).
 //! - [`contact`]: the bounded spatial-hash proximity search and the
 //!   collider / self-contact responses.
 //! - [`gnn`]: the correction network's graph and input features, and the

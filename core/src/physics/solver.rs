@@ -1,7 +1,9 @@
 //! The linear system of one linearised backward-Euler step, stored as
 //! node-diagonal and static-edge 3×3 blocks (the membrane's sparsity), plus
-//! the constant bending Hessian applied matrix-free; and the filtered,
-//! Jacobi-preconditioned conjugate-gradient solver.
+//! the constant bending Hessian (an assembled stencil on grids, matrix-free
+//! elsewhere: [`Bending`]); and the filtered conjugate-gradient solver,
+//! preconditioned by the multigrid V-cycle on grids
+//! ([`crate::physics::multigrid`]) and by block Jacobi elsewhere.
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
