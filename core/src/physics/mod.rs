@@ -448,6 +448,9 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         ..solver::Solve::default()
     };
     let mut released = 0;
+    // The multigrid's coarse operators follow the constraints: assembled
+    // for the first solve and again only after a release changed them.
+    let mut constraints_changed = true;
     for pass in 0..=MAX_RELEASES {
         let system = solver::System { flags: ws.pinned, ..operator };
         // r = b − A Δv: the constrained part of Δv, and after a release the
@@ -458,7 +461,9 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
                 *r = *b - *q;
             }
         }
-        system.prepare(&mut ws.mg);
+        if constraints_changed {
+            system.prepare(&mut ws.mg);
+        }
         // With contacts the first solve stops early: the release check
         // needs the impulses' signs, not their last digits; the solve after
         // it goes on to the full tolerance.
@@ -486,6 +491,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             }
         }
         released += newly;
+        constraints_changed = newly > 0;
         if newly == 0 && !early {
             break;
         }

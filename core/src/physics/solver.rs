@@ -228,8 +228,7 @@ impl System<'_, '_> {
                 stagnated = true;
                 break;
             }
-            self.apply(p, q);
-            filter(self.flags, self.normal, q);
+            FineLevel::apply(self, p, q);
             let pq = dot(p, q);
             if !(pq > 0.0) {
                 break;
