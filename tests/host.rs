@@ -1,13 +1,12 @@
 //! The firmware's built-in scenario run on the desktop through `weft-core`
 //! (portable int8 kernel), for the bit-exactness test and the solve report.
 
-use weft_core::gnn::int8::ScratchBuffers;
 use weft_core::mesh::Mesh;
 use weft_core::model::{Model, StepParams};
 use weft_core::physics::StepReport;
 use weft_core::state::State;
-use weft_core::storage::{MeshBuffers, StateBuffers};
-use weft_tests::scene::{self, COUNTS, SCRATCH, STATE};
+use weft_core::storage::MeshBuffers;
+use weft_tests::scene::{self, GnnMemory, StateMemory, COUNTS};
 
 /// Runs the scenario's steps with `params`, corrected by the baked network
 /// or plain, calling `each(step, report)` after every step; returns the
@@ -19,15 +18,8 @@ pub fn run(
 ) -> (u32, Vec<weft_core::math::Vec3>) {
     let mut mb =
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
-    let mut sb = Box::new(StateBuffers::<
-        { STATE.vec3 },
-        { STATE.mat3 },
-        { STATE.flags },
-        { STATE.cells },
-        { STATE.pairs },
-        { STATE.solver },
-    >::new());
-    let mut gb = Box::new(ScratchBuffers::<{ SCRATCH.latents }>::new());
+    let mut sb = Box::new(StateMemory::new());
+    let mut gb = Box::new(GnnMemory::new());
     let (pins, colliders) = (scene::pins(), scene::colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
     let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), params).unwrap();

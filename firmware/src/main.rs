@@ -19,13 +19,12 @@ use defmt_rtt as _;
 #[cfg(feature = "qemu")]
 use defmt_semihosting as _;
 use panic_probe as _;
-use weft_core::gnn::int8::{self, ScratchBuffers};
+use weft_core::gnn::int8;
 use weft_core::mesh::{Mesh, MeshParts};
 use weft_core::model::Model;
 use weft_core::state::State;
-use weft_core::storage::StateBuffers;
 
-use scene::{COUNTS, SCRATCH, STATE};
+use scene::{GnnMemory, StateMemory, COUNTS};
 
 /// What one SysTick tick is worth, and its unit.
 #[cfg(feature = "qemu")]
@@ -83,8 +82,6 @@ mod mesh_data {
     include!(concat!(env!("OUT_DIR"), "/mesh_data.rs"));
 }
 
-type GnnMemory = ScratchBuffers<{ SCRATCH.latents }>;
-
 /// The network's latents: on the board in the 64 KiB core-coupled RAM
 /// (the state fills the 128 KiB SRAM), not initialised at boot.
 #[cfg_attr(feature = "board", link_section = ".ccmram")]
@@ -92,14 +89,7 @@ static mut GNN: MaybeUninit<GnnMemory> = MaybeUninit::uninit();
 
 #[entry]
 fn main() -> ! {
-    static mut STATE_BUF: StateBuffers<
-        { STATE.vec3 },
-        { STATE.mat3 },
-        { STATE.flags },
-        { STATE.cells },
-        { STATE.pairs },
-        { STATE.solver },
-    > = StateBuffers::new();
+    static mut STATE_BUF: StateMemory = StateMemory::new();
 
     stack::paint();
     let mut cp = match cortex_m::Peripherals::take() {

@@ -8,6 +8,7 @@ use weft_core::math::Vec3;
 use weft_core::mesh::{Grid, MeshCounts, NodeId};
 use weft_core::model::{Collider, Material, Pin, Scene, Shape, StepParams};
 use weft_core::state::StateSizes;
+use weft_core::storage::StateBuffers;
 
 /// Nodes per side.
 pub const N: usize = 16;
@@ -21,6 +22,12 @@ pub const STATE: StateSizes = StateSizes::new(COUNTS, PAIRS);
 pub const SCRATCH: ScratchSizes = ScratchSizes::new(COUNTS, PAIRS, weft_weights::LATENT);
 // The network's int32 sums live in the state's solver blocks.
 const _: () = assert!(SCRATCH.sums_fit_in_state(COUNTS));
+
+/// The scene's state memory.
+pub type StateMemory =
+    StateBuffers<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }, { STATE.solver }>;
+/// The network's scratch memory.
+pub type GnnMemory = weft_core::gnn::int8::ScratchBuffers<{ SCRATCH.latents }>;
 
 /// A horizontal 0.8 m square at 1 m, held at the two corners of its back
 /// edge: it swings down and hits the sphere in front of that edge.
