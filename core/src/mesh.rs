@@ -119,6 +119,8 @@ impl core::fmt::Display for MeshError {
     }
 }
 
+impl core::error::Error for MeshError {}
+
 /// Counts of the parts of a mesh, to size storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MeshCounts {

@@ -391,12 +391,15 @@ impl Default for StepParams {
 impl StepParams {
     /// The default strain limit: 8 % stretch.
     pub const DEFAULT_STRAIN_LIMIT: f32 = 0.08;
+    /// Most CG iterations a solve may be given (a solve that needs more
+    /// has stagnated long before).
+    pub const MAX_CG_ITERATIONS: u32 = 100_000;
 
     pub fn validate(&self) -> Result<(), ParamError> {
         range("dt", self.dt)?;
         range("cg_tolerance", self.cg_tolerance)?;
-        if self.cg_max_iterations == 0 {
-            return Err(ParamError { name: "cg_max_iterations", problem: Problem::OutOfRange });
+        if !(1..=StepParams::MAX_CG_ITERATIONS).contains(&self.cg_max_iterations) {
+            return Err(ParamError::new("cg_max_iterations", Problem::OutOfRange, self.cg_max_iterations as f64));
         }
         if let Some(sc) = self.self_contact {
             positive("self_contact.radius", sc.radius)?;
@@ -408,11 +411,27 @@ impl StepParams {
     }
 }
 
-/// A bad parameter: which one, and what is wrong with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A bad parameter: which one, its value, which entry of a list (pin,
+/// collider) it belongs to, and what is wrong with it.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ParamError {
     pub name: &'static str,
     pub problem: Problem,
+    /// The offending value (a node index for a pin's node, a count for a
+    /// list too long; NaN for a vector that is not finite).
+    pub value: f64,
+    /// The entry of [`Scene::pins`] or [`Scene::colliders`] it belongs to.
+    pub index: Option<usize>,
+}
+
+impl ParamError {
+    fn new(name: &'static str, problem: Problem, value: f64) -> ParamError {
+        ParamError { name, problem, value, index: None }
+    }
+    /// The same error for entry `index` of its list.
+    pub fn at(self, index: usize) -> ParamError {
+        ParamError { index: Some(index), ..self }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -426,7 +445,9 @@ pub enum Problem {
 }
 
 /// The closed range `[min, max]` a bounded parameter must lie in.
-const RANGES: [(&str, f32, f32); 5] = [
+const RANGES: [(&str, f32, f32); 7] = [
+    ("cg_max_iterations", 1.0, StepParams::MAX_CG_ITERATIONS as f32),
+    ("colliders", 0.0, crate::state::MAX_COLLIDERS as f32),
     ("material.compression", 1e-4, 1.0),
     ("material.poisson", 0.0, 0.49),
     ("dt", 1e-7, 1.0),
@@ -449,7 +470,15 @@ impl core::fmt::Display for ParamError {
             Problem::NoSuchNode => "names a node the mesh does not have",
             Problem::Duplicate => "holds a node twice",
         };
+        if let Some(k) = self.index {
+            write!(f, "entry {k}: ")?;
+        }
         write!(f, "{} {}", self.name, what)?;
+        if self.value.is_finite() && libm::trunc(self.value) == self.value {
+            write!(f, ": {}", self.value as i64)?;
+        } else if !self.value.is_nan() {
+            write!(f, ": {}", self.value as f32)?;
+        }
         match (self.problem, self.range()) {
             (Problem::OutOfRange, Some((lo, hi))) => write!(f, " (allowed: {lo} to {hi})"),
             _ => Ok(()),
@@ -457,18 +486,20 @@ impl core::fmt::Display for ParamError {
     }
 }
 
+impl core::error::Error for ParamError {}
+
 fn finite(name: &'static str, v: f32) -> Result<(), ParamError> {
     if v.is_finite() {
         Ok(())
     } else {
-        Err(ParamError { name, problem: Problem::NotFinite })
+        Err(ParamError::new(name, Problem::NotFinite, v as f64))
     }
 }
 fn finite_vec(name: &'static str, v: Vec3) -> Result<(), ParamError> {
     if v.is_finite() {
         Ok(())
     } else {
-        Err(ParamError { name, problem: Problem::NotFinite })
+        Err(ParamError::new(name, Problem::NotFinite, f64::NAN))
     }
 }
 fn range(name: &'static str, v: f32) -> Result<(), ParamError> {
@@ -477,7 +508,7 @@ fn range(name: &'static str, v: f32) -> Result<(), ParamError> {
     if v >= lo && v <= hi {
         Ok(())
     } else {
-        Err(ParamError { name, problem: Problem::OutOfRange })
+        Err(ParamError::new(name, Problem::OutOfRange, v as f64))
     }
 }
 fn positive(name: &'static str, v: f32) -> Result<(), ParamError> {
@@ -485,7 +516,7 @@ fn positive(name: &'static str, v: f32) -> Result<(), ParamError> {
     if v > 0.0 {
         Ok(())
     } else {
-        Err(ParamError { name, problem: Problem::OutOfRange })
+        Err(ParamError::new(name, Problem::OutOfRange, v as f64))
     }
 }
 fn non_negative(name: &'static str, v: f32) -> Result<(), ParamError> {
@@ -493,7 +524,7 @@ fn non_negative(name: &'static str, v: f32) -> Result<(), ParamError> {
     if v >= 0.0 {
         Ok(())
     } else {
-        Err(ParamError { name, problem: Problem::OutOfRange })
+        Err(ParamError::new(name, Problem::OutOfRange, v as f64))
     }
 }
 
@@ -514,26 +545,29 @@ impl<'a> Model<'a> {
         finite_vec("gravity", scene.gravity)?;
         for (k, pin) in scene.pins.iter().enumerate() {
             if pin.node as usize >= mesh.node_count() {
-                return Err(ParamError { name: "pin.node", problem: Problem::NoSuchNode });
+                return Err(ParamError::new("pin.node", Problem::NoSuchNode, pin.node as f64).at(k));
             }
             if scene.pins[..k].iter().any(|p| p.node == pin.node) {
-                return Err(ParamError { name: "pin.node", problem: Problem::Duplicate });
+                return Err(ParamError::new("pin.node", Problem::Duplicate, pin.node as f64).at(k));
             }
-            finite_vec("pin.anchor", pin.anchor)?;
-            match pin.motion {
-                PinMotion::Fixed => {}
-                PinMotion::Linear { velocity } => finite_vec("pin.velocity", velocity)?,
-                PinMotion::Oscillate { amplitude, frequency } => {
-                    finite_vec("pin.amplitude", amplitude)?;
-                    non_negative("pin.frequency", frequency)?;
+            let motion = || -> Result<(), ParamError> {
+                finite_vec("pin.anchor", pin.anchor)?;
+                match pin.motion {
+                    PinMotion::Fixed => Ok(()),
+                    PinMotion::Linear { velocity } => finite_vec("pin.velocity", velocity),
+                    PinMotion::Oscillate { amplitude, frequency } => {
+                        finite_vec("pin.amplitude", amplitude)?;
+                        non_negative("pin.frequency", frequency)
+                    }
                 }
-            }
+            };
+            motion().map_err(|e| e.at(k))?;
         }
         if scene.colliders.len() > crate::state::MAX_COLLIDERS {
-            return Err(ParamError { name: "colliders (at most 64)", problem: Problem::OutOfRange });
+            return Err(ParamError::new("colliders", Problem::OutOfRange, scene.colliders.len() as f64));
         }
-        for c in scene.colliders {
-            c.validate()?;
+        for (k, c) in scene.colliders.iter().enumerate() {
+            c.validate().map_err(|e| e.at(k))?;
         }
         if let Some(w) = &scene.wind {
             w.validate()?;

@@ -30,6 +30,23 @@ pub const MAX_COLLIDERS: usize = 1 << (8 - COLLIDER_SHIFT);
 /// Mat3 slots per node (diagonal block, preconditioner); one more per edge.
 pub const MAT3_PER_NODE: usize = 2;
 
+/// Widest network latent whose int32 sums the state's blocks hold between
+/// steps ([`State::lend_to_network`]).
+pub const MAX_LENT_LATENT: usize = 20;
+
+/// The solver's blocks, at least enough for the sums of a network of
+/// latent [`MAX_LENT_LATENT`] (`2·latent + 1` words per node; it decides
+/// only on meshes with few edges per node).
+const fn mat3_blocks(counts: MeshCounts) -> usize {
+    let solver = MAT3_PER_NODE * counts.nodes + counts.edges;
+    let sums = ((2 * MAX_LENT_LATENT + 1) * counts.nodes).div_ceil(9);
+    if solver > sums {
+        solver
+    } else {
+        sums
+    }
+}
+
 /// Sizes of the slices a [`StateStorage`] needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateSizes {
@@ -59,7 +76,7 @@ impl StateSizes {
     pub const fn new(counts: MeshCounts, pairs: usize) -> StateSizes {
         StateSizes {
             vec3: VEC3_PER_NODE * counts.nodes,
-            mat3: MAT3_PER_NODE * counts.nodes + counts.edges,
+            mat3: mat3_blocks(counts),
             flags: counts.nodes,
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
@@ -99,6 +116,9 @@ pub struct Warnings {
     /// Substeps at the finest split that still failed the energy check
     /// (their shortest velocity change was taken).
     pub energy_check_failed: u64,
+    /// Steps whose strain limiter left an edge over the limit after its
+    /// last pass ([`crate::physics::limit::MAX_PASSES`]).
+    pub strain_limit_unfinished: u64,
 }
 
 /// Why a state could not be made or changed.
@@ -134,11 +154,14 @@ impl core::fmt::Display for StateError {
     }
 }
 
+impl core::error::Error for StateError {}
+
 /// The solver's diagonal, preconditioner and edge blocks of `blocks` for
-/// `nodes` nodes.
-pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize) -> (&mut [Mat3], &mut [Mat3], &mut [Mat3]) {
+/// `nodes` nodes and `edges` edges.
+pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize, edges: usize) -> (&mut [Mat3], &mut [Mat3], &mut [Mat3]) {
     let (diag, rest) = blocks.split_at_mut(nodes.min(blocks.len()));
-    let (precond, off) = rest.split_at_mut(nodes.min(rest.len()));
+    let (precond, rest) = rest.split_at_mut(nodes.min(rest.len()));
+    let (off, _) = rest.split_at_mut(edges.min(rest.len()));
     (diag, precond, off)
 }
 
@@ -225,7 +248,7 @@ impl<'a> State<'a> {
         } else {
             (Default::default(), Default::default())
         };
-        let blocks = take(&mut mat3, 2 * n + counts.edges, "mat3", mcap, need.mat3)?;
+        let blocks = take(&mut mat3, mat3_blocks(counts), "mat3", mcap, need.mat3)?;
         if flags.len() < n {
             return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
         }

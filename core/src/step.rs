@@ -36,6 +36,8 @@ impl core::fmt::Display for CorrectedStepError {
     }
 }
 
+impl core::error::Error for CorrectedStepError {}
+
 /// Stage 1: the FEM step.
 pub fn step1(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     physics::step(model, state)

@@ -128,10 +128,16 @@ fn bad_parameters_name_the_parameter() {
     let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
     let err = |m: Material, s: Scene, p: StepParams| Model::new(mesh, m, s, p).unwrap_err();
     let d = StepParams::default();
-    assert_eq!(
-        err(Material { density: f32::NAN, ..Material::COTTON }, Scene::default(), d),
-        ParamError { name: "material.density", problem: Problem::NotFinite }
-    );
+    let e = err(Material { density: f32::NAN, ..Material::COTTON }, Scene::default(), d);
+    assert_eq!((e.name, e.problem, e.index), ("material.density", Problem::NotFinite, None));
+    assert!(e.value.is_nan());
+    // A value out of range is named with its range.
+    let e = err(Material { poisson: 0.7, ..Material::COTTON }, Scene::default(), d);
+    assert_eq!(e.value as f32, 0.7);
+    assert_eq!(e.to_string(), "material.poisson is out of range: 0.7 (allowed: 0 to 0.49)");
+    let e = err(Material::COTTON, Scene::default(), StepParams { cg_max_iterations: 4_000_000_000, ..d });
+    assert_eq!((e.name, e.value), ("cg_max_iterations", 4e9));
+    assert_eq!(e.range(), Some((1.0, StepParams::MAX_CG_ITERATIONS as f32)));
     assert_eq!(err(Material { stretch: -1.0, ..Material::COTTON }, Scene::default(), d).name, "material.stretch");
     assert_eq!(err(Material { poisson: 0.5, ..Material::COTTON }, Scene::default(), d).name, "material.poisson");
     assert_eq!(err(Material::COTTON, Scene::default(), StepParams { dt: f32::INFINITY, ..d }).name, "dt");
@@ -140,10 +146,10 @@ fn bad_parameters_name_the_parameter() {
         err(Material::COTTON, Scene { gravity: Vec3::new(0.0, f32::NAN, 0.0), ..Scene::default() }, d).name,
         "gravity"
     );
-    let pins = [Pin::fixed(9, Vec3::ZERO)];
+    let pins = [Pin::fixed(0, Vec3::ZERO), Pin::fixed(9, Vec3::ZERO)];
     assert_eq!(
         err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d),
-        ParamError { name: "pin.node", problem: Problem::NoSuchNode }
+        ParamError { name: "pin.node", problem: Problem::NoSuchNode, value: 9.0, index: Some(1) }
     );
     let pins = [Pin::fixed(1, Vec3::ZERO), Pin::fixed(1, Vec3::ZERO)];
     assert_eq!(err(Material::COTTON, Scene { pins: &pins, ..Scene::default() }, d).problem, Problem::Duplicate);

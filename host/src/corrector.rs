@@ -3,7 +3,7 @@
 //! behind one trait, so that one rollout loop ([`crate::sim::run`]) serves
 //! simulation, evaluation, the demo and data generation.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use weft_core::gnn::int8::{Scratch, ScratchSizes};
 use weft_core::model::Model;
 use weft_core::state::State;
@@ -59,7 +59,7 @@ impl Corrector for Int8<'_> {
         let report = self
             .net
             .with_network(|net| net.check().and_then(|net| weft_core::step::step2(model, state, net, &mut scratch)))
-            .map_err(|e| anyhow::anyhow!("int8 correction: {e}"))?;
+            .context("int8 correction")?;
         Ok(report.dynamic_edges)
     }
 }

@@ -226,7 +226,7 @@ pub fn sample(
     scn.with_model(|model| {
         let n = model.mesh.node_count();
         let mut storage = VecStateStorage::new(model, cfg.pairs_per_node * n);
-        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut state = State::new(model, storage.storage())?;
         let pinned = state.pinned().to_vec();
         let jitter = |p: Vec3, s: f32, rng: &mut Rng| p + Vec3::new(rng.normal(), rng.normal(), rng.normal()) * s;
         let x: Vec<Vec3> = traj.x[t0]
@@ -239,19 +239,19 @@ pub fn sample(
             .zip(&pinned)
             .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.velocity, rng) })
             .collect();
-        state.set_positions(&x).map_err(|e| anyhow::anyhow!("{e}"))?;
-        state.set_velocities(&v).map_err(|e| anyhow::anyhow!("{e}"))?;
-        state.set_time(t0 as f32 * scn.time.dt).map_err(|e| anyhow::anyhow!("{e}"))?;
+        state.set_positions(&x)?;
+        state.set_velocities(&v)?;
+        state.set_time(t0 as f32 * scn.time.dt)?;
         if let Some(u) = unroll {
             let mut corrector = UnrollCorrector { unroll: u, cfg };
             for _ in 0..ahead {
-                physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
+                physics::step(model, &mut state).context("coarse step")?;
                 if corrector.correct(model, &mut state).is_err() {
                     break; // a non-finite correction: train from where it went wrong
                 }
             }
         }
-        physics::step(model, &mut state).map_err(|e| anyhow::anyhow!("coarse step: {e}"))?;
+        physics::step(model, &mut state).context("coarse step")?;
         let mut g = graph_of(model, &mut state, cfg)?;
         let v_next = frame_velocity(traj, t + 1);
         g.targets = (0..n)
@@ -585,7 +585,7 @@ fn add_network_correction(
 ) -> Result<usize> {
     let g = graph_of(model, state, cfg)?;
     let (dx, dv) = net(&g)?;
-    state.apply_correction(&dx, &dv).map_err(|e| anyhow::anyhow!("correction: {e}"))?;
+    state.apply_correction(&dx, &dv).context("correction")?;
     Ok(state.pairs().len())
 }
 

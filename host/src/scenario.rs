@@ -59,6 +59,7 @@ pub struct ClothSpec {
     /// Metres along the grid's rows (z for horizontal, y for vertical).
     pub height: f32,
     /// Nodes `[nx, ny]`.
+    #[serde(deserialize_with = "pair")]
     pub resolution: [usize; 2],
     pub orientation: Orientation,
     /// Centre of the cloth at rest.
@@ -372,6 +373,17 @@ impl From<WindSpec> for Wind {
     }
 }
 
+/// Most proximity pairs per node `self_contact.max_pairs` may ask for.
+pub const MAX_PAIRS_PER_NODE: usize = 64;
+
+/// Exactly two values (`[nx, ny]`): a longer or shorter array is an error,
+/// not silently cut.
+fn pair<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<[usize; 2], D::Error> {
+    let v = Vec::<usize>::deserialize(d)?;
+    <[usize; 2]>::try_from(v.as_slice())
+        .map_err(|_| serde::de::Error::custom(format!("expected two values [nx, ny], got {}", v.len())))
+}
+
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct SelfContactSpec {
@@ -410,8 +422,15 @@ impl Scenario {
     /// Checks what the core's validation cannot name in TOML terms.
     fn check(&self) -> Result<()> {
         let [nx, ny] = self.cloth.resolution;
-        if nx < 2 || ny < 2 || nx * ny > u16::MAX as usize {
+        if nx < 2 || ny < 2 || nx.checked_mul(ny).is_none_or(|n| n > u16::MAX as usize) {
             bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
+        }
+        let most = MAX_PAIRS_PER_NODE * nx * ny;
+        if self.self_contact.max_pairs > most {
+            bail!(
+                "self_contact.max_pairs is {}; allowed: 0 (8 per node) to {most} ({MAX_PAIRS_PER_NODE} per node)",
+                self.self_contact.max_pairs
+            );
         }
         let edges = MeshCounts::grid(nx, ny).edges;
         if edges > u16::MAX as usize {
@@ -531,7 +550,7 @@ impl Scenario {
     /// the rest mesh, every free node moving with the cloth's `velocity` and
     /// `spin`, pinned nodes with their pins.
     pub fn start<'s>(&self, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
-        let mut state = State::new(model, storage.storage()).map_err(|e| anyhow::anyhow!("state: {e}"))?;
+        let mut state = State::new(model, storage.storage()).context("state")?;
         let (v, w) = (Vec3::from_array(self.cloth.velocity), Vec3::from_array(self.cloth.spin));
         if v != Vec3::ZERO || w != Vec3::ZERO {
             let c = Vec3::from_array(self.cloth.center);
@@ -542,7 +561,7 @@ impl Scenario {
                 .zip(state.pinned())
                 .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
                 .collect();
-            state.set_velocities(&kick).map_err(|e| anyhow::anyhow!("cloth.velocity: {e}"))?;
+            state.set_velocities(&kick).context("cloth.velocity")?;
         }
         Ok(state)
     }
@@ -551,7 +570,7 @@ impl Scenario {
     pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
         let grid = self.cloth.grid();
         let mut storage = VecMeshStorage::for_counts(grid.counts());
-        let mesh = Mesh::grid(&grid, storage.storage()).map_err(|e| anyhow::anyhow!("cloth: {e}"))?;
+        let mesh = Mesh::grid(&grid, storage.storage()).context("cloth")?;
         let mut pins = Vec::new();
         for p in &self.pins {
             for n in self.pin_nodes(p)? {
@@ -590,7 +609,7 @@ pub fn toml_key(e: ParamError) -> anyhow::Error {
         }
         _ => String::new(),
     };
-    anyhow::anyhow!("{}{range}", ParamError { name: key, problem: e.problem })
+    anyhow::anyhow!("{}{range}", ParamError { name: key, ..e })
 }
 
 fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {

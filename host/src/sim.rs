@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use weft_core::physics::{self, Energy};
+use weft_core::mesh::Triangle;
 use weft_core::prelude::*;
 
 use crate::corrector::Corrector;
@@ -59,9 +60,43 @@ pub struct Summary {
     pub dropped_pairs: u64,
     pub rejected_steps: u64,
     pub energy_check_failed: u64,
+    /// Steps whose strain limiter left an edge over the limit.
+    pub strain_limit_unfinished: u64,
     /// Dynamic edges the network saw, summed over steps (0 uncorrected).
     pub dynamic_edges: u64,
+    /// Why the run stopped before its last frame (`frames` holds every
+    /// frame before it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
 }
+
+/// Where and why a run stopped.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Failure {
+    pub frame: u32,
+    pub substep: u32,
+    pub cause: String,
+}
+
+/// A run that stopped early: its summary up to the failure and the last
+/// good state's positions (the core leaves the state as it was before the
+/// failing step).
+#[derive(Debug)]
+pub struct RunFailed {
+    pub summary: Box<Summary>,
+    pub last_good: Vec<Vec3>,
+}
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.summary.failure {
+            Some(x) => write!(f, "frame {}, substep {}: {}", x.frame, x.substep, x.cause),
+            None => write!(f, "the run stopped early"),
+        }
+    }
+}
+
+impl std::error::Error for RunFailed {}
 
 /// The one rollout loop: runs `scn` from its start ([`Scenario::start`]),
 /// `time.steps` frames of `time.substeps` physics steps, every physics step
@@ -92,20 +127,22 @@ pub fn run(
         summary.frames.push(frame_summary(0, model, &state, &[]));
         on_frame(0, model, &state)?;
         let mut reports = Vec::with_capacity(scn.time.substeps as usize);
-        for frame in 1..=scn.time.steps {
-            reports.clear();
-            for sub in 0..scn.time.substeps {
-                let r = physics::step(model, &mut state)
-                    .map_err(|e| anyhow::anyhow!("frame {frame}, substep {sub}: {e}"))?;
-                reports.push(r);
-                let edges =
-                    corrector.correct(model, &mut state).with_context(|| format!("frame {frame}, substep {sub}"))?;
-                summary.dynamic_edges += edges as u64;
+        let mut at = (0, 0);
+        let outcome = (|| -> Result<()> {
+            for frame in 1..=scn.time.steps {
+                reports.clear();
+                for sub in 0..scn.time.substeps {
+                    at = (frame, sub);
+                    let r = physics::step(model, &mut state)?;
+                    reports.push(r);
+                    summary.dynamic_edges += corrector.correct(model, &mut state)? as u64;
+                }
+                summary.frames.push(frame_summary(frame, model, &state, &reports));
+                on_frame(frame, model, &state)?;
+                bar.inc(1);
             }
-            summary.frames.push(frame_summary(frame, model, &state, &reports));
-            on_frame(frame, model, &state)?;
-            bar.inc(1);
-        }
+            Ok(())
+        })();
         bar.finish_and_clear();
         let steps = (scn.time.steps * scn.time.substeps).max(1) as f32;
         summary.cg_iterations_mean = summary.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
@@ -114,7 +151,16 @@ pub fn run(
         summary.dropped_pairs = state.warnings.dropped_pairs;
         summary.rejected_steps = state.warnings.rejected_steps;
         summary.energy_check_failed = state.warnings.energy_check_failed;
-        Ok(summary)
+        summary.strain_limit_unfinished = state.warnings.strain_limit_unfinished;
+        match outcome {
+            Ok(()) => Ok(summary),
+            Err(e) => {
+                let (frame, substep) = at;
+                summary.failure = Some(Failure { frame, substep, cause: format!("{e:#}") });
+                let last_good = state.positions().to_vec();
+                Err(RunFailed { summary: Box::new(summary), last_good }.into())
+            }
+        }
     })
 }
 
@@ -137,13 +183,18 @@ fn frame_summary(frame: u32, model: &Model, state: &State, reports: &[StepReport
 
 /// Writes a Wavefront OBJ of the cloth.
 pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
+    write_obj_parts(path, mesh.triangles(), x)
+}
+
+/// Writes a Wavefront OBJ of nodes `x` and `triangles`.
+fn write_obj_parts(path: &Path, triangles: &[Triangle], x: &[Vec3]) -> Result<()> {
     let mut w =
         std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
     writeln!(w, "# weft cloth, {} nodes", x.len())?;
     for p in x {
         writeln!(w, "v {} {} {}", p.x, p.y, p.z)?;
     }
-    for t in mesh.triangles() {
+    for t in triangles {
         writeln!(w, "f {} {} {}", t.nodes[0] + 1, t.nodes[1] + 1, t.nodes[2] + 1)?;
     }
     w.flush()?;
@@ -155,12 +206,28 @@ pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
 pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn Corrector) -> Result<Summary> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let every = scn.output.every;
-    let summary = run(scn, progress, corrector, |frame, model, state| {
+    let mut mesh_triangles = Vec::new();
+    let outcome = run(scn, progress, corrector, |frame, model, state| {
+        if frame == 0 {
+            mesh_triangles = model.mesh.triangles().to_vec();
+        }
         if every > 0 && frame % every == 0 {
             write_obj(&out.join(format!("frame_{frame:05}.obj")), &model.mesh, state.positions())?;
         }
         Ok(())
-    })?;
+    });
+    let summary = match outcome {
+        Ok(summary) => summary,
+        Err(e) => {
+            // A failed run still leaves its summary and its last good state.
+            if let Some(failed) = e.downcast_ref::<RunFailed>() {
+                let json = serde_json::to_string_pretty(&failed.summary)?;
+                std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
+                write_obj_parts(&out.join("last_good.obj"), &mesh_triangles, &failed.last_good)?;
+            }
+            return Err(e);
+        }
+    };
     let json = serde_json::to_string_pretty(&summary)?;
     std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
     Ok(summary)

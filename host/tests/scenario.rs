@@ -48,8 +48,8 @@ fn unknown_keys_are_named() {
 fn bad_values_are_named() {
     let cases = [
         ("[material]\ndensity = -1.0\n", "material.density"),
-        ("[material]\npoisson = 0.7\n", "material.poisson is out of range (allowed: 0 to 0.49)"),
-        ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit is out of range (allowed: 0.0001 to 10)"),
+        ("[material]\npoisson = 0.7\n", "material.poisson is out of range: 0.7 (allowed: 0 to 0.49)"),
+        ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit is out of range: -1 (allowed: 0.0001 to 10)"),
         ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
         ("[[pin]]\nnodes = [99]\n", "node 99"),
         ("[[pin]]\nregion = \"row:9\"\n", "row 9"),
@@ -71,9 +71,19 @@ fn bad_values_are_named() {
     let e = err(&format!("{MINIMAL}dt = 0.0\n"));
     assert!(e.contains("time.dt"), "{e}");
     let e = err(&format!("{MINIMAL}dt = 5.0\n"));
-    assert!(e.contains("time.dt / time.substeps is out of range (allowed: 0.0000001 to 1)"), "{e}");
+    assert!(e.contains("time.dt / time.substeps is out of range: 5 (allowed: 0.0000001 to 1)"), "{e}");
     let e = err(&MINIMAL.replace("steps = 3", "steps = 0"));
     assert!(e.contains("time.steps must be at least 1"), "{e}");
+    // Sizes that overflow, arrays of the wrong length, capacities and
+    // iteration limits beyond their bounds are errors naming the value.
+    let e = err(&MINIMAL.replace("[5, 4]", "[4611686018427387906, 4611686018427387906]"));
+    assert!(e.contains("cloth.resolution must be") && e.contains("4611686018427387906"), "{e}");
+    let e = err(&MINIMAL.replace("[5, 4]", "[5, 4, 4]"));
+    assert!(e.contains("expected two values [nx, ny], got 3"), "{e}");
+    let e = err(&format!("{MINIMAL}\n[self_contact]\nenabled = true\nmax_pairs = 9223372036854775807\n"));
+    assert!(e.contains("self_contact.max_pairs is 9223372036854775807; allowed: 0 (8 per node) to 1280"), "{e}");
+    let e = err(&format!("{MINIMAL}\n[solver]\ncg_max_iterations = 4000000000\n"));
+    assert!(e.contains("solver.cg_max_iterations is out of range: 4000000000 (allowed: 1 to 100000)"), "{e}");
     // 60 000 nodes fit a mesh, their 179 001 edges do not.
     let e = err(&MINIMAL.replace("[5, 4]", "[300, 200]"));
     assert!(e.contains("179001 mesh edges") && e.contains("148 × 148"), "{e}");
@@ -119,6 +129,28 @@ fn simulate_writes_objs_and_a_summary() {
     // A pinned cloth released from rest under gravity loses potential energy.
     assert!(frames[3]["energy"]["gravity"].as_f64().unwrap() < frames[0]["energy"]["gravity"].as_f64().unwrap());
     assert_eq!(s.frames.len(), 4);
+}
+
+/// A run whose step turns non-finite stops with an error, and still writes
+/// its summary up to the failure, the cause, and the last good state.
+#[test]
+fn a_failed_run_keeps_its_summary_and_last_good_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{MINIMAL}\n[[pin]]\nregion = \"corners:top\"\n[wind]\nvelocity = [0, 0, 1e7]\n");
+    let scn = Scenario::parse(&text).unwrap();
+    let e = sim::simulate(&scn, dir.path(), false, &mut weft_host::corrector::Plain).unwrap_err();
+    let failed = e.downcast_ref::<sim::RunFailed>().expect("a RunFailed error");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
+    let failure = &json["failure"];
+    assert!(failure["cause"].as_str().unwrap().contains("non-finite"), "{failure}");
+    let frame = failure["frame"].as_u64().unwrap();
+    assert!(frame >= 1);
+    // Every frame before the failing one, starting at frame 0.
+    assert_eq!(json["frames"].as_array().unwrap().len() as u64, frame);
+    let obj = std::fs::read_to_string(dir.path().join("last_good.obj")).unwrap();
+    assert_eq!(obj.lines().filter(|l| l.starts_with("v ")).count(), 20);
+    assert!(failed.last_good.iter().all(|p| p.is_finite()));
 }
 
 #[test]

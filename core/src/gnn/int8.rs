@@ -363,6 +363,8 @@ impl core::fmt::Display for GnnError {
     }
 }
 
+impl core::error::Error for GnnError {}
+
 /// One MLP of the network. [`Part::all`] is the one list of the network's
 /// MLPs — their order, names and widths — that every view of it follows:
 /// this int8 [`Network`], the weight file (`weft_weights::format`), and the
@@ -534,9 +536,10 @@ impl ScratchSizes {
         }
     }
     /// Whether the sums fit in the solver blocks of a state for `counts`
-    /// (nine words per block; true for grids up to latent 20).
+    /// (nine words per block; true up to latent
+    /// [`crate::state::MAX_LENT_LATENT`]).
     pub const fn sums_fit_in_state(&self, counts: MeshCounts) -> bool {
-        self.sums <= 9 * (2 * counts.nodes + counts.edges)
+        self.sums <= 9 * crate::state::StateSizes::new(counts, 0).mat3
     }
 }
 

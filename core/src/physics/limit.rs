@@ -25,7 +25,7 @@ pub const MAX_PASSES: u32 = 8;
 /// `s ≤ 1` with `‖u + sΔu‖_M ≤ ‖u‖_M`): stopping a stretching motion is
 /// inelastic, pulling back an edge that was already too long moves only
 /// its positions. Returns the passes that moved a node (0 when no edge was
-/// over the limit).
+/// over the limit) and whether an edge is still over it after the last.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 pub fn limit_stretch(
@@ -37,21 +37,24 @@ pub fn limit_stretch(
     base: &[Vec3],
     u: &mut [Vec3],
     xe: &mut [Vec3],
-) -> u32 {
+) -> Limited {
     for (i, p) in xe.iter_mut().enumerate() {
         *p = base[i] + u[i] * h;
     }
     let rest = model.mesh.rest();
     let inv_mass = |i: usize| if flags[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
     let tangent = |i: usize, d: Vec3| if flags[i] & CONTACT != 0 { d - normal[i] * normal[i].dot(d) } else { d };
+    let over = |xe: &[Vec3], a: usize, b: usize| {
+        let d = xe[b] - xe[a];
+        let l = d.norm();
+        (d, l, (rest[b] - rest[a]).norm() * (1.0 + limit))
+    };
     let mut moved = 0;
     for _ in 0..MAX_PASSES {
         let mut any = false;
         for e in model.mesh.edges() {
             let (a, b) = (e.a as usize, e.b as usize);
-            let d = xe[b] - xe[a];
-            let l = d.norm();
-            let l_max = (rest[b] - rest[a]).norm() * (1.0 + limit);
+            let (d, l, l_max) = over(xe, a, b);
             if !(l > l_max) {
                 continue;
             }
@@ -69,6 +72,15 @@ pub fn limit_stretch(
         }
         moved += 1;
     }
+    // Every pass moved a node: is an edge still over the limit (with a
+    // little slack for the rounding of the last correction)?
+    let unfinished = moved == MAX_PASSES
+        && model.mesh.edges().iter().any(|e| {
+            let (a, b) = (e.a as usize, e.b as usize);
+            let (wa, wb) = (inv_mass(a), inv_mass(b));
+            let (_, l, l_max) = over(xe, a, b);
+            wa + wb > 0.0 && l > l_max * (1.0 + 1e-4)
+        });
     if moved > 0 {
         // Δu = (xe − base)/h − u; scale s from u·MΔu and Δu·MΔu.
         let inv_h = 1.0 / h;
@@ -85,5 +97,14 @@ pub fn limit_stretch(
             *ui += du * s;
         }
     }
-    moved
+    Limited { passes: moved, unfinished }
+}
+
+/// What [`limit_stretch`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limited {
+    /// Passes that moved a node.
+    pub passes: u32,
+    /// An edge was still over the limit after [`MAX_PASSES`].
+    pub unfinished: bool,
 }

@@ -49,6 +49,8 @@ pub struct StepReport {
     pub dropped_pairs: usize,
     /// Pairs that received a self-contact impulse.
     pub self_contacts: usize,
+    /// The strain limiter left an edge over the limit after its last pass.
+    pub strain_unfinished: bool,
 }
 
 /// Why a step was refused. The state is unchanged.
@@ -68,6 +70,8 @@ impl core::fmt::Display for StepError {
         }
     }
 }
+
+impl core::error::Error for StepError {}
 
 /// Energy split by source (J).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -329,6 +333,8 @@ struct Substep {
     solve: solver::Solve,
     /// Passed the energy check (or the check is off).
     passed: bool,
+    /// The strain limiter left an edge over the limit.
+    strain_unfinished: bool,
     scale: f32,
     finite: bool,
 }
@@ -346,7 +352,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     let (alpha, beta) = (mat.damping_mass, mat.damping_stiffness);
     let ws = &mut state.ws;
     let (x, v) = (&*state.x, &*state.v);
-    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count());
+    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     let bend = match &ws.stencil {
         Some(s) => Bending::Stencil(s),
         None => Bending::MatrixFree(mat.plate()),
@@ -553,9 +559,10 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             ws.p[i] = col.velocity + n * vn + contact::coulomb(rel - n * vn, slow);
         }
     }
+    let mut strain_unfinished = false;
     match model.params.strain_limit {
         Some(limit) => {
-            limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new);
+            strain_unfinished = limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
         }
         None => {
             for ((xn, xi), u) in ws.x_new.iter_mut().zip(ws.r.iter()).zip(ws.p.iter()) {
@@ -572,7 +579,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     }
     let finite =
         solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
-    Substep { solve, passed, scale, finite }
+    Substep { solve, passed, strain_unfinished, scale, finite }
 }
 
 /// The positions a (sub)step's motion starts from: `x` (backward Euler),
@@ -613,7 +620,8 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
                 for ((b, x), v) in ws.r.iter_mut().zip(ws.x_new.iter()).zip(ws.dv.iter()) {
                     *b = *x - *v * h;
                 }
-                limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.dv, ws.x_new);
+                let limited = limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.dv, ws.x_new);
+                report.strain_unfinished |= limited.unfinished;
             }
         }
     }
@@ -651,7 +659,7 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
 /// left at the last good (sub)step.
 pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     let n = model.mesh.node_count();
-    if state.x.len() != n || state.ws.blocks.len() != 2 * n + model.mesh.edges().len() {
+    if state.x.len() != n || state.ws.blocks.len() != crate::state::StateSizes::new(model.mesh.counts(), 0).mat3 {
         return Err(StepError::MeshMismatch);
     }
     model.scene.mark_pinned(state.ws.pinned);
@@ -684,6 +692,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         if !sub.passed {
             state.warnings.energy_check_failed += 1;
         }
+        report.strain_unfinished |= sub.strain_unfinished;
         report.step_scale = report.step_scale.min(sub.scale);
         report.substeps += 1;
         pos += size;
@@ -695,6 +704,9 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     }
     if report.stagnated {
         state.warnings.cg_stagnated += 1;
+    }
+    if report.strain_unfinished {
+        state.warnings.strain_limit_unfinished += 1;
     }
     // The history holds a step of this length only if it was not split.
     state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;
