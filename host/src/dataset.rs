@@ -50,6 +50,9 @@ pub struct DatasetSpec {
     pub per_family: u64,
     /// Family kept out of training.
     pub heldout: Option<Family>,
+    /// Trajectories of the held-out family (all `per_family` when 0).
+    #[serde(default)]
+    pub heldout_count: u64,
     /// Offset added to every seed.
     pub seed: u64,
     /// Integrator of the fine reference.
@@ -71,6 +74,7 @@ impl Default for DatasetSpec {
             dt: 1.0 / 60.0,
             per_family: 14,
             heldout: Some(Family::Flag),
+            heldout_count: 0,
             seed: 0,
             fine_integrator: crate::scenario::IntegratorSpec::Bdf2,
             check_convergence: true,
@@ -78,16 +82,79 @@ impl Default for DatasetSpec {
     }
 }
 
-/// Split of a seed: of every 7 seeds, 5 train, 1 validation, 1 test.
+/// Seeds below this split 5 : 1 : 1 into train, validation and test (10
+/// of each of the last two per family); every seed from it on trains.
+pub const SPLIT_SEEDS: u64 = 70;
+
+/// Split of a seed: of every 7 seeds below [`SPLIT_SEEDS`], 5 train, 1
+/// validation, 1 test; the seeds above all train.
 pub fn split_of(spec: &DatasetSpec, family: Family, seed: u64) -> &'static str {
     if Some(family) == spec.heldout {
         return "heldout";
     }
     match seed % 7 {
+        _ if seed >= SPLIT_SEEDS => "train",
         0..=4 => "train",
         5 => "val",
         _ => "test",
     }
+}
+
+/// One shard `index` of `count` of a generation, so that separate
+/// machines can each run one (`--shard 2/8`) and the folders be merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Shard, String> {
+        let (i, n) = s.split_once('/').ok_or_else(|| format!("expected i/n, got {s:?}"))?;
+        let (index, count) = (i.trim().parse::<u64>(), n.trim().parse::<u64>());
+        match (index, count) {
+            (Ok(index), Ok(count)) if count >= 1 && index < count => Ok(Shard { index, count }),
+            _ => Err(format!("expected i/n with 0 ≤ i < n, got {s:?}")),
+        }
+    }
+}
+
+/// The folder data goes to and comes from by default: `$WEFT_DATA`, else
+/// `weft/data` in the user's cache folder (`$XDG_CACHE_HOME`, else
+/// `~/.cache`), so that generated data outlives a checkout.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WEFT_DATA").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    cache.join("weft").join("data")
+}
+
+/// The (family, seed) jobs of `spec` in `shard`, seed by seed across the
+/// families, so that a run stopped part-way leaves every family alike.
+pub fn jobs(spec: &DatasetSpec, shard: Shard) -> Vec<(Family, u64)> {
+    let count = |f: Family| {
+        if Some(f) == spec.heldout && spec.heldout_count > 0 {
+            spec.heldout_count.min(spec.per_family)
+        } else {
+            spec.per_family
+        }
+    };
+    (0..spec.per_family)
+        .flat_map(|s| Family::ALL.iter().filter(move |&&f| s < count(f)).map(move |&f| (f, s + spec.seed)))
+        .enumerate()
+        .filter(|(k, _)| *k as u64 % shard.count == shard.index)
+        .map(|(_, j)| j)
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -394,7 +461,7 @@ fn reusable(
     scn: &Scenario,
 ) -> Option<Trajectory> {
     let prev = previous?;
-    let same = |a: &DatasetSpec| DatasetSpec { per_family: 0, check_convergence: false, ..a.clone() };
+    let same = |a: &DatasetSpec| DatasetSpec { per_family: 0, heldout_count: 0, check_convergence: false, ..a.clone() };
     if same(&prev.spec) != same(spec) {
         return None;
     }
@@ -406,7 +473,7 @@ fn reusable(
 /// trajectories an earlier run with the same settings left in `out` are
 /// kept (files are written as they finish; the index records the spec
 /// first and the trajectories at the end).
-pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index> {
+pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) -> Result<Index> {
     std::fs::create_dir_all(out)?;
     let t0 = std::time::Instant::now();
     let previous = load_index(out).ok();
@@ -422,8 +489,7 @@ pub fn generate(spec: &DatasetSpec, out: &Path, progress: bool) -> Result<Index>
     if previous.as_ref().is_none_or(|p| p.spec != *spec) {
         std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&start)?)?;
     }
-    let jobs: Vec<(Family, u64)> =
-        Family::ALL.iter().flat_map(|&f| (0..spec.per_family).map(move |s| (f, s + spec.seed))).collect();
+    let jobs = jobs(spec, shard);
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
     /// The entry, its convergence check, whether it was kept from before.
     type Job = (IndexEntry, Option<Convergence>, bool);

@@ -44,11 +44,21 @@ enum Command {
     /// Build the coarse/fine training data set (fine simulations of every
     /// scenario family, restricted to the coarse nodes).
     Generate {
-        #[arg(short, long, default_value = "data")]
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         out: PathBuf,
-        /// Trajectories per family.
+        /// Trajectories per family (seeds from `seed`; below seed 70 every
+        /// seventh validates and every seventh tests, all others train).
         #[arg(long, default_value_t = 14)]
         per_family: u64,
+        /// Trajectories of the held-out family (0: `per_family`).
+        #[arg(long, default_value_t = 0)]
+        heldout_count: u64,
+        /// Run only shard i of n (`--shard 2/8`, the jobs in turn); merge
+        /// shards by copying their files into one folder and running the
+        /// same command there without `--shard` (every file is kept).
+        #[arg(long, default_value = "0/1")]
+        shard: dataset::Shard,
         /// Frames per trajectory.
         #[arg(long, default_value_t = 200)]
         steps: u32,
@@ -76,7 +86,8 @@ enum Command {
     },
     /// Train the correction network on a data set (resumable).
     Train {
-        #[arg(short, long, default_value = "data")]
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
         #[arg(short, long, default_value = "checkpoints/weft-gnn")]
@@ -144,7 +155,8 @@ enum Command {
         /// ... or a data set split (test, val, heldout, train).
         #[arg(long, default_value = "test")]
         split: String,
-        #[arg(short, long, default_value = "data")]
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Trained model stem; without it only the plain columns are filled.
         #[arg(short, long, default_value = "weights/weft-gnn")]
@@ -165,7 +177,8 @@ enum Command {
     Gain {
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
-        #[arg(short, long, default_value = "data")]
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         data: PathBuf,
         #[arg(long, default_value = "val")]
         split: String,
@@ -180,7 +193,8 @@ enum Command {
     Quantize {
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
-        #[arg(short, long, default_value = "data")]
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Calibration graphs drawn from the training split.
         #[arg(long, default_value_t = 256)]
@@ -246,6 +260,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Generate {
             out,
             per_family,
+            heldout_count,
+            shard,
             steps,
             coarse,
             k,
@@ -262,11 +278,12 @@ fn run(cli: Cli) -> Result<()> {
                 steps,
                 per_family,
                 heldout: Some(heldout),
+                heldout_count,
                 seed,
                 check_convergence: !no_convergence_check,
                 ..DatasetSpec::default()
             };
-            let index = dataset::generate(&spec, &out, !quiet)?;
+            let index = dataset::generate(&spec, shard, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }
         Command::Train {

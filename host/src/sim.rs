@@ -5,8 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use weft_core::physics::{self, Energy};
 use weft_core::mesh::Triangle;
+use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
 use crate::corrector::Corrector;

@@ -21,8 +21,8 @@ fn tiny() -> DatasetSpec {
 fn generation_is_deterministic_and_round_trips() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    let ia = dataset::generate(&spec, a.path(), false).unwrap();
-    dataset::generate(&spec, b.path(), false).unwrap();
+    let ia = dataset::generate(&spec, dataset::Shard::ALL, a.path(), false).unwrap();
+    dataset::generate(&spec, dataset::Shard::ALL, b.path(), false).unwrap();
     assert_eq!(ia.trajectories.len(), 4);
     assert!(ia.failed.is_empty(), "{:?}", ia.failed);
     for e in &ia.trajectories {
@@ -46,7 +46,7 @@ fn generation_is_deterministic_and_round_trips() {
 #[test]
 fn training_lowers_the_loss() {
     let dir = tempfile::tempdir().unwrap();
-    let idx = dataset::generate(&tiny(), dir.path(), false).unwrap();
+    let idx = dataset::generate(&tiny(), dataset::Shard::ALL, dir.path(), false).unwrap();
     assert_eq!(idx.trajectories.len(), 8);
     let opts = TrainOptions {
         data: dir.path().into(),
@@ -74,7 +74,7 @@ fn training_lowers_the_loss() {
 fn eval_columns_follow_their_scenarios() {
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    dataset::generate(&spec, dir.path(), false).unwrap();
+    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let traj = dataset::load_split(dir.path(), Some("train")).unwrap().remove(0);
     let r = weft_host::eval::evaluate(&traj, None, None, 12).unwrap();
     assert!(r.failures.is_empty(), "{:?}", r.failures);
@@ -177,4 +177,28 @@ fn hanging_cloths_start_moving_with_their_pins() {
         .unwrap();
     }
     assert!(kicked > 4, "{kicked} of 24 hangs kicked");
+}
+
+/// Shards partition the jobs; the held-out family stops at its count; the
+/// seeds above the split range all train.
+#[test]
+fn generation_jobs_shard_and_split() {
+    use weft_host::dataset::{jobs, split_of, DatasetSpec, Shard};
+    use weft_host::families::Family;
+    let spec =
+        DatasetSpec { per_family: 100, heldout: Some(Family::Flag), heldout_count: 20, ..DatasetSpec::default() };
+    let all = jobs(&spec, Shard::ALL);
+    assert_eq!(all.len(), 3 * 100 + 20);
+    assert_eq!(all.iter().filter(|(f, _)| *f == Family::Flag).count(), 20);
+    let mut parts: Vec<_> = (0..3).flat_map(|i| jobs(&spec, Shard { index: i, count: 3 })).collect();
+    parts.sort_by_key(|&(f, s)| (s, f as u8));
+    let mut sorted = all.clone();
+    sorted.sort_by_key(|&(f, s)| (s, f as u8));
+    assert_eq!(parts, sorted);
+    // Seed by seed: the first jobs cover every family.
+    assert_eq!(all[..4].iter().map(|j| j.1).collect::<Vec<_>>(), vec![0; 4]);
+    let count = |split: &str| (0..100).filter(|&s| split_of(&spec, Family::Drape, s) == split).count();
+    assert_eq!((count("val"), count("test"), count("train")), (10, 10, 80));
+    assert_eq!("2/8".parse::<Shard>(), Ok(Shard { index: 2, count: 8 }));
+    assert!("8/8".parse::<Shard>().is_err() && "x".parse::<Shard>().is_err());
 }

@@ -562,7 +562,8 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     let mut strain_unfinished = false;
     match model.params.strain_limit {
         Some(limit) => {
-            strain_unfinished = limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
+            strain_unfinished =
+                limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
         }
         None => {
             for ((xn, xi), u) in ws.x_new.iter_mut().zip(ws.r.iter()).zip(ws.p.iter()) {
