@@ -96,18 +96,23 @@ pub struct Pin {
     pub motion: PinMotion,
 }
 
+/// `sin(2π · frequency · t)`, with the phase reduced to one cycle in `f64`
+/// first, so that it keeps its precision at any time a run reaches.
+fn sin_cycles(frequency: f32, t: f64) -> f32 {
+    let phase = libm::fmod(frequency as f64 * t, 1.0);
+    libm::sinf(2.0 * core::f32::consts::PI * phase as f32)
+}
+
 impl Pin {
     pub fn fixed(node: NodeId, anchor: Vec3) -> Pin {
         Pin { node, anchor, motion: PinMotion::Fixed }
     }
-    /// Target position at time `t`.
-    pub fn target(&self, t: f32) -> Vec3 {
+    /// Target position at time `t` (s).
+    pub fn target(&self, t: f64) -> Vec3 {
         match self.motion {
             PinMotion::Fixed => self.anchor,
-            PinMotion::Linear { velocity } => self.anchor + velocity * t,
-            PinMotion::Oscillate { amplitude, frequency } => {
-                self.anchor + amplitude * libm::sinf(2.0 * core::f32::consts::PI * frequency * t)
-            }
+            PinMotion::Linear { velocity } => self.anchor + velocity * t as f32,
+            PinMotion::Oscillate { amplitude, frequency } => self.anchor + amplitude * sin_cycles(frequency, t),
         }
     }
     /// Velocity of the target at `t = 0` (where a pinned node starts).
@@ -292,9 +297,9 @@ impl Wind {
     pub fn new(velocity: Vec3) -> Wind {
         Wind { velocity, air_density: 1.2, drag: 1.0, lift: 0.2, gust: 0.0, gust_frequency: 0.0 }
     }
-    /// Air velocity at time `t`.
-    pub fn at(&self, t: f32) -> Vec3 {
-        self.velocity * (1.0 + self.gust * libm::sinf(2.0 * core::f32::consts::PI * self.gust_frequency * t))
+    /// Air velocity at time `t` (s).
+    pub fn at(&self, t: f64) -> Vec3 {
+        self.velocity * (1.0 + self.gust * sin_cycles(self.gust_frequency, t))
     }
     fn validate(&self) -> Result<(), ParamError> {
         finite_vec("wind.velocity", self.velocity)?;

@@ -203,7 +203,12 @@ pub struct State<'a> {
     pub(crate) x: &'a mut [Vec3],
     pub(crate) v: &'a mut [Vec3],
     pub(crate) ws: Workspace<'a>,
-    pub(crate) time: f32,
+    /// The clock in ticks of [`State::tick`] seconds
+    /// ([`crate::physics::TICKS_PER_STEP`] per step), so that time never
+    /// drifts however long a run.
+    pub(crate) ticks: u64,
+    /// Seconds per tick.
+    pub(crate) tick: f64,
     pub(crate) steps: u64,
     pub warnings: Warnings,
 }
@@ -301,7 +306,8 @@ impl<'a> State<'a> {
                 stencil,
                 mg,
             },
-            time: 0.0,
+            ticks: 0,
+            tick: model.params.dt as f64 / crate::physics::TICKS_PER_STEP as f64,
             steps: 0,
             warnings: Warnings::default(),
         })
@@ -313,9 +319,13 @@ impl<'a> State<'a> {
     pub fn velocities(&self) -> &[Vec3] {
         self.v
     }
-    /// Simulated time (s).
-    pub fn time(&self) -> f32 {
-        self.time
+    /// Simulated time (s), from the integer clock.
+    pub fn time(&self) -> f64 {
+        self.ticks as f64 * self.tick
+    }
+    /// The clock: ticks of [`crate::physics::TICKS_PER_STEP`] per step.
+    pub fn ticks(&self) -> u64 {
+        self.ticks
     }
     /// Steps taken.
     pub fn steps(&self) -> u64 {
@@ -399,12 +409,20 @@ impl<'a> State<'a> {
         self.ws.history = false;
         Ok(())
     }
-    /// Sets the clock (used when restarting from a recorded state).
-    pub fn set_time(&mut self, t: f32) -> Result<(), StateError> {
-        if !t.is_finite() {
+    /// Sets the clock to the tick nearest `t` seconds (used when restarting
+    /// from a recorded state); a time that is negative, not finite or beyond
+    /// 2⁵³ ticks is an error and leaves the clock as it was.
+    pub fn set_time(&mut self, t: f64) -> Result<(), StateError> {
+        let ticks = libm::round(t / self.tick);
+        if !(ticks >= 0.0 && ticks < (1u64 << 53) as f64) {
             return Err(StateError::NonFinite { node: 0 });
         }
-        self.time = t;
+        self.ticks = ticks as u64;
+        Ok(())
+    }
+    /// Sets the clock to the start of step `steps` (time `steps · dt`).
+    pub fn set_steps(&mut self, steps: u64) -> Result<(), StateError> {
+        self.ticks = steps.checked_mul(crate::physics::TICKS_PER_STEP).ok_or(StateError::NonFinite { node: 0 })?;
         Ok(())
     }
 }

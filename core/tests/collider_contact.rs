@@ -38,7 +38,7 @@ fn drop_on(shape: Shape) -> (Grid, Vec<Vec3>) {
         worst = worst.max(max_stretch(&model, state.positions()));
         for (i, p) in state.positions().iter().enumerate() {
             for c in &colliders {
-                let d = c.distance(*p, state.time()).0;
+                let d = c.distance(*p, state.time() as f32).0;
                 assert!(d > 0.5 * c.thickness, "step {k}: node {i} {:.4} m inside a collider", c.thickness - d);
             }
         }

@@ -204,10 +204,46 @@ fn pinned_nodes_start_with_their_pins_velocity() {
     for pin in &pins {
         // The target's central difference at t = 0.
         let e = 1e-3;
-        let want = (pin.target(e) - pin.target(-e)) * (0.5 / e);
+        let want = (pin.target(e.into()) - pin.target((-e).into())) * (0.5 / e);
         let got = state.velocities()[pin.node as usize];
         assert!((got - want).norm() < 1e-3 * (1.0 + want.norm()), "{:?}: {got:?} vs {want:?}", pin.motion);
         assert!((pin.start_velocity() - want).norm() < 1e-3 * (1.0 + want.norm()));
     }
     assert!(state.velocities()[pins.len()..].iter().all(|v| *v == Vec3::ZERO));
+}
+
+/// The clock is an integer count of ticks: after a million steps an
+/// oscillating pin and a gusting wind are where their closed forms put them,
+/// to a millionth of a period.
+#[test]
+fn time_does_not_drift_over_a_million_steps() {
+    let grid = Grid::vertical(4, 4, 1.0, 1.0, 1.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).expect("mesh");
+    let (amplitude, frequency) = (Vec3::new(0.1, -0.05, 0.2), 1.3f32);
+    let node = grid.node(0, 3) as u16;
+    let pins =
+        [Pin { node, anchor: mesh.rest()[node as usize], motion: PinMotion::Oscillate { amplitude, frequency } }];
+    let mut wind = Wind::new(Vec3::new(2.0, 0.0, 0.0));
+    (wind.gust, wind.gust_frequency) = (0.5, 0.7);
+    let scene = Scene { pins: &pins, wind: Some(wind), ..Scene::default() };
+    let model = Model::new(mesh, Material::COTTON, scene, StepParams::default()).expect("model");
+    let mut ss = VecStateStorage::new(&model, 0);
+    let mut state = State::new(&model, ss.storage()).expect("state");
+    let n = 1_000_000u64;
+    state.set_steps(n).unwrap();
+    step(&model, &mut state).unwrap();
+    let dt = model.params.dt as f64;
+    let t = (n + 1) as f64 * dt;
+    assert_eq!(state.ticks(), (n + 1) * weft_core::physics::TICKS_PER_STEP);
+    assert_eq!(state.time(), t);
+    // The closed form in f64, the phase to a millionth of a period.
+    let closed = |f: f32| (2.0 * std::f64::consts::PI * f as f64 * t).sin();
+    let want = pins[0].anchor + amplitude * closed(frequency) as f32;
+    let got = state.positions()[node as usize];
+    let tol = 2.0 * std::f32::consts::PI * amplitude.norm() * 1e-6 + 4.0 * f32::EPSILON * want.norm();
+    assert!((got - want).norm() <= tol, "pin at {got:?}, closed form {want:?}");
+    let air = wind.at(t);
+    let want_air = 2.0 * (1.0 + 0.5 * closed(0.7)) as f32;
+    assert!((air.x - want_air).abs() <= 2.0 * 0.5 * 2.0 * std::f32::consts::PI * 1e-6 + 4.0 * f32::EPSILON * want_air);
 }

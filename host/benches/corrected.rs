@@ -19,7 +19,7 @@ use weft_host::storage::VecStateStorage;
 struct Snapshot {
     x: Vec<Vec3>,
     v: Vec<Vec3>,
-    t: f32,
+    t: f64,
 }
 
 impl Snapshot {

@@ -241,7 +241,7 @@ pub fn sample(
             .collect();
         state.set_positions(&x)?;
         state.set_velocities(&v)?;
-        state.set_time(t0 as f32 * scn.time.dt)?;
+        state.set_steps(t0 as u64 * scn.time.substeps as u64)?;
         if let Some(u) = unroll {
             let mut corrector = UnrollCorrector { unroll: u, cfg };
             for _ in 0..ahead {

@@ -261,7 +261,7 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
             positions[k].push(state.positions().to_vec());
             if frame % 2 == 0 {
                 let c = model.scene.colliders;
-                panels[k].push(render(&cam, &model.mesh, state.positions(), c, state.time(), colors[k]));
+                panels[k].push(render(&cam, &model.mesh, state.positions(), c, state.time() as f32, colors[k]));
             }
             Ok(())
         })?;

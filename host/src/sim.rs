@@ -32,7 +32,7 @@ impl From<Energy> for EnergyOut {
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct FrameSummary {
     pub frame: u32,
-    pub time: f32,
+    pub time: f64,
     pub energy: EnergyOut,
     pub cg_iterations: u32,
     pub cg_iterations_max: u32,

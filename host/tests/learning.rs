@@ -164,7 +164,7 @@ fn hanging_cloths_start_moving_with_their_pins() {
                 ];
                 // The pin's velocity at t = 0 by a central difference.
                 let e = 1e-3;
-                let fd = (pin.target(e) - pin.target(-e)) * (0.5 / e);
+                let fd = (pin.target(e.into()) - pin.target((-e).into())) * (0.5 / e);
                 let got = state.velocities()[i];
                 for (k, want) in [fd.x, fd.y, fd.z].into_iter().enumerate() {
                     let (r, g) = (rigid[k], [got.x, got.y, got.z][k]);

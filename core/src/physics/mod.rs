@@ -144,7 +144,7 @@ pub fn assemble(model: &Model, bending: Bending, x: &[Vec3], force: &mut [Vec3],
 }
 
 /// Aerodynamic drag and lift per triangle, a third to each node.
-fn wind(model: &Model, t: f32, x: &[Vec3], v: &[Vec3], force: &mut [Vec3]) {
+fn wind(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], force: &mut [Vec3]) {
     let Some(w) = model.scene.wind else { return };
     let air = w.at(t);
     for tri in model.mesh.triangles() {
@@ -324,6 +324,8 @@ fn trial(s: f32, v: &[Vec3], dv: &[Vec3], flags: &[u8], normal: &[Vec3], u: &mut
 /// A step that fails the energy check is split in halves, down to
 /// `dt / 2^MAX_SPLIT`.
 pub const MAX_SPLIT: u32 = 4;
+/// Clock ticks per step: a split step's substeps end on ticks.
+pub const TICKS_PER_STEP: u64 = 1 << MAX_SPLIT;
 /// At the finest split, the solved velocity change is halved up to this
 /// many times to pass the energy check.
 const MAX_HALVINGS: u32 = 8;
@@ -344,7 +346,8 @@ struct Substep {
 /// `ws.x_new` / `ws.dv`.
 fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf2: bool) -> Substep {
     let mesh = &model.mesh;
-    let t1 = state.time + h_step;
+    let t0 = state.time();
+    let t1 = t0 + h_step as f64;
     // BDF2 solves a backward-Euler-like system over 2h/3 from the base
     // x + (x − x_prev)/3 with the velocity predictor (4v − v_prev)/3.
     let h = if bdf2 { h_step * (2.0 / 3.0) } else { h_step };
@@ -372,7 +375,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         }
         (t1, &*ws.x_new, &*ws.dv)
     } else {
-        (state.time, x, v)
+        (t0, x, v)
     };
     wind(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
@@ -424,7 +427,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     }
     let colliders = model.scene.colliders;
     let margin = contact_margin(model, h);
-    let held = contact::constrain(mesh, colliders, state.time, h, margin, ws.x_new, v, ws.pinned, ws.normal, ws.dv);
+    let held = contact::constrain(mesh, colliders, t0 as f32, h, margin, ws.x_new, v, ws.pinned, ws.normal, ws.dv);
     // A held node's preconditioner block inverts its diagonal block on the
     // tangent plane exactly (and keeps its normal stiffness apart).
     for (i, pc) in precond.iter_mut().enumerate() {
@@ -599,10 +602,11 @@ fn base_positions(bdf2: bool, x: &[Vec3], x_prev: &[Vec3], out: &mut [Vec3]) {
 /// would cross a collider within the step are stopped where they touch it,
 /// edges are kept out of spheres and capsules that fit between their nodes,
 /// nodes inside a collider are pushed out.
-fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> bool {
+fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut StepReport) -> bool {
     let mesh = &model.mesh;
+    let t0 = state.time();
+    let (t0, t1) = (t0 as f32, (t0 + h as f64) as f32);
     let ws = &mut state.ws;
-    let (t0, t1) = (state.time, state.time + h);
     // Self-contact first, so that the colliders have the last word.
     ws.n_pairs = 0;
     if let Some(sc) = model.params.self_contact {
@@ -646,7 +650,7 @@ fn finish(model: &Model, state: &mut State, h: f32, report: &mut StepReport) -> 
     }
     state.x.copy_from_slice(ws.x_new);
     state.v.copy_from_slice(ws.dv);
-    state.time = t1;
+    state.ticks += ticks;
     true
 }
 
@@ -665,7 +669,6 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     }
     model.scene.mark_pinned(state.ws.pinned);
     let h = model.params.dt;
-    let t0 = state.time;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
     let (mut pos, mut level) = (0u32, 0u32);
@@ -685,7 +688,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
             level += 1;
             continue;
         }
-        if !sub.finite || !finish(model, state, hs, &mut report) {
+        if !sub.finite || !finish(model, state, hs, size as u64, &mut report) {
             state.warnings.rejected_steps += 1;
             state.ws.history = false;
             return Err(StepError::NonFinite);
@@ -697,8 +700,6 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         report.step_scale = report.step_scale.min(sub.scale);
         report.substeps += 1;
         pos += size;
-        // Land exactly on the step boundary.
-        state.time = if pos == total { t0 + h } else { t0 + h * pos as f32 / total as f32 };
     }
     if !report.converged {
         state.warnings.cg_not_converged += 1;
