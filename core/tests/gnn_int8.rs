@@ -233,15 +233,16 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     let net = network(&layers, 4, 1, &mut mlps);
     let mut broken = net;
     broken.latent = 5;
-    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "layer shapes" }));
     let mut broken = net;
     broken.node_mlp = &[];
-    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "rounds" }));
     let mut broken = net;
     broken.radius = f32::NAN;
-    assert_eq!(broken.validate(), Err(GnnError::BadNetwork));
+    assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "radius" }));
+    assert_eq!(broken.validate().unwrap_err().to_string(), "invalid network: radius out of bounds or not fitting");
     // A broken network cannot be checked, so no step can run it.
-    assert!(matches!(broken.check(), Err(GnnError::BadNetwork)));
+    assert!(matches!(broken.check(), Err(GnnError::BadNetwork { .. })));
     let checked = net.check().unwrap();
 
     cloth_state(&mut rng, |model, state| {

@@ -363,6 +363,16 @@ pub fn fine_reference(
     time_substeps: u32,
     integrator: crate::scenario::IntegratorSpec,
 ) -> Result<(Frames, Frames, f32)> {
+    let [nx, ny] = coarse.cloth.resolution;
+    let (fx, fy) = ((nx - 1).saturating_mul(k) + 1, (ny - 1).saturating_mul(k) + 1);
+    let edges = weft_core::mesh::MeshCounts::grid(fx, fy).edges;
+    if fx.saturating_mul(fy) > u16::MAX as usize || edges > u16::MAX as usize {
+        bail!(
+            "the fine reference of this {nx} × {ny} cloth is {k}× finer, {fx} × {fy} nodes with {edges} mesh edges; \
+             a mesh holds at most 65535 (coarse cloths up to {} nodes a side at k = {k})",
+            148 / k.max(1)
+        );
+    }
     let mut fine = coarse.refined(k, time_substeps);
     fine.self_contact.enabled = true;
     fine.solver.integrator = integrator;

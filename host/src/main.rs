@@ -92,7 +92,7 @@ enum Command {
         /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
         #[arg(short, long, default_value = "checkpoints/weft-gnn")]
         out: PathBuf,
-        #[arg(long, default_value_t = 30_000)]
+        #[arg(long, default_value_t = 30_000, value_parser = at_least_one)]
         steps: usize,
         #[arg(long, default_value_t = 4)]
         batch: usize,
@@ -166,7 +166,7 @@ enum Command {
         int8: PathBuf,
         /// Frames per rollout (default: 200 for a split, the scenario's own
         /// `time.steps` for a scenario).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         steps: Option<usize>,
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
@@ -185,7 +185,7 @@ enum Command {
         /// Candidate factors.
         #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.5,0.75,1")]
         gains: Vec<f32>,
-        #[arg(long, default_value_t = 200)]
+        #[arg(long, default_value_t = 200, value_parser = at_least_one)]
         steps: usize,
     },
     /// Quantise a trained float model to int8 (calibrated on training
@@ -353,4 +353,13 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A count of at least one (frames, steps).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -191,6 +191,11 @@ fn model_file_round_trips_and_rejects_damage() {
     let err = NetworkData::from_bytes(&wrong.to_bytes()).unwrap_err();
     assert!(matches!(err, FormatError::Shape(_)), "{err}");
     assert!(err.to_string().contains("velocity head"), "{err}");
+    // A consistent file whose radius is not a number names the radius.
+    let mut wrong = net.clone();
+    wrong.radius = f32::NAN;
+    let err = NetworkData::from_bytes(&wrong.to_bytes()).unwrap_err();
+    assert!(err.to_string().contains("radius"), "{err}");
 }
 
 #[test]

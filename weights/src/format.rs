@@ -48,8 +48,11 @@ pub enum FormatError {
         found: u32,
         expected: u32,
     },
-    /// Layer shapes or values the core's network cannot run.
+    /// Layer shapes the core's network cannot run.
     Shape(String),
+    /// A network the core's check refuses (a radius, scale or width out
+    /// of bounds, or layers that do not fit together).
+    Network(weft_core::gnn::int8::GnnError),
     TrailingBytes(usize),
 }
 
@@ -68,6 +71,7 @@ impl fmt::Display for FormatError {
                 write!(f, "{found} {what} features, weft-core computes {expected}")
             }
             FormatError::Shape(s) => write!(f, "layer shapes do not fit weft-core's network: {s}"),
+            FormatError::Network(e) => write!(f, "{e}"),
             FormatError::TrailingBytes(n) => write!(f, "{n} unexpected bytes after the checksum"),
         }
     }
@@ -304,7 +308,7 @@ impl NetworkData {
         }
         expect("position head", &self.head_x, l, 3)?;
         expect("velocity head", &self.head_v, l, 3)?;
-        self.with_network(|n| n.validate()).map_err(|e| FormatError::Shape(e.to_string()))
+        self.with_network(|n| n.validate()).map_err(FormatError::Network)
     }
 
     /// Rust source defining `pub static NETWORK: Network<'static>` (the

@@ -188,7 +188,7 @@ impl<'a> Linear<'a> {
     /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
     pub fn matvec(&self, x: &[i8], acc: &mut [i32]) -> Result<(), GnnError> {
         if !self.is_shaped() || self.inputs > 2 * MAX_LATENT {
-            return Err(GnnError::BadNetwork);
+            return Err(GnnError::BadNetwork { what: "layer shape" });
         }
         if x.len() < self.inputs {
             return Err(GnnError::Length { what: "input", needed: self.inputs, got: x.len() });
@@ -332,7 +332,11 @@ pub struct Network<'a> {
 pub enum GnnError {
     /// The network's layers do not fit together (or exceed
     /// [`MAX_LATENT`] / [`MAX_ROUNDS`]).
-    BadNetwork,
+    /// What of the network is out of its bounds or does not fit: `latent`
+    /// (1 to [`MAX_LATENT`]), `rounds` (edge and node rounds alike, at most
+    /// [`MAX_ROUNDS`]), `radius` (positive and finite), `layer shapes`,
+    /// `input scales`, `output scales` (finite).
+    BadNetwork { what: &'static str },
     /// The scratch is smaller than [`ScratchSizes`] asks for this graph.
     Scratch { what: &'static str, capacity: usize, needed: usize },
     /// The state belongs to a mesh of another size.
@@ -350,7 +354,7 @@ pub enum GnnError {
 impl core::fmt::Display for GnnError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            GnnError::BadNetwork => write!(f, "the network's layer shapes do not fit together"),
+            GnnError::BadNetwork { what } => write!(f, "invalid network: {what} out of bounds or not fitting"),
             GnnError::Scratch { what, capacity, needed } => {
                 write!(f, "network scratch {what} holds {capacity}, needs {needed}")
             }
@@ -477,23 +481,30 @@ impl<'a> Network<'a> {
     pub fn validate(&self) -> Result<(), GnnError> {
         let l = self.latent;
         let rounds = self.edge_mlp.len();
-        let ok = l > 0
-            && l <= MAX_LATENT
-            && rounds == self.node_mlp.len()
-            && rounds <= MAX_ROUNDS
-            && self.radius.is_finite()
-            && self.radius > 0.0
-            && Part::all(rounds).all(|p| {
-                let (i, o) = p.widths(l);
-                self.mlp(p).is_some_and(|m| m.is_valid(i, o, p.head()) && (!p.residual() || !m.residual.is_empty()))
-            })
-            && self.node_in.iter().chain(&self.edge_in).all(|i| i.offset.is_finite() && i.gain.is_finite())
-            && self.out.iter().all(|o| o.scale.is_finite() && o.offset.is_finite());
-        if ok {
-            Ok(())
-        } else {
-            Err(GnnError::BadNetwork)
+        let bad = |what| Err(GnnError::BadNetwork { what });
+        if !(1..=MAX_LATENT).contains(&l) {
+            return bad("latent width");
         }
+        if rounds != self.node_mlp.len() || rounds > MAX_ROUNDS {
+            return bad("rounds");
+        }
+        if !(self.radius.is_finite() && self.radius > 0.0) {
+            return bad("radius");
+        }
+        let fits = |p: Part| {
+            let (i, o) = p.widths(l);
+            self.mlp(p).is_some_and(|m| m.is_valid(i, o, p.head()) && (!p.residual() || !m.residual.is_empty()))
+        };
+        if !Part::all(rounds).all(fits) {
+            return bad("layer shapes");
+        }
+        if !self.node_in.iter().chain(&self.edge_in).all(|i| i.offset.is_finite() && i.gain.is_finite()) {
+            return bad("input scales");
+        }
+        if !self.out.iter().all(|o| o.scale.is_finite() && o.offset.is_finite()) {
+            return bad("output scales");
+        }
+        Ok(())
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
