@@ -119,6 +119,9 @@ pub struct Warnings {
     /// Steps whose strain limiter left an edge over the limit after its
     /// last pass ([`crate::physics::limit::MAX_PASSES`]).
     pub strain_limit_unfinished: u64,
+    /// Steps whose total energy rose beyond the work done on the cloth
+    /// ([`crate::physics::EnergyAudit`]).
+    pub energy_rose: u64,
 }
 
 /// Why a state could not be made or changed.

@@ -242,7 +242,7 @@ fn run(cli: Cli) -> Result<()> {
             let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut())?;
             let last = s.frames.last().cloned().unwrap_or_default();
             println!(
-                "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; dropped pairs {}; output in {}",
+                "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; output in {}",
                 if scn.name.is_empty() { "scenario" } else { &scn.name },
                 scn.time.steps,
                 s.nodes,
@@ -253,6 +253,7 @@ fn run(cli: Cli) -> Result<()> {
                 last.max_strain,
                 s.strain_limit_unfinished,
                 s.energy_check_failed,
+                s.energy_rose,
                 s.dropped_pairs,
                 out.display()
             );

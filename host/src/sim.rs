@@ -62,6 +62,9 @@ pub struct Summary {
     pub energy_check_failed: u64,
     /// Steps whose strain limiter left an edge over the limit.
     pub strain_limit_unfinished: u64,
+    /// Steps whose total energy rose beyond the work done on the cloth
+    /// (contacts, friction, self-contact and strain limiting included).
+    pub energy_rose: u64,
     /// Dynamic edges the network saw, summed over steps (0 uncorrected).
     pub dynamic_edges: u64,
     /// Why the run stopped before its last frame (`frames` holds every
@@ -152,6 +155,7 @@ pub fn run(
         summary.rejected_steps = state.warnings.rejected_steps;
         summary.energy_check_failed = state.warnings.energy_check_failed;
         summary.strain_limit_unfinished = state.warnings.strain_limit_unfinished;
+        summary.energy_rose = state.warnings.energy_rose;
         match outcome {
             Ok(()) => Ok(summary),
             Err(e) => {

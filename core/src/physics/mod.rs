@@ -51,6 +51,9 @@ pub struct StepReport {
     pub self_contacts: usize,
     /// The strain limiter left an edge over the limit after its last pass.
     pub strain_unfinished: bool,
+    /// The step's total energy rose beyond the work of the wind
+    /// ([`EnergyAudit`]).
+    pub energy_rose: bool,
 }
 
 /// Why a step was refused. The state is unchanged.
@@ -654,6 +657,57 @@ fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut Ste
     true
 }
 
+/// The whole step's energy balance, contacts, friction, self-contact and
+/// strain limiting included (the energy check guards only the solve): the
+/// total energy (kinetic, elastic, gravity) may rise by the wind's work
+/// over the step (trapezoidal in the start and end powers) and a
+/// twentieth of the energies at stake. Checked only with the energy check
+/// on and where the work done on the cloth is known: no moving pin or
+/// collider.
+pub struct EnergyAudit {
+    energy: f32,
+    /// Kinetic and elastic energy at the start.
+    stake: f32,
+    /// The wind's power at the start.
+    power: f32,
+}
+
+/// Share of the energies at stake a step may gain before it counts.
+const ENERGY_RISE: f32 = 0.05;
+
+impl EnergyAudit {
+    fn start(model: &Model, state: &mut State) -> Option<EnergyAudit> {
+        let scene = &model.scene;
+        let moving = scene.pins.iter().any(|p| p.motion != crate::model::PinMotion::Fixed)
+            || scene.colliders.iter().any(|c| c.velocity != Vec3::ZERO);
+        if !model.params.energy_check || moving {
+            return None;
+        }
+        let e = energy(model, state.x, state.v);
+        let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
+        Some(EnergyAudit { energy: e.total(), stake: e.kinetic + e.membrane + e.bending, power })
+    }
+
+    /// Whether the step ended with more energy than it may have.
+    fn rose(&self, model: &Model, state: &mut State) -> bool {
+        let e = energy(model, state.x, state.v);
+        let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
+        let work = 0.5 * model.params.dt * (self.power + power);
+        let stake = self.stake + e.kinetic + e.membrane + e.bending + work.abs();
+        e.total() > self.energy + work + ENERGY_RISE * stake + 1e-9
+    }
+}
+
+/// `Σ f_wind · v` at time `t`, with `scratch` for the forces.
+fn wind_power(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], scratch: &mut [Vec3]) -> f32 {
+    if model.scene.wind.is_none() {
+        return 0.0;
+    }
+    scratch.fill(Vec3::ZERO);
+    wind(model, t, x, v, scratch);
+    scratch.iter().zip(v).map(|(f, vi)| f.dot(*vi)).sum()
+}
+
 /// Advances the state by one time step `model.params.dt`.
 ///
 /// The step is one linearised solve, backward Euler or BDF2
@@ -671,6 +725,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     let h = model.params.dt;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
+    let audit = EnergyAudit::start(model, state);
     let (mut pos, mut level) = (0u32, 0u32);
     while pos < total {
         let size = 1u32 << (MAX_SPLIT - level);
@@ -709,6 +764,10 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     }
     if report.strain_unfinished {
         state.warnings.strain_limit_unfinished += 1;
+    }
+    if let Some(audit) = audit {
+        report.energy_rose = audit.rose(model, state);
+        state.warnings.energy_rose += u64::from(report.energy_rose);
     }
     // The history holds a step of this length only if it was not split.
     state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;
