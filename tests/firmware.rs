@@ -36,7 +36,7 @@ fn build() -> PathBuf {
 
 /// The scenario on the desktop: final checksum and probe positions (bits).
 fn on_host() -> (u32, Vec<[u32; 3]>) {
-    let (checksum, x) = host::run(scene::params(), true, |_, _| {});
+    let (checksum, x) = host::run(scene::params(), true, scene::STEPS, |_, _, _, _| {});
     let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
     (checksum, probes)
 }

@@ -8,13 +8,15 @@ use weft_core::state::State;
 use weft_core::storage::MeshBuffers;
 use weft_tests::scene::{self, GnnMemory, StateMemory, COUNTS};
 
-/// Runs the scenario's steps with `params`, corrected by the baked network
-/// or plain, calling `each(step, report)` after every step; returns the
-/// final checksum and the positions.
+/// Runs `steps` steps of the scenario with `params`, corrected by the baked
+/// network or plain, calling `each(step, report, model, state)` after every
+/// step; returns the final checksum and the positions.
+#[allow(dead_code)]
 pub fn run(
     params: StepParams,
     corrected: bool,
-    mut each: impl FnMut(u32, &StepReport),
+    steps: u32,
+    mut each: impl FnMut(u32, &StepReport, &Model, &State),
 ) -> (u32, Vec<weft_core::math::Vec3>) {
     let mut mb =
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
@@ -25,13 +27,13 @@ pub fn run(
     let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), params).unwrap();
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
-    for s in 0..scene::STEPS {
+    for s in 0..steps {
         let report = if corrected {
             weft_core::step::step(&model, &mut state, weft_weights::NETWORK.check().unwrap(), &mut scratch).unwrap().0
         } else {
             weft_core::physics::step(&model, &mut state).unwrap()
         };
-        each(s, &report);
+        each(s, &report, &model, &state);
     }
     (scene::checksum(state.positions(), state.velocities()), state.positions().to_vec())
 }

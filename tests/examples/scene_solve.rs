@@ -13,7 +13,7 @@ fn main() {
     let corrected = std::env::args().nth(1).as_deref() != Some("plain");
     let (mut its, mut worst, mut unconv) = (0u32, 0u32, 0u32);
     let t = std::time::Instant::now();
-    let (checksum, _) = host::run(params, corrected, |s, r| {
+    let (checksum, _) = host::run(params, corrected, weft_tests::scene::STEPS, |s, r, _, _| {
         its += r.cg_iterations;
         worst = worst.max(r.cg_iterations);
         unconv += u32::from(!r.converged);

@@ -94,6 +94,11 @@ impl Energy {
 
 /// Energy of positions `x` and velocities `v`.
 pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
+    energy_and_noise(model, x, v).0
+}
+
+/// [`energy`] and the elastic energy's rounding bound ([`Elastic::noise`]).
+fn energy_and_noise(model: &Model, x: &[Vec3], v: &[Vec3]) -> (Energy, f32) {
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
         let m = model.mass(i);
@@ -102,7 +107,7 @@ pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
     }
     let el = elastic(model, x);
     (e.membrane, e.bending) = (el.membrane, el.bending);
-    e
+    (e, el.noise)
 }
 
 /// The strain `l/l₀ − 1` of every static edge (positive: stretched).
@@ -683,18 +688,21 @@ impl EnergyAudit {
         if !model.params.energy_check || moving {
             return None;
         }
-        let e = energy(model, state.x, state.v);
+        let (e, _) = energy_and_noise(model, state.x, state.v);
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         Some(EnergyAudit { energy: e.total(), stake: e.kinetic + e.membrane + e.bending, power })
     }
 
-    /// Whether the step ended with more energy than it may have.
+    /// Whether the step ended with more energy than it may have (beyond
+    /// the energies' rounding bounds too).
     fn rose(&self, model: &Model, state: &mut State) -> bool {
-        let e = energy(model, state.x, state.v);
+        let (e, noise) = energy_and_noise(model, state.x, state.v);
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         let work = 0.5 * model.params.dt * (self.power + power);
         let stake = self.stake + e.kinetic + e.membrane + e.bending + work.abs();
-        e.total() > self.energy + work + ENERGY_RISE * stake + 1e-9
+        let rounding =
+            NOISE_FACTOR * noise + 8.0 * f32::EPSILON * (libm::fabsf(e.gravity) + libm::fabsf(self.energy) + stake);
+        e.total() > self.energy + work + ENERGY_RISE * stake + rounding
     }
 }
 
