@@ -355,14 +355,15 @@ pub type Frames = Vec<Vec<Vec3>>;
 /// than the default 200 on most steps, at no extra cost per converged solve.
 const FINE_CG_ITERATIONS: u32 = 2000;
 
-/// Runs the fine simulation of `coarse` and restricts it to the coarse
-/// nodes: positions, velocities and the wall time of the simulation.
-pub fn fine_reference(
+/// The fine scenario of `coarse` (`k` times finer, `time_substeps` times
+/// more steps, self-contact on, solved to the CG tolerance) and the fine
+/// node of every coarse node.
+pub fn fine_scenario(
     coarse: &Scenario,
     k: usize,
     time_substeps: u32,
     integrator: crate::scenario::IntegratorSpec,
-) -> Result<(Frames, Frames, f32)> {
+) -> Result<(Scenario, Vec<usize>)> {
     let [nx, ny] = coarse.cloth.resolution;
     let (fx, fy) = ((nx - 1).saturating_mul(k) + 1, (ny - 1).saturating_mul(k) + 1);
     let edges = weft_core::mesh::MeshCounts::grid(fx, fy).edges;
@@ -378,8 +379,19 @@ pub fn fine_reference(
     fine.solver.integrator = integrator;
     // A reference solves every step to the CG tolerance.
     fine.solver.cg_max_iterations = fine.solver.cg_max_iterations.max(FINE_CG_ITERATIONS);
-    let n = coarse.cloth.resolution[0] * coarse.cloth.resolution[1];
-    let map: Vec<usize> = (0..n).map(|i| coarse.refine_node(i, k)).collect();
+    let map: Vec<usize> = (0..nx * ny).map(|i| coarse.refine_node(i, k)).collect();
+    Ok((fine, map))
+}
+
+/// Runs the fine simulation of `coarse` and restricts it to the coarse
+/// nodes: positions, velocities and the wall time of the simulation.
+pub fn fine_reference(
+    coarse: &Scenario,
+    k: usize,
+    time_substeps: u32,
+    integrator: crate::scenario::IntegratorSpec,
+) -> Result<(Frames, Frames, f32)> {
+    let (fine, map) = fine_scenario(coarse, k, time_substeps, integrator)?;
     let (mut xs, mut vs) = (Vec::new(), Vec::new());
     let t0 = std::time::Instant::now();
     sim::run(&fine, false, &mut Plain, |_, _, state| {

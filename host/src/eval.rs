@@ -180,32 +180,10 @@ pub enum Source {
     Scenario(std::path::PathBuf),
 }
 
-/// `weft eval` asks whether any plain alternative costing less than this
-/// many corrected steps is as accurate.
-pub const PARETO_BUDGET: f64 = 3.0;
-
-/// `weft eval`: rolls out every trajectory of `source` plain, corrected by
-/// the float model at `model` (when it exists) and by the int8 model file
-/// `int8` (when given), and the plain alternatives; writes `report.json` and
-/// `rmse.png` into `out`; returns the printed report. A scenario outside the
-/// training envelope is warned about on stderr; `steps` defaults to the
-/// trajectories' length.
-pub fn command(
-    source: &Source,
-    data: &Path,
-    model: &Path,
-    int8: Option<&Path>,
-    steps: Option<usize>,
-    out: &Path,
-) -> Result<String> {
-    use std::fmt::Write;
-    let trained = if model.with_extension("json").exists() {
-        Some(Trained::load(model, &candle_core::Device::Cpu)?)
-    } else {
-        eprintln!("no model at {} — plain columns only", model.display());
-        None
-    };
-    let int8 = int8.map(crate::quantize::load).transpose()?;
+/// The trajectories `source` names: a split of the data set in `data`, or a
+/// scenario file with its fine reference simulated here (`steps` frames, by
+/// default its own).
+fn trajectories(source: &Source, data: &Path, steps: Option<usize>) -> Result<Vec<Trajectory>> {
     let trajs = match source {
         Source::Scenario(path) => {
             let mut scn = Scenario::load(path)?;
@@ -231,6 +209,44 @@ pub fn command(
     };
     if trajs.is_empty() {
         anyhow::bail!("nothing to evaluate in {} of {}", source.name(), data.display());
+    }
+    Ok(trajs)
+}
+
+/// `weft eval` asks whether any plain alternative costing less than this
+/// many corrected steps is as accurate.
+pub const PARETO_BUDGET: f64 = 3.0;
+
+/// `weft eval`: rolls out every trajectory of `source` plain, corrected by
+/// the float model at `model` (when it exists) and by the int8 model file
+/// `int8` (when given), and the plain alternatives; writes `report.json` and
+/// `rmse.png` into `out`; returns the printed report. A scenario outside the
+/// training envelope is warned about on stderr; `steps` defaults to the
+/// trajectories' length.
+pub fn command(
+    source: &Source,
+    data: &Path,
+    model: &Path,
+    int8: Option<&Path>,
+    steps: Option<usize>,
+    horizons: bool,
+    out: &Path,
+) -> Result<String> {
+    use std::fmt::Write;
+    let trained = if model.with_extension("json").exists() {
+        Some(Trained::load(model, &candle_core::Device::Cpu)?)
+    } else {
+        eprintln!("no model at {} — plain columns only", model.display());
+        None
+    };
+    let int8 = int8.map(crate::quantize::load).transpose()?;
+    let trajs = trajectories(source, data, steps)?;
+    if horizons {
+        let name = matches!(source, Source::Scenario(_)).then_some("scenario");
+        let rep = crate::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
+        std::fs::create_dir_all(out)?;
+        std::fs::write(out.join("horizons.json"), serde_json::to_string_pretty(&rep)?)?;
+        return Ok(rep.table());
     }
     let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
     let bar = crate::progress_bar(

@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod eval;
 pub mod families;
 pub mod gnn;
+pub mod horizons;
 pub mod quantize;
 pub mod render;
 pub mod scenario;

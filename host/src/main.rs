@@ -168,8 +168,21 @@ enum Command {
         /// `time.steps` for a scenario).
         #[arg(long, value_parser = at_least_one)]
         steps: Option<usize>,
+        /// Errors at horizons instead: rollouts of 1, 10 and 50 frames
+        /// from the reference every 20 frames, every column beside its
+        /// floor (`weft floors`), with device cost (eval/horizons.json).
+        #[arg(long)]
+        horizons: bool,
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
+    },
+    /// The floor of every family of a data set: the reference's own change
+    /// over 1, 10 and 50 frames from a start moved 1 µm (floors.json beside
+    /// the index; resumable).
+    Floors {
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        data: PathBuf,
     },
     /// Choose the factor on the network's corrections that gives the
     /// lowest rollout error on a split (validation by default) and store it
@@ -341,13 +354,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Quantize { model, data, samples, out } => {
             println!("{}", quantize::command(&model, &data, samples, &out)?);
         }
-        Command::Eval { scenario, split, data, model, int8, steps, out } => {
+        Command::Floors { data } => print!("{}", weft_host::horizons::floors(&data)?),
+        Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {
             let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };
             let source = match scenario {
                 Some(path) => eval::Source::Scenario(path),
                 None => eval::Source::Split(split),
             };
-            print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, &out)?);
+            print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, horizons, &out)?);
         }
         Command::Demo { out, int8, seed } => {
             println!("{}", render::demo(&quantize::load(&int8)?, seed, &out)?);

@@ -202,3 +202,33 @@ fn generation_jobs_shard_and_split() {
     assert_eq!("2/8".parse::<Shard>(), Ok(Shard { index: 2, count: 8 }));
     assert!("8/8".parse::<Shard>().is_err() && "x".parse::<Shard>().is_err());
 }
+
+/// Horizon rollouts start every 20 frames and are cut at the end; plain is
+/// its own yardstick; the floors of `weft floors` are small, finite and
+/// kept beside the index.
+#[test]
+fn horizons_start_every_twenty_frames_beside_their_floors() {
+    use weft_host::horizons::{self, Column};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
+    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    let printed = horizons::floors(dir.path()).unwrap();
+    assert!(dir.path().join("floors.json").exists() && printed.contains("flag"), "{printed}");
+    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let rep = horizons::report(&trajs, None, dir.path(), None, None, false).unwrap();
+    let row = |fam: &str, col: Column| rep.rows.iter().find(|r| r.0 == fam && r.1 == col).map(|r| r.2.clone());
+    let plain = row("flag", Column::Plain).unwrap();
+    // Starts 0, 20, 40: three windows of 1 and 10 frames, one of 50.
+    assert_eq!(plain.windows, [3, 3, 1]);
+    assert!(plain.error.iter().all(|e| e.is_finite() && *e > 0.0), "{:?}", plain.error);
+    for col in [Column::HalfDt, Column::QuarterDt, Column::Bdf2] {
+        let c = row("flag", col).unwrap();
+        assert!(c.error.iter().all(|e| e.is_finite()));
+        assert!(c.cg_per_frame > 0.0);
+    }
+    // No network given: no network columns.
+    assert!(row("flag", Column::Int8).is_none() && row("flag", Column::Float).is_none());
+    let floor = rep.floors.iter().find(|f| f.0 == "flag").unwrap().1;
+    assert!(floor.iter().all(|f| f.is_finite() && *f >= 0.0 && *f < plain.error[2]), "{floor:?}");
+    assert!(rep.table().contains("floor (1 µm)"));
+}

@@ -1,0 +1,431 @@
+//! Errors at horizons, the way learned simulators are measured: rollouts of
+//! 1, 10 and 50 frames ([`HORIZONS`]) started from the reference's
+//! restricted state every [`START_EVERY`] frames, for every [`Column`],
+//! against the reference; each cell beside its floor, the reference's own
+//! change over the same horizon when started 1 µm apart ([`floors`]). A
+//! cell whose floor exceeds a third of plain's error is unmeasurable and
+//! kept out of the overall means.
+//!
+//! Each column's cost is given as device instructions per frame from a
+//! per-stage model calibrated on the firmware's QEMU counts
+//! ([`DEVICE_PER_CG_ITERATION`], [`DEVICE_PER_NETWORK`]), beside host time.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use weft_core::prelude::Vec3;
+
+use crate::corrector::{Corrector, Int8, Plain};
+use crate::dataset::{self, Frames, Trajectory, PERTURBATION};
+use crate::eval::{mean, rmse};
+use crate::families::Family;
+use crate::gnn::{self, Trained};
+use crate::scenario::{IntegratorSpec, Scenario};
+use crate::sim::{self, Restart};
+use weft_weights::format::NetworkData;
+
+/// Frames per rollout.
+pub const HORIZONS: [usize; 3] = [1, 10, 50];
+/// Frames between the starts of the rollouts.
+pub const START_EVERY: usize = 20;
+/// A cell is unmeasurable when its floor exceeds this share of plain's error.
+pub const MEASURABLE: f32 = 1.0 / 3.0;
+
+/// Device instructions per CG iteration of the 16×16 step, everything in
+/// the physics step included: the firmware's QEMU count (29.18 M
+/// instructions per step at 35.0 iterations per step, `cd firmware &&
+/// cargo qemu`).
+pub const DEVICE_PER_CG_ITERATION: f64 = 29.18e6 / 35.0;
+/// Device instructions per corrected step for the network: features,
+/// forward, dynamic edges and correction (the same QEMU run).
+pub const DEVICE_PER_NETWORK: f64 = 18.80e6 + 0.51e6 + 0.03e6;
+
+/// A way to step the coarse cloth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Column {
+    /// Backward Euler, one step per frame (the yardstick).
+    Plain,
+    /// Corrected by the float network.
+    Float,
+    /// Corrected by the int8 network (what the device runs).
+    Int8,
+    /// Backward Euler, two steps of `dt / 2` per frame.
+    HalfDt,
+    /// Backward Euler, four steps of `dt / 4` per frame.
+    QuarterDt,
+    /// BDF2, one step per frame (a restart's first step is backward Euler).
+    Bdf2,
+}
+
+impl Column {
+    pub const ALL: [Column; 6] =
+        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Column::Plain => "plain",
+            Column::Float => "float",
+            Column::Int8 => "int8",
+            Column::HalfDt => "plain dt/2",
+            Column::QuarterDt => "plain dt/4",
+            Column::Bdf2 => "plain BDF2",
+        }
+    }
+
+    /// The scenario this column steps.
+    fn scenario(self, scn: &Scenario) -> Scenario {
+        let mut s = scn.clone();
+        match self {
+            Column::HalfDt => s.time.substeps *= 2,
+            Column::QuarterDt => s.time.substeps *= 4,
+            Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
+            Column::Plain | Column::Float | Column::Int8 => {}
+        }
+        s
+    }
+
+    /// The corrector after every physics step; `None` when the model this
+    /// column needs is missing.
+    fn corrector<'m>(
+        self,
+        float: Option<&'m Trained>,
+        int8: Option<&'m NetworkData>,
+    ) -> Option<Box<dyn Corrector + 'm>> {
+        match self {
+            Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
+            Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
+            _ => Some(Box::new(Plain)),
+        }
+    }
+
+    fn network_calls_per_frame(self, substeps: u32) -> f64 {
+        match self {
+            Column::Float | Column::Int8 => substeps as f64,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Per horizon, the mean RMSE over the first `h` frames of every window.
+pub type Windows = [Vec<f32>; 3];
+
+/// The errors of one column on one trajectory, and its CG iterations and
+/// host seconds per frame.
+pub struct ColumnRun {
+    pub windows: Windows,
+    pub cg_per_frame: f64,
+    pub seconds_per_frame: f64,
+}
+
+/// Rolls `col` out from every start of `traj`.
+fn run_column(
+    traj: &Trajectory,
+    col: Column,
+    float: Option<&Trained>,
+    int8: Option<&NetworkData>,
+) -> Result<Option<ColumnRun>> {
+    let frames = traj.x.len() - 1;
+    let scn = col.scenario(&traj.scenario);
+    let mut run = ColumnRun { windows: Default::default(), cg_per_frame: 0.0, seconds_per_frame: 0.0 };
+    let (mut cg, mut stepped) = (0u64, 0usize);
+    let t0 = Instant::now();
+    for s in (0..frames).step_by(START_EVERY) {
+        let Some(mut corrector) = col.corrector(float, int8) else { return Ok(None) };
+        let len = HORIZONS[2].min(frames - s);
+        let mut scn = scn.clone();
+        scn.time.steps = len as u32;
+        let restart = Restart { x: &traj.x[s], v: &traj.v[s], frame: s as u32 };
+        let mut errs = Vec::with_capacity(len);
+        let r = sim::run_from(&scn, Some(restart), false, corrector.as_mut(), |f, _, st| {
+            if f > 0 {
+                errs.push(rmse(st.positions(), &traj.x[s + f as usize]));
+            }
+            Ok(())
+        });
+        if let Ok(summary) = &r {
+            cg += summary.frames.iter().map(|f| f.cg_iterations as u64).sum::<u64>();
+            stepped += len;
+        }
+        // A rollout that failed keeps its last error for the frames it
+        // missed.
+        let last = errs.last().copied().unwrap_or(f32::INFINITY);
+        errs.resize(len, last);
+        for (k, &h) in HORIZONS.iter().enumerate() {
+            if h <= len {
+                run.windows[k].push(mean(&errs[..h]));
+            }
+        }
+    }
+    run.cg_per_frame = cg as f64 / stepped.max(1) as f64;
+    run.seconds_per_frame = t0.elapsed().as_secs_f64() / stepped.max(1) as f64;
+    Ok(Some(run))
+}
+
+/// The floor of a family: per horizon, the reference's own change over the
+/// horizon between two fine rollouts restarted from the same fine state,
+/// one of them moved [`PERTURBATION`], averaged over the starts.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Floor {
+    pub family: Family,
+    pub seed: u64,
+    /// Per horizon of [`HORIZONS`] (m).
+    pub floor: [f32; 3],
+    pub seconds: f32,
+}
+
+/// The floors of a data set, kept in `floors.json` beside its index.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Floors {
+    pub families: Vec<Floor>,
+}
+
+/// Computes the floor of `traj`'s scenario on its fine mesh.
+fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
+    let t0 = Instant::now();
+    let (fine, map) = dataset::fine_scenario(&traj.scenario, spec.k, spec.time_substeps, spec.fine_integrator)?;
+    let frames = traj.x.len() - 1;
+    // The fine state at every start, from one continuous run.
+    let mut snapshots: Vec<(Vec<Vec3>, Vec<Vec3>)> = Vec::new();
+    let mut fine_all = fine.clone();
+    fine_all.time.steps = frames as u32;
+    sim::run(&fine_all, false, &mut Plain, |f, _, st| {
+        if (f as usize).is_multiple_of(START_EVERY) && (f as usize) < frames {
+            snapshots.push((st.positions().to_vec(), st.velocities().to_vec()));
+        }
+        Ok(())
+    })?;
+    let mut windows: Windows = Default::default();
+    for (k, (x, v)) in snapshots.iter().enumerate() {
+        let s = k * START_EVERY;
+        let len = HORIZONS[2].min(frames - s);
+        let mut branch = fine.clone();
+        branch.time.steps = len as u32;
+        let moved: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(PERTURBATION, 0.0, 0.0)).collect();
+        let restricted = |x: &[Vec3]| -> Result<Frames> {
+            let mut out = Vec::new();
+            let restart = Restart { x, v, frame: s as u32 };
+            sim::run_from(&branch, Some(restart), false, &mut Plain, |f, _, st| {
+                if f > 0 {
+                    out.push(map.iter().map(|&i| st.positions()[i]).collect());
+                }
+                Ok(())
+            })?;
+            Ok(out)
+        };
+        let (a, b) = (restricted(x)?, restricted(&moved)?);
+        let errs: Vec<f32> = a.iter().zip(&b).map(|(p, q)| rmse(p, q)).collect();
+        for (k, &h) in HORIZONS.iter().enumerate() {
+            if h <= errs.len() {
+                windows[k].push(mean(&errs[..h]));
+            }
+        }
+    }
+    Ok(Floor {
+        family: traj.family,
+        seed: traj.seed,
+        floor: [0, 1, 2].map(|k| mean(&windows[k])),
+        seconds: t0.elapsed().as_secs_f32(),
+    })
+}
+
+/// `weft floors`: the floor of every family of the data set in `data`,
+/// from its first test (or held-out) trajectory, into `floors.json`;
+/// families already there are kept (resumable).
+pub fn floors(data: &Path) -> Result<String> {
+    let index = dataset::load_index(data)?;
+    let path = data.join("floors.json");
+    let mut floors: Floors =
+        std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    for family in Family::ALL {
+        if floors.families.iter().any(|f| f.family == family) {
+            continue;
+        }
+        let Some(entry) =
+            index.trajectories.iter().find(|e| e.family == family && (e.split == "test" || e.split == "heldout"))
+        else {
+            continue;
+        };
+        let traj = dataset::read_trajectory(&data.join(&entry.file))?;
+        let floor = floor_of(&traj, &index.spec).with_context(|| format!("floor of {}", entry.file))?;
+        floors.families.push(floor);
+        std::fs::write(&path, serde_json::to_string_pretty(&floors)?)?;
+    }
+    let mut out = String::from("family   seed   floor at 1 / 10 / 50 frames (m)   seconds\n");
+    for f in &floors.families {
+        out += &format!(
+            "{:<8} {:>4}   {:.2e} / {:.2e} / {:.2e}   {:>7.0}\n",
+            f.family.name(),
+            f.seed,
+            f.floor[0],
+            f.floor[1],
+            f.floor[2],
+            f.seconds
+        );
+    }
+    Ok(out)
+}
+
+/// One column's cell of a family: mean error per horizon and cost.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Cells {
+    pub error: [f32; 3],
+    pub windows: [usize; 3],
+    pub cg_per_frame: f64,
+    pub device_per_frame: f64,
+    pub seconds_per_frame: f64,
+}
+
+/// The horizon report: per family (and `overall`), per column.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Report {
+    pub rows: Vec<(String, Column, Cells)>,
+    /// Per family, the floor per horizon (when `weft floors` has run).
+    pub floors: Vec<(String, [f32; 3])>,
+}
+
+/// The horizon errors of every column on `trajs`, per family (or all
+/// under `name`) and overall.
+pub fn report(
+    trajs: &[Trajectory],
+    name: Option<&str>,
+    data: &Path,
+    float: Option<&Trained>,
+    int8: Option<&NetworkData>,
+    progress: bool,
+) -> Result<Report> {
+    let floors: Floors = std::fs::read_to_string(data.join("floors.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let family = |t: &Trajectory| name.unwrap_or(t.family.name()).to_string();
+    let mut families: Vec<String> = Vec::new();
+    for t in trajs {
+        if !families.contains(&family(t)) {
+            families.push(family(t));
+        }
+    }
+    let bar = crate::progress_bar((trajs.len() * Column::ALL.len()) as u64, "horizon rollouts", progress);
+    // Per family and column: windows, CG sums, seconds.
+    let mut acc: Vec<(String, Column, Windows, f64, f64, usize)> = Vec::new();
+    for t in trajs {
+        for col in Column::ALL {
+            bar.inc(1);
+            let Some(run) = run_column(t, col, float, int8)? else { continue };
+            let key = family(t);
+            let i = match acc.iter().position(|a| a.0 == key && a.1 == col) {
+                Some(i) => i,
+                None => {
+                    acc.push((key, col, Default::default(), 0.0, 0.0, 0));
+                    acc.len() - 1
+                }
+            };
+            let a = &mut acc[i];
+            for k in 0..3 {
+                a.2[k].extend_from_slice(&run.windows[k]);
+            }
+            (a.3, a.4, a.5) = (a.3 + run.cg_per_frame, a.4 + run.seconds_per_frame, a.5 + 1);
+        }
+    }
+    bar.finish_and_clear();
+    let cells = |col: Column, w: &Windows, cg: f64, secs: f64, n: usize, substeps: u32| Cells {
+        error: [0, 1, 2].map(|k| mean(&w[k])),
+        windows: [0, 1, 2].map(|k| w[k].len()),
+        cg_per_frame: cg / n.max(1) as f64,
+        device_per_frame: cg / n.max(1) as f64 * DEVICE_PER_CG_ITERATION
+            + col.network_calls_per_frame(substeps) * DEVICE_PER_NETWORK,
+        seconds_per_frame: secs / n.max(1) as f64,
+    };
+    let substeps = trajs.first().map_or(1, |t| t.scenario.time.substeps);
+    let mut rep = Report::default();
+    for fam in &families {
+        let floor = floors.families.iter().find(|f| f.family.name() == fam).map(|f| f.floor);
+        if let Some(f) = floor {
+            rep.floors.push((fam.clone(), f));
+        }
+        for a in acc.iter().filter(|a| &a.0 == fam) {
+            rep.rows.push((fam.clone(), a.1, cells(a.1, &a.2, a.3, a.4, a.5, substeps)));
+        }
+    }
+    // Overall: every measurable family's windows.
+    for col in Column::ALL {
+        let mut w: Windows = Default::default();
+        let (mut cg, mut secs, mut n) = (0.0, 0.0, 0);
+        for a in acc.iter().filter(|a| a.1 == col) {
+            let plain = rep.rows.iter().find(|r| r.0 == a.0 && r.1 == Column::Plain).map(|r| r.2.error);
+            for k in 0..3 {
+                if measurable(&rep, &a.0, k, plain) {
+                    w[k].extend_from_slice(&a.2[k]);
+                }
+            }
+            (cg, secs, n) = (cg + a.3, secs + a.4, n + a.5);
+        }
+        if n > 0 {
+            rep.rows.push(("overall".into(), col, cells(col, &w, cg, secs, n, substeps)));
+        }
+    }
+    Ok(rep)
+}
+
+/// Whether family `fam`'s horizon `k` is measurable: its floor (when known)
+/// is at most [`MEASURABLE`] of plain's error.
+fn measurable(rep: &Report, fam: &str, k: usize, plain: Option<[f32; 3]>) -> bool {
+    match (rep.floors.iter().find(|f| f.0 == fam), plain) {
+        (Some(f), Some(p)) => f.1[k] <= MEASURABLE * p[k],
+        _ => true,
+    }
+}
+
+impl Report {
+    /// The table: per family and overall, each column's error at every
+    /// horizon as a multiple of plain, the floor beside it, `*` where
+    /// unmeasurable; and each column's cost.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let mut families: Vec<&str> = Vec::new();
+        for r in &self.rows {
+            if !families.contains(&r.0.as_str()) {
+                families.push(&r.0);
+            }
+        }
+        for fam in families {
+            let plain = self.rows.iter().find(|r| r.0 == fam && r.1 == Column::Plain).map(|r| r.2.error);
+            let Some(plain) = plain else { continue };
+            out += &format!(
+                "\n{fam}: plain error {:.2e} / {:.2e} / {:.2e} m at 1 / 10 / 50 frames\n",
+                plain[0], plain[1], plain[2]
+            );
+            out +=
+                "  column        × plain at  1       10       50     CG/frame  device M instr/frame  host ms/frame\n";
+            if let Some(f) = self.floors.iter().find(|f| f.0 == fam) {
+                out += &format!(
+                    "  floor (1 µm)            {:>7.3}  {:>7.3}  {:>7.3}\n",
+                    f.1[0] / plain[0],
+                    f.1[1] / plain[1],
+                    f.1[2] / plain[2]
+                );
+            }
+            for (_, col, c) in self.rows.iter().filter(|r| r.0 == fam) {
+                let mark =
+                    |k: usize| if fam != "overall" && !measurable(self, fam, k, Some(plain)) { "*" } else { " " };
+                out += &format!(
+                    "  {:<12}            {:>7.3}{} {:>7.3}{} {:>7.3}{} {:>8.1}  {:>20.1}  {:>13.2}\n",
+                    col.label(),
+                    c.error[0] / plain[0],
+                    mark(0),
+                    c.error[1] / plain[1],
+                    mark(1),
+                    c.error[2] / plain[2],
+                    mark(2),
+                    c.cg_per_frame,
+                    c.device_per_frame / 1e6,
+                    c.seconds_per_frame * 1e3
+                );
+            }
+        }
+        out += "\n* the floor exceeds a third of plain's error: unmeasurable, left out of the overall rows\n";
+        out
+    }
+}
