@@ -323,8 +323,8 @@ pub fn report(
                 }
             };
             let a = &mut acc[i];
-            for k in 0..3 {
-                a.2[k].extend_from_slice(&run.windows[k]);
+            for (wk, rk) in a.2.iter_mut().zip(&run.windows) {
+                wk.extend_from_slice(rk);
             }
             (a.3, a.4, a.5) = (a.3 + run.cg_per_frame, a.4 + run.seconds_per_frame, a.5 + 1);
         }
@@ -355,9 +355,9 @@ pub fn report(
         let (mut cg, mut secs, mut n) = (0.0, 0.0, 0);
         for a in acc.iter().filter(|a| a.1 == col) {
             let plain = rep.rows.iter().find(|r| r.0 == a.0 && r.1 == Column::Plain).map(|r| r.2.error);
-            for k in 0..3 {
+            for (k, wk) in w.iter_mut().enumerate() {
                 if measurable(&rep, &a.0, k, plain) {
-                    w[k].extend_from_slice(&a.2[k]);
+                    wk.extend_from_slice(&a.2[k]);
                 }
             }
             (cg, secs, n) = (cg + a.3, secs + a.4, n + a.5);
