@@ -508,13 +508,23 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
         wall_seconds: 0.0,
         reused: 0,
     };
-    if previous.as_ref().is_none_or(|p| p.spec != *spec) {
-        std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&start)?)?;
-    }
+    write_index(out, &start)?;
     let jobs = jobs(spec, shard);
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
     /// The entry, its convergence check, whether it was kept from before.
     type Job = (IndexEntry, Option<Convergence>, bool);
+    // The index grows as trajectories finish, so that a run stopped
+    // part-way leaves a data set that loads.
+    let partial = std::sync::Mutex::new(start);
+    let record = |job: &Job| -> Result<()> {
+        let mut index = partial.lock().map_err(|_| anyhow::anyhow!("index lock poisoned"))?;
+        index.trajectories.push(job.0.clone());
+        if let Some(c) = &job.1 {
+            index.convergence.retain(|x| !(x.family == c.family && x.seed == c.seed));
+            index.convergence.push(c.clone());
+        }
+        write_index(out, &index)
+    };
     let results: Vec<Result<Job, String>> = jobs
         .par_iter()
         .map(|&(family, seed)| {
@@ -540,7 +550,8 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
                     Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
                 write_trajectory(&out.join(&file), &t, spec)?;
                 Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check, false))
-            })();
+            })()
+            .and_then(|job| record(&job).map(|()| job));
             bar.inc(1);
             r.map_err(|e| format!("{}-{seed}: {e:#}", family.name()))
         })
@@ -565,8 +576,17 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
         }
     }
     index.wall_seconds = t0.elapsed().as_secs_f32();
-    std::fs::write(out.join("index.json"), serde_json::to_string_pretty(&index)?)?;
+    write_index(out, &index)?;
     Ok(index)
+}
+
+/// Writes `index.json` in `dir` whole or not at all (through a temporary
+/// file renamed over it).
+fn write_index(dir: &Path, index: &Index) -> Result<()> {
+    let tmp = dir.join("index.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(index)?)?;
+    std::fs::rename(&tmp, dir.join("index.json"))?;
+    Ok(())
 }
 
 /// Loads the index of a dataset folder.
