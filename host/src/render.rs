@@ -299,15 +299,21 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
         .collect();
     let ms = (2000.0 * scn.time.dt).round() as u32;
     write_gif(out, &frames, ms)?;
+    // The last frame as a still, beside the animation.
+    let still = out.with_extension("png");
+    if let Some(last) = frames.last() {
+        last.save(&still)?;
+    }
     // Mean over frames 1.. of the per-frame errors already taken.
     let rmse = |k: usize| eval::mean(errors[k].get(1..).unwrap_or(&[]));
     Ok(format!(
         "{}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
-         {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {}",
+         {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {} and {}",
         scn.name,
         scn.time.steps,
         rmse(0),
         rmse(1),
-        out.display()
+        out.display(),
+        still.display()
     ))
 }

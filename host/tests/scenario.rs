@@ -154,10 +154,11 @@ fn a_failed_run_keeps_its_summary_and_last_good_state() {
 }
 
 #[test]
-fn readme_scenario_example_is_valid() {
+fn documented_scenario_example_is_valid() {
     let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let block = readme.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in the README");
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/desktop.md")).unwrap();
+    let block =
+        readme.split("```toml").nth(1).and_then(|b| b.split("```").next()).expect("a toml block in docs/desktop.md");
     let scn = Scenario::parse(block).unwrap();
     assert_eq!(scn.pins.len(), 1);
     assert_eq!(scn.colliders.len(), 1);
