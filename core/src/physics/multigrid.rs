@@ -17,7 +17,9 @@
 //!   the bending Hessian is constant ([`crate::physics::stencil`]), so its
 //!   level-1 product is computed once per state ([`Multigrid::new`]) and
 //!   only scaled per step.
-//! - **Cycle.** On the fine level a damped block-Jacobi smoother before and after the coarse correction;
+//! - **Cycle.** On the fine level a damped block-Jacobi smoother before
+//!   and after the coarse correction, on the smoother's operator of
+//!   [`FineLevel`];
 //!   on the coarse levels symmetric block Gauss–Seidel (forward before,
 //!   backward after); the coarsest level is solved by a dense Cholesky
 //!   factor. Pre- and post-smoothing mirror each other, so the cycle is a
@@ -604,7 +606,9 @@ impl<'a> Multigrid<'a> {
 /// The finest level as the cycle uses it (the solver's operator with its
 /// constraints).
 pub trait FineLevel {
-    /// `out = S A S p`.
+    /// `out = S Ã S p`, `Ã` the operator the fine level smooths (the
+    /// solver's, or an approximation of it that keeps the cycle symmetric
+    /// positive definite).
     fn apply(&self, p: &[Vec3], out: &mut [Vec3]);
     /// `z += ω S D⁻¹ S r` (block Jacobi).
     fn smooth(&self, omega: f32, r: &[Vec3], z: &mut [Vec3]);
