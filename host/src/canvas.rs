@@ -94,8 +94,12 @@ pub fn plot(img: &mut RgbImage, (x, y, w, h): (u32, u32, u32, u32), p: &Plot) {
     let (left, right, top, bottom) = (x as f32 + 70.0, (x + w) as f32 - 12.0, y as f32 + 30.0, (y + h) as f32 - 40.0);
     let n = p.x_len.unwrap_or_else(|| p.series.iter().map(|s| s.values.len()).max().unwrap_or(0)).max(2);
     let x_max = (n - 1) as f32 * p.x_step;
-    let y_max =
+    let data_max =
         p.y_max.unwrap_or_else(|| p.series.iter().flat_map(|s| s.values.iter().copied()).fold(0.0, f32::max)).max(1e-9);
+    // Headroom for the legend in the top-left corner, so that no curve
+    // passes under it.
+    let legend = 12.0 * p.series.len() as f32 + 12.0;
+    let y_max = data_max * (bottom - top) / (bottom - top - legend).max(1.0);
     let px = |v: f32| left + (right - left) * v / x_max;
     let py = |v: f32| bottom - (bottom - top) * (v / y_max).clamp(0.0, 1.0);
     let tw = |s: &str| text_width(s, 1) as f32;

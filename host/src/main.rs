@@ -223,9 +223,13 @@ enum Command {
         /// int8 model file.
         #[arg(long, default_value = "weights/weft-gnn.q8")]
         int8: PathBuf,
-        /// Seed of the drape family's scenario (13 is in the test split).
-        #[arg(long, default_value_t = 13)]
-        seed: u64,
+        /// A drape family seed to show instead of the test split's median
+        /// case (its fine reference is simulated).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        data: PathBuf,
     },
 }
 
@@ -363,8 +367,10 @@ fn run(cli: Cli) -> Result<()> {
             };
             print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, horizons, &out)?);
         }
-        Command::Demo { out, int8, seed } => {
-            println!("{}", render::demo(&quantize::load(&int8)?, seed, &out)?);
+        Command::Demo { out, int8, seed, data } => {
+            let net = quantize::load(&int8)?;
+            let case = render::demo_case(&net, seed, &data)?;
+            println!("{}", render::demo(&net, case, &out)?);
         }
     }
     Ok(())

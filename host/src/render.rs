@@ -14,6 +14,7 @@ use crate::corrector::{self, Corrector};
 use crate::dataset::{self, DatasetSpec};
 use crate::eval;
 use crate::families::Family;
+use crate::scenario::Scenario;
 use crate::sim;
 
 /// A pinhole camera.
@@ -235,22 +236,69 @@ pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: 
     out
 }
 
-/// `weft demo`: a test-split drape (`seed`) as an animated GIF at `out`:
-/// the plain coarse cloth, the int8-corrected coarse cloth and the fine
-/// reference side by side, each labelled with its running RMSE, and an
-/// error plot; returns the one-line summary.
-pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
+/// The demo's case: the scenario, its reference at the coarse nodes, and
+/// why it was chosen. With `seed`, that drape (its fine reference simulated
+/// here); otherwise the trajectory of `data`'s test split whose
+/// int8-corrected error is the median multiple of its plain error (the
+/// reference read from the data set), or drape 13 without a data set.
+pub fn demo_case(net: &NetworkData, seed: Option<u64>, data: &Path) -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
     let spec = DatasetSpec::default();
-    let scn = crate::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
+    let simulated = |seed: u64, why: String| -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
+        let scn = crate::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
+        let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+        Ok((scn, fine, why))
+    };
+    if let Some(seed) = seed {
+        return simulated(seed, format!("drape {seed}, as asked"));
+    }
+    let Ok(trajs) = dataset::load_split(data, Some("test")) else {
+        return simulated(13, format!("drape 13 (no test split in {})", data.display()));
+    };
+    let mut ratios = Vec::new();
+    for (k, t) in trajs.iter().enumerate() {
+        let err = |c: &mut dyn Corrector| -> Result<f32> {
+            let mut e = Vec::new();
+            sim::run(&t.scenario, false, c, |f, _, st| {
+                if f > 0 {
+                    e.push(eval::rmse(st.positions(), &t.x[f as usize]));
+                }
+                Ok(())
+            })?;
+            Ok(eval::mean(&e))
+        };
+        let (plain, int8) = (err(&mut corrector::Plain)?, err(&mut corrector::Int8::new(net))?);
+        ratios.push((int8 / plain, k));
+    }
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let Some(&(ratio, k)) = ratios.get(ratios.len() / 2) else {
+        return simulated(13, "drape 13 (an empty test split)".into());
+    };
+    let t = &trajs[k];
+    let why = format!(
+        "{} {} of the test split, the median of its {} trajectories' int8/plain error ratios ({ratio:.3})",
+        t.family.name(),
+        t.seed,
+        trajs.len()
+    );
+    Ok((t.scenario.clone(), t.x.clone(), why))
+}
+
+/// `weft demo`: a case of [`demo_case`] as an animated GIF at `out` and its
+/// last frame as a still beside it: the plain coarse cloth, the
+/// int8-corrected coarse cloth and the reference side by side, each
+/// labelled with its running RMSE, and an error plot; returns the one-line
+/// summary.
+pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &Path) -> Result<String> {
+    let (scn, fine, why) = case;
     // Looking at the sphere (or capsule) from above and in front.
     let target = scn
         .colliders
         .iter()
         .find_map(|c| c.center.or(c.a.zip(c.b).map(|(a, b)| [0, 1, 2].map(|k| 0.5 * (a[k] + b[k])))))
-        .map_or(Vec3::new(0.0, 0.3, 0.0), |c| Vec3::new(c[0], c[1], c[2]));
+        .map_or(Vec3::from_array(scn.cloth.center), |c| Vec3::new(c[0], c[1], c[2]));
     let cam = Camera { eye: target + Vec3::new(1.0, 0.9, 1.4), target, fov_y_deg: 40.0, width: 320, height: 260 };
     let colors = [[220.0, 90.0, 70.0], [70.0, 130.0, 220.0], [90.0, 170.0, 90.0]];
-    let bar = crate::progress_bar(3, "runs", true);
+    let bar = crate::progress_bar(2, "runs", true);
     let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
     let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
     let runs: [(&str, Box<dyn Corrector>); 2] =
@@ -267,8 +315,6 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
         })?;
         bar.inc(1);
     }
-    bar.set_message("fine reference 61×61");
-    let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
     scn.with_model(|model| {
         for (t, x) in fine.iter().enumerate().step_by(2) {
             let time = t as f32 * scn.time.dt;
@@ -298,6 +344,9 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
         })
         .collect();
     let ms = (2000.0 * scn.time.dt).round() as u32;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
     write_gif(out, &frames, ms)?;
     // The last frame as a still, beside the animation.
     let still = out.with_extension("png");
@@ -307,7 +356,7 @@ pub fn demo(net: &NetworkData, seed: u64, out: &Path) -> Result<String> {
     // Mean over frames 1.. of the per-frame errors already taken.
     let rmse = |k: usize| eval::mean(errors[k].get(1..).unwrap_or(&[]));
     Ok(format!(
-        "{}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
+        "{} — {why}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
          {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {} and {}",
         scn.name,
         scn.time.steps,
