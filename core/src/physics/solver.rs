@@ -15,6 +15,12 @@ use crate::state::{CONTACT, PINNED};
 /// static-edge blocks (`off[e]` is the block of row `a`, column `b` of edge
 /// `e`); the bending Hessian is applied as [`Bending`] holds it.
 pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bending: Bending, p: &[Vec3], out: &mut [Vec3]) {
+    block_product(mesh, diag, off, p, out);
+    bending.apply(mesh, 1.0, p, out);
+}
+
+/// `out = B p` for the node-diagonal and static-edge blocks `B`.
+fn block_product(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
     }
@@ -23,7 +29,6 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bending: Bending, p: &[V
         out[i] += b.mul_vec(p[j]);
         out[j] += b.tmul_vec(p[i]);
     }
-    bending.apply(mesh, 1.0, p, out);
 }
 
 #[inline]
@@ -54,14 +59,7 @@ fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
 /// positive definite, so it preconditions the exact operator CG runs.
 impl FineLevel for System<'_, '_> {
     fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        for ((o, d), pi) in out.iter_mut().zip(self.diag).zip(p) {
-            *o = d.mul_vec(*pi);
-        }
-        for (e, b) in self.mesh.edges().iter().zip(self.off) {
-            let (i, j) = (e.a as usize, e.b as usize);
-            out[i] += b.mul_vec(p[j]);
-            out[j] += b.tmul_vec(p[i]);
-        }
+        block_product(self.mesh, self.diag, self.off, p, out);
         let m = self.density * self.m_scale;
         let bending = |i: usize| match self.bending {
             Bending::Stencil(s) => s.diagonal(i),
