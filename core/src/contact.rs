@@ -30,6 +30,18 @@ pub enum ProximityError {
     Length,
 }
 
+impl core::fmt::Display for ProximityError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            ProximityError::BadRadius => "the search radius is not finite and positive",
+            ProximityError::Storage => "the search storage is too small",
+            ProximityError::Length => "positions and mesh differ in length",
+        })
+    }
+}
+
+impl core::error::Error for ProximityError {}
+
 #[inline]
 fn cell_of(p: Vec3, inv: f32) -> [i32; 3] {
     // `as` saturates and maps NaN to 0: any input gives a valid cell.
