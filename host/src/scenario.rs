@@ -373,6 +373,9 @@ impl From<WindSpec> for Wind {
     }
 }
 
+/// Most physics steps per frame `time.substeps` may ask for.
+pub const MAX_SUBSTEPS: u32 = 1000;
+
 /// Most proximity pairs per node `self_contact.max_pairs` may ask for.
 pub const MAX_PAIRS_PER_NODE: usize = 64;
 
@@ -450,8 +453,8 @@ impl Scenario {
         if !c.center.iter().chain(&c.rotation).chain(&c.velocity).chain(&c.spin).all(|c| c.is_finite()) {
             bail!("cloth.center, cloth.rotation, cloth.velocity and cloth.spin must be finite");
         }
-        if self.time.substeps == 0 {
-            bail!("time.substeps must be at least 1");
+        if !(1..=MAX_SUBSTEPS).contains(&self.time.substeps) {
+            bail!("time.substeps is {}; allowed: 1 to {MAX_SUBSTEPS}", self.time.substeps);
         }
         if !(self.time.dt.is_finite() && self.time.dt > 0.0) {
             bail!("time.dt must be a positive number of seconds, got {}", self.time.dt);
@@ -521,7 +524,7 @@ impl Scenario {
         let [nx, ny] = self.cloth.resolution;
         let mut s = self.clone();
         s.cloth.resolution = [(nx - 1) * k + 1, (ny - 1) * k + 1];
-        s.time.substeps = self.time.substeps * time_substeps;
+        s.time.substeps = self.time.substeps.saturating_mul(time_substeps);
         for p in &mut s.pins {
             if let Some(nodes) = &mut p.nodes {
                 for n in nodes.iter_mut() {

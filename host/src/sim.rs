@@ -173,7 +173,7 @@ pub fn run_from(
             Ok(())
         })();
         bar.finish_and_clear();
-        let steps = (scn.time.steps * scn.time.substeps).max(1) as f32;
+        let steps = (scn.time.steps as f64 * scn.time.substeps as f64).max(1.0) as f32;
         summary.cg_iterations_mean = summary.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
         summary.cg_not_converged = state.warnings.cg_not_converged;
         summary.cg_stagnated = state.warnings.cg_stagnated;

@@ -82,6 +82,8 @@ fn bad_values_are_named() {
     assert!(e.contains("expected two values [nx, ny], got 3"), "{e}");
     let e = err(&format!("{MINIMAL}\n[self_contact]\nenabled = true\nmax_pairs = 9223372036854775807\n"));
     assert!(e.contains("self_contact.max_pairs is 9223372036854775807; allowed: 0 (8 per node) to 1280"), "{e}");
+    let e = err(&format!("{MINIMAL}substeps = 4000000000\n"));
+    assert!(e.contains("time.substeps is 4000000000; allowed: 1 to 1000"), "{e}");
     let e = err(&format!("{MINIMAL}\n[solver]\ncg_max_iterations = 4000000000\n"));
     assert!(e.contains("solver.cg_max_iterations is out of range: 4000000000 (allowed: 1 to 100000)"), "{e}");
     // 60 000 nodes fit a mesh, their 179 001 edges do not.
