@@ -34,12 +34,13 @@ pub const START_EVERY: usize = 20;
 pub const MEASURABLE: f32 = 1.0 / 3.0;
 
 /// Device instructions per CG iteration of the 16×16 step, everything in
-/// the physics step included: the firmware's QEMU count (29.18 M
-/// instructions per step at 35.0 iterations per step, `cd firmware &&
-/// cargo qemu`).
-pub const DEVICE_PER_CG_ITERATION: f64 = 29.18e6 / 35.0;
-/// Device instructions per corrected step for the network: features,
-/// forward, dynamic edges and correction (the same QEMU run).
+/// the physics step included: the firmware's QEMU count (27.94 M
+/// instructions of physics per step at 42 CG iterations per step, `cd
+/// firmware && cargo qemu`).
+pub const DEVICE_PER_CG_ITERATION: f64 = 27.94e6 / 42.0;
+/// Device instructions per corrected step for the network: features and
+/// forward, dynamic edges and correction (the same QEMU run: 18.80 M,
+/// 0.51 M and 0.03 M).
 pub const DEVICE_PER_NETWORK: f64 = 18.80e6 + 0.51e6 + 0.03e6;
 
 /// A way to step the coarse cloth.
