@@ -1,7 +1,8 @@
 //! A corrected 16×16 step (coarse physics, dynamic edges, network,
 //! correction) with the float network (candle) and the int8 network of
-//! weft-core, against the plain step and one fine reference step (61×61,
-//! four substeps, self-contact), for the same cloth; and the network's
+//! weft-core, against the plain step and one frame of the fine reference
+//! `weft generate` runs (`dataset::fine_scenario`: 61×61, 8 BDF2 steps,
+//! self-contact, its CG limit), for the same cloth; and the network's
 //! forward pass alone, int8 in weft-core vs float in candle, on the same
 //! graph.
 use candle_core::Device;
@@ -75,19 +76,22 @@ fn bench(c: &mut Criterion) {
         Ok(())
     })
     .unwrap();
-    let mut fine = scn.refined(4, 4);
-    fine.self_contact.enabled = true;
+    let spec = weft_host::dataset::DatasetSpec::default();
+    let (fine, _) = weft_host::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     fine.with_model(|model| {
         let mut ss = VecStateStorage::new(model, fine.max_pairs());
         let mut state = State::new(model, ss.storage()).unwrap();
-        for _ in 0..120 {
+        let per_frame = fine.time.substeps;
+        for _ in 0..15 * per_frame {
             step(model, &mut state).unwrap();
         }
         let start = Snapshot::of(&state);
-        g.bench_function("fine_reference_61x61_x4", |b| {
+        // A restored state has no step history: the frame's first step is
+        // backward Euler, the other seven BDF2.
+        g.bench_function("fine_reference_61x61_frame", |b| {
             b.iter(|| {
                 start.restore(&mut state);
-                for _ in 0..4 {
+                for _ in 0..per_frame {
                     black_box(step(model, &mut state).unwrap());
                 }
             })
