@@ -37,7 +37,7 @@ pub const MAX_LENT_LATENT: usize = 20;
 /// The solver's blocks, at least enough for the sums of a network of
 /// latent [`MAX_LENT_LATENT`] (`2·latent + 1` words per node; it decides
 /// only on meshes with few edges per node).
-const fn mat3_blocks(counts: MeshCounts) -> usize {
+pub const fn mat3_blocks(counts: MeshCounts) -> usize {
     let solver = MAT3_PER_NODE * counts.nodes + counts.edges;
     let sums = ((2 * MAX_LENT_LATENT + 1) * counts.nodes).div_ceil(9);
     if solver > sums {

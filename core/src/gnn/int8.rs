@@ -550,7 +550,7 @@ impl ScratchSizes {
     /// (nine words per block; true up to latent
     /// [`crate::state::MAX_LENT_LATENT`]).
     pub const fn sums_fit_in_state(&self, counts: MeshCounts) -> bool {
-        self.sums <= 9 * crate::state::StateSizes::new(counts, 0).mat3
+        self.sums <= 9 * crate::state::mat3_blocks(counts)
     }
 }
 

@@ -726,7 +726,7 @@ fn wind_power(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], scratch: &mut [Vec3
 /// left at the last good (sub)step.
 pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     let n = model.mesh.node_count();
-    if state.x.len() != n || state.ws.blocks.len() != crate::state::StateSizes::new(model.mesh.counts(), 0).mat3 {
+    if state.x.len() != n || state.ws.blocks.len() != crate::state::mat3_blocks(model.mesh.counts()) {
         return Err(StepError::MeshMismatch);
     }
     model.scene.mark_pinned(state.ws.pinned);
