@@ -106,14 +106,14 @@ fn energy_check_lets_a_strip_at_rest_step_whole() {
         let mut split = 0;
         for k in 0..300 {
             let report = step(model, state).unwrap();
-            if k >= 60 && report.substeps > 1 {
+            if k >= 60 && (report.substeps > 1 || report.step_scale < 1.0) {
                 split += 1;
             }
         }
         let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
         println!("steps split after 1 s: {split} of 240; |v| {v_max:.2e} m/s");
         assert!(v_max < 1e-2, "strip not at rest: {v_max} m/s");
-        assert_eq!(split, 0, "{split} of 240 steps at rest were split");
+        assert_eq!(split, 0, "{split} of 240 steps at rest were split or shortened");
         assert_eq!(state.warnings.energy_check_failed, 0);
     });
 }

@@ -334,6 +334,10 @@ fn trial(s: f32, v: &[Vec3], dv: &[Vec3], flags: &[u8], normal: &[Vec3], u: &mut
 pub const MAX_SPLIT: u32 = 4;
 /// Clock ticks per step: a split step's substeps end on ticks.
 pub const TICKS_PER_STEP: u64 = 1 << MAX_SPLIT;
+/// A solve that fails the energy check is first shortened: its velocity
+/// change is halved up to this many times (a backtracking line search on
+/// the step's energy) before the step is split.
+const LINE_SEARCH: u32 = 2;
 /// At the finest split, the solved velocity change is halved up to this
 /// many times to pass the energy check.
 const MAX_HALVINGS: u32 = 8;
@@ -544,8 +548,8 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             + ERROR_ENERGY_FACTOR * solve.error_energy
             + f32::MIN_POSITIVE;
         passed = psi <= psi0 + tol || !psi0.is_finite();
-        let mut halvings = 0;
-        while last_resort && !passed && halvings < MAX_HALVINGS {
+        let (mut halvings, allowed) = (0, if last_resort { MAX_HALVINGS } else { LINE_SEARCH });
+        while !passed && halvings < allowed {
             halvings += 1;
             scale *= 0.5;
             trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
@@ -719,9 +723,11 @@ fn wind_power(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], scratch: &mut [Vec3
 /// Advances the state by one time step `model.params.dt`.
 ///
 /// The step is one linearised solve, backward Euler or BDF2
-/// ([`crate::model::Integrator`]). If its result fails the energy check (or
-/// is not finite) it is split into halves, each solved with backward Euler, down to `dt / 2^MAX_SPLIT`; there the solved velocity change is
-/// shortened until the check passes. If a split step still produces a
+/// ([`crate::model::Integrator`]). If its result fails the energy check,
+/// its velocity change is halved up to [`LINE_SEARCH`] times; if it still
+/// fails (or is not finite) the step is split into halves, each solved
+/// with backward Euler, down to `dt / 2^MAX_SPLIT`; there the solved
+/// velocity change is shortened until the check passes. If a split step still produces a
 /// non-finite state, `StepError::NonFinite` is returned and the state is
 /// left at the last good (sub)step.
 pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {

@@ -1,0 +1,52 @@
+//! The fine reference `weft generate` runs, step by step: CG iterations,
+//! substeps and self-contact pairs per frame of one family's trajectory
+//! (`cargo run --release -p weft-host --example fine_steps -- drape 0 40`:
+//! family, seed, frames).
+use weft_core::prelude::*;
+use weft_host::dataset::{fine_scenario, DatasetSpec};
+use weft_host::families::{scenario, Family};
+use weft_host::storage::VecStateStorage;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let family = match args.get(1).map(String::as_str).unwrap_or("drape") {
+        "hang" => Family::Hang,
+        "flag" => Family::Flag,
+        "fold" => Family::Fold,
+        _ => Family::Drape,
+    };
+    let seed = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let frames: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(40);
+    let spec = DatasetSpec::default();
+    let coarse = scenario(family, seed, spec.coarse, frames, spec.dt);
+    let (fine, _) = fine_scenario(&coarse, spec.k, spec.time_substeps, spec.fine_integrator)?;
+    fine.with_model(|model| {
+        let mut ss = VecStateStorage::new(model, fine.max_pairs());
+        let mut state = State::new(model, ss.storage())?;
+        let start = std::time::Instant::now();
+        let (mut cg, mut subs, mut steps, mut pairs) = (0u64, 0u64, 0u64, 0u64);
+        for frame in 0..frames {
+            let (mut fcg, mut fsub) = (0, 0);
+            for _ in 0..fine.time.substeps {
+                let r = step(model, &mut state)?;
+                fcg += r.cg_iterations;
+                fsub += r.substeps;
+                pairs += r.pairs as u64;
+                steps += 1;
+            }
+            cg += fcg as u64;
+            subs += fsub as u64;
+            println!("frame {frame:3}: cg {fcg:5} substeps {fsub:3}");
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{} steps: {:.1} CG per step, {:.2} substeps per step, {:.0} pairs per step, {:.1} ms per frame",
+            steps,
+            cg as f64 / steps as f64,
+            subs as f64 / steps as f64,
+            pairs as f64 / steps as f64,
+            1e3 * secs / frames as f64
+        );
+        Ok(())
+    })
+}
