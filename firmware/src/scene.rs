@@ -58,7 +58,7 @@ pub fn scene<'a>(pins: &'a [Pin], colliders: &'a [Collider]) -> Scene<'a> {
 /// The default step, its solves stopped at a relative residual of 1e-4:
 /// on this scene the final positions move as far from a solve 100× tighter
 /// at 1e-5 as at 1e-4 (the swing onto the sphere magnifies any difference;
-/// `cargo run --release -p weft-tests --example scene_solve` measures it),
+/// `cargo run --release -p weft-tests --example scene_solve -- accuracy`),
 /// both well below the step's own error, at two thirds of the iterations.
 pub fn params() -> StepParams {
     StepParams { cg_tolerance: 1e-4, ..StepParams::default() }

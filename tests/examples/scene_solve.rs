@@ -1,8 +1,9 @@
 //! The firmware's scene on the desktop, step by step: CG iterations,
 //! substeps and convergence of the physics, corrected as on the board
 //! (`cargo run --release -p weft-tests --example scene_solve`) or plain
-//! (`… -- plain`); `WEFT_CG_TOLERANCE` overrides the tolerance. Last, what
-//! the tolerance costs in accuracy: the final positions' RMS change from a
+//! (`… -- plain`); `WEFT_CG_TOLERANCE` overrides the tolerance. With
+//! `accuracy` (`… -- [plain] accuracy`), also what the tolerance costs in
+//! accuracy: the final positions' RMS change from a
 //! solve 100× tighter, next to their change from half the time step (the
 //! step's own error scale).
 #[path = "../host.rs"]
@@ -15,7 +16,8 @@ fn main() {
     if let Some(t) = std::env::var("WEFT_CG_TOLERANCE").ok().and_then(|t| t.parse().ok()) {
         params.cg_tolerance = t;
     }
-    let corrected = std::env::args().nth(1).as_deref() != Some("plain");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let corrected = !args.iter().any(|a| a == "plain");
     let (mut its, mut worst, mut unconv) = (0u32, 0u32, 0u32);
     let t = std::time::Instant::now();
     let (checksum, _) = host::run(params, corrected, weft_tests::scene::STEPS, |s, r, _, _| {
@@ -33,6 +35,9 @@ fn main() {
         its as f32 / steps as f32,
         t.elapsed().as_secs_f64() * 1e3
     );
+    if !args.iter().any(|a| a == "accuracy") {
+        return;
+    }
     // Positions after 15 steps (before the contact), 30 and 60.
     let at = [15u32, 30, 60];
     let record = |params: StepParams, per: u32| {
