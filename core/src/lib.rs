@@ -58,6 +58,7 @@ pub mod math;
 pub mod mesh;
 pub mod model;
 pub mod physics;
+pub mod probe;
 pub mod state;
 pub mod step;
 pub mod storage;

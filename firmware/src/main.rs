@@ -22,6 +22,7 @@ use panic_probe as _;
 use weft_core::gnn::int8;
 use weft_core::mesh::{Mesh, MeshParts};
 use weft_core::model::Model;
+use weft_core::probe::{Probe, Stage};
 use weft_core::state::State;
 
 use scene::{GnnMemory, StateMemory, COUNTS};
@@ -50,6 +51,32 @@ impl Clock {
     /// Ticks since `start` (spans shorter than 2^24 ticks).
     fn since(&self, start: u32) -> u64 {
         (start.wrapping_sub(self.now()) & RELOAD) as u64
+    }
+}
+
+/// Charges the clock's ticks between stage marks to the stage that ran
+/// ([`weft_core::probe`]).
+struct Stages<'c> {
+    clock: &'c Clock,
+    current: Option<Stage>,
+    since: u32,
+    ticks: [u64; Stage::COUNT],
+}
+
+impl Stages<'_> {
+    /// Ends the running stage.
+    fn stop(&mut self) {
+        if let Some(s) = self.current.take() {
+            self.ticks[s.index()] += self.clock.since(self.since);
+        }
+    }
+}
+
+impl Probe for Stages<'_> {
+    fn enter(&mut self, stage: Stage) {
+        self.stop();
+        self.current = Some(stage);
+        self.since = self.clock.now();
     }
 }
 
@@ -150,15 +177,18 @@ fn main() -> ! {
     );
 
     let mut cost = Cost::default();
+    let mut stages = Stages { clock: &clock, current: None, since: 0, ticks: [0; Stage::COUNT] };
     let mut pairs = 0usize;
     let mut cg = 0u32;
     for step in 0..scene::STEPS {
         let t = clock.now();
-        let report = weft_core::step::step1(&model, &mut state);
+        let report = weft_core::physics::step_probed(&model, &mut state, &mut stages);
+        stages.stop();
         let (a, t) = (clock.since(t), clock.now());
         let found = int8::dynamic_edges(&model, &mut state, net);
         let (b, t) = (clock.since(t), clock.now());
-        let inferred = int8::infer(&model, &mut state, net, &mut scratch);
+        let inferred = int8::infer_probed(&model, &mut state, net, &mut scratch, &mut stages);
+        stages.stop();
         let (c, t) = (clock.since(t), clock.now());
         let applied = int8::apply(&mut state);
         let d = clock.since(t);
@@ -199,6 +229,18 @@ fn main() -> ! {
         cost.worst_step * PER_TICK
     );
     defmt::info!("mean dynamic edges {}, mean CG iterations {}", pairs as u32 / scene::STEPS, cg / scene::STEPS);
+    for (i, &ticks) in stages.ticks.iter().enumerate() {
+        match Stage::at(i) {
+            Some(stage) if ticks > 0 => {
+                let round = match stage {
+                    Stage::EdgeUpdate(r) | Stage::NodeUpdate(r) => r as i32,
+                    _ => -1,
+                };
+                defmt::info!("stage {} (round {}): {} per step", stage.name(), round, per(ticks));
+            }
+            _ => {}
+        }
+    }
     let x = state.positions();
     for &i in &scene::PROBES {
         defmt::info!("node {} = {:08x} {:08x} {:08x}", i, x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits());

@@ -40,6 +40,7 @@ use crate::contact::Proximity;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
+use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
@@ -608,6 +609,19 @@ pub fn forward(
     dx: &mut [Vec3],
     dv: &mut [Vec3],
 ) -> Result<(), GnnError> {
+    forward_probed(net, g, latents, sums, dx, dv, &mut NoProbe)
+}
+
+/// [`forward`], marking its stages to `probe` ([`crate::probe`]).
+pub fn forward_probed(
+    net: Checked,
+    g: GraphRef,
+    latents: &mut [i8],
+    sums: &mut [i32],
+    dx: &mut [Vec3],
+    dv: &mut [Vec3],
+    probe: &mut impl Probe,
+) -> Result<(), GnnError> {
     let net = net.network();
     let n = g.mesh.node_count();
     if g.x.len() != n || g.v.len() != n || g.pinned.len() != n || dx.len() != n || dv.len() != n {
@@ -635,6 +649,7 @@ pub fn forward(
     let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
 
     // Encoders.
+    probe.enter(Stage::Encoders);
     let c = features::centroid(g.x);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
@@ -658,7 +673,8 @@ pub fn forward(
     }
 
     // Processor.
-    for (em, nm) in net.edge_mlp.iter().zip(net.node_mlp) {
+    for (round, (em, nm)) in net.edge_mlp.iter().zip(net.node_mlp).enumerate() {
+        probe.enter(Stage::EdgeUpdate(round as u8));
         // Node terms of the edge update's first layer.
         for (i, hi) in h.chunks_exact(l).enumerate() {
             let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
@@ -677,6 +693,7 @@ pub fn forward(
             em.hidden(&w.acc[..l], &mut w.hidden[..l]);
             em.finish(&mut w, ek);
         }
+        probe.enter(Stage::NodeUpdate(round as u8));
         // Mean of incoming edges (the sums reuse the sender terms' rows).
         let agg = &mut *ps;
         agg.fill(0);
@@ -698,6 +715,7 @@ pub fn forward(
     }
 
     // Decoder.
+    probe.enter(Stage::Heads);
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let mut out = [0f32; 6];
         for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
@@ -762,6 +780,17 @@ pub fn dynamic_edges(model: &Model, state: &mut State, net: Checked) -> Result<P
 /// state lends it ([`State::lend_to_network`]); the corrections wait there
 /// for [`apply`].
 pub fn infer(model: &Model, state: &mut State, net: Checked, scratch: &mut Scratch) -> Result<(), GnnError> {
+    infer_probed(model, state, net, scratch, &mut NoProbe)
+}
+
+/// [`infer`], marking the network's stages to `probe` ([`crate::probe`]).
+pub fn infer_probed(
+    model: &Model,
+    state: &mut State,
+    net: Checked,
+    scratch: &mut Scratch,
+    probe: &mut impl Probe,
+) -> Result<(), GnnError> {
     let loan = state.lend_to_network();
     if loan.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
@@ -769,7 +798,7 @@ pub fn infer(model: &Model, state: &mut State, net: Checked, scratch: &mut Scrat
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
     let g = GraphRef { mesh: &model.mesh, x: loan.x, v: loan.v, pinned: loan.pinned, pairs: loan.pairs };
-    forward(net, g, scratch.latents, loan.sums, loan.dx, loan.dv)
+    forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
 }
 
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite

@@ -22,6 +22,7 @@ pub mod stencil;
 use crate::contact;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
+use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::{split_blocks, State, CONTACT, PINNED};
 use stencil::Bending;
 
@@ -356,7 +357,15 @@ struct Substep {
 /// One linearised solve over `h_step` from the committed state, backward
 /// Euler or (with `bdf2`) BDF2; the candidate end state is left in
 /// `ws.x_new` / `ws.dv`.
-fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf2: bool) -> Substep {
+fn substep(
+    model: &Model,
+    state: &mut State,
+    h_step: f32,
+    last_resort: bool,
+    bdf2: bool,
+    probe: &mut impl Probe,
+) -> Substep {
+    probe.enter(Stage::Assembly);
     let mesh = &model.mesh;
     let t0 = state.time();
     let t1 = t0 + h_step as f64;
@@ -432,6 +441,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     // Constraints: pinned nodes Δv = z moves them onto their targets at
     // t + h; nodes at or heading into a collider get the normal part of Δv
     // that ends the step on its surface. The solve fills in the rest.
+    probe.enter(Stage::Constraints);
     ws.dv.fill(Vec3::ZERO);
     for pin in model.scene.pins {
         let i = pin.node as usize;
@@ -473,6 +483,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
     // for the first solve and again only after a release changed them.
     let mut constraints_changed = true;
     for pass in 0..=MAX_RELEASES {
+        probe.enter(Stage::Solve);
         let system = solver::System { flags: ws.pinned, ..operator };
         // r = b − A Δv: the constrained part of Δv, and after a release the
         // previous solution as the starting guess.
@@ -483,7 +494,9 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
             }
         }
         if constraints_changed {
+            probe.enter(Stage::Multigrid);
             system.prepare(&mut ws.mg);
+            probe.enter(Stage::Solve);
         }
         // With contacts the first solve stops early: the release check
         // needs the impulses' signs, not their last digits; the solve after
@@ -532,6 +545,7 @@ fn substep(model: &Model, state: &mut State, h_step: f32, last_resort: bool, bdf
         }
     }
 
+    probe.enter(Stage::Candidate);
     // The base positions, into `r` (free after the solve).
     base_positions(bdf2, x, ws.x_prev, ws.r);
     let mut scale = 1.0;
@@ -614,7 +628,8 @@ fn base_positions(bdf2: bool, x: &[Vec3], x_prev: &[Vec3], out: &mut [Vec3]) {
 /// would cross a collider within the step are stopped where they touch it,
 /// edges are kept out of spheres and capsules that fit between their nodes,
 /// nodes inside a collider are pushed out.
-fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut StepReport) -> bool {
+fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut StepReport, probe: &mut impl Probe) -> bool {
+    probe.enter(Stage::Contacts);
     let mesh = &model.mesh;
     let t0 = state.time();
     let (t0, t1) = (t0 as f32, (t0 + h as f64) as f32);
@@ -731,6 +746,11 @@ fn wind_power(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], scratch: &mut [Vec3
 /// non-finite state, `StepError::NonFinite` is returned and the state is
 /// left at the last good (sub)step.
 pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
+    step_probed(model, state, &mut NoProbe)
+}
+
+/// [`step`], marking its stages to `probe` ([`crate::probe`]).
+pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> Result<StepReport, StepError> {
     let n = model.mesh.node_count();
     if state.x.len() != n || state.ws.blocks.len() != crate::state::mat3_blocks(model.mesh.counts()) {
         return Err(StepError::MeshMismatch);
@@ -739,6 +759,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
     let h = model.params.dt;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
+    probe.enter(Stage::Audit);
     let audit = EnergyAudit::start(model, state);
     let (mut pos, mut level) = (0u32, 0u32);
     while pos < total {
@@ -747,7 +768,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         let last_resort = level == MAX_SPLIT;
         // `history` is only ever set with history storage present.
         let bdf2 = level == 0 && state.ws.history && model.params.integrator == crate::model::Integrator::Bdf2;
-        let sub = substep(model, state, hs, last_resort, bdf2);
+        let sub = substep(model, state, hs, last_resort, bdf2, probe);
         report.cg_iterations += sub.solve.iterations;
         report.residual = report.residual.max(sub.solve.residual);
         report.converged &= sub.solve.converged;
@@ -757,7 +778,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
             level += 1;
             continue;
         }
-        if !sub.finite || !finish(model, state, hs, size as u64, &mut report) {
+        if !sub.finite || !finish(model, state, hs, size as u64, &mut report, probe) {
             state.warnings.rejected_steps += 1;
             state.ws.history = false;
             return Err(StepError::NonFinite);
@@ -780,6 +801,7 @@ pub fn step(model: &Model, state: &mut State) -> Result<StepReport, StepError> {
         state.warnings.strain_limit_unfinished += 1;
     }
     if let Some(audit) = audit {
+        probe.enter(Stage::Audit);
         report.energy_rose = audit.rose(model, state);
         state.warnings.energy_rose += u64::from(report.energy_rose);
     }

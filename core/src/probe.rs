@@ -1,0 +1,126 @@
+//! Stage marks for measuring where a step's cost goes. The physics step
+//! and the network call [`Probe::enter`] as each of their stages begins
+//! ([`crate::physics::step_probed`], [`crate::gnn::int8::infer_probed`]);
+//! a probe reads a clock there and charges the time since its last mark to
+//! the stage that ran. [`NoProbe`] (what the unprobed calls pass) compiles
+//! to nothing.
+
+use crate::gnn::int8::MAX_ROUNDS;
+
+/// A stage of the physics step or of the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// External and elastic forces, the membrane's stiffness blocks, the
+    /// right-hand side and the block preconditioner.
+    Assembly,
+    /// Pin targets and contact constraints of the solve.
+    Constraints,
+    /// The multigrid's coarse operators.
+    Multigrid,
+    /// The conjugate-gradient iterations (and the contact release check).
+    Solve,
+    /// The energy check, its line search and the candidate state (friction,
+    /// strain limiting).
+    Candidate,
+    /// Self-contact, collider sweeps and the commit of the (sub)step.
+    Contacts,
+    /// The whole step's energy audit.
+    Audit,
+    /// Input features and the node and edge encoders.
+    Encoders,
+    /// Edge update of processor round `r`.
+    EdgeUpdate(u8),
+    /// Node update (mean of incoming edges and node MLP) of round `r`.
+    NodeUpdate(u8),
+    /// Position and velocity heads.
+    Heads,
+}
+
+/// Stages of the physics step, in order.
+pub const PHYSICS: [Stage; 7] = [
+    Stage::Assembly,
+    Stage::Constraints,
+    Stage::Multigrid,
+    Stage::Solve,
+    Stage::Candidate,
+    Stage::Contacts,
+    Stage::Audit,
+];
+
+impl Stage {
+    /// Number of distinct stages ([`Stage::index`] is below it).
+    pub const COUNT: usize = 7 + 2 + 2 * MAX_ROUNDS;
+
+    /// A dense index, for per-stage tables.
+    pub const fn index(self) -> usize {
+        match self {
+            Stage::Assembly => 0,
+            Stage::Constraints => 1,
+            Stage::Multigrid => 2,
+            Stage::Solve => 3,
+            Stage::Candidate => 4,
+            Stage::Contacts => 5,
+            Stage::Audit => 6,
+            Stage::Encoders => 7,
+            Stage::Heads => 8,
+            Stage::EdgeUpdate(r) => 9 + 2 * (r as usize % MAX_ROUNDS),
+            Stage::NodeUpdate(r) => 10 + 2 * (r as usize % MAX_ROUNDS),
+        }
+    }
+
+    /// The stage of a dense index, in the order physics, encoders, rounds,
+    /// heads.
+    pub const fn at(index: usize) -> Option<Stage> {
+        Some(match index {
+            0 => Stage::Assembly,
+            1 => Stage::Constraints,
+            2 => Stage::Multigrid,
+            3 => Stage::Solve,
+            4 => Stage::Candidate,
+            5 => Stage::Contacts,
+            6 => Stage::Audit,
+            7 => Stage::Encoders,
+            8 => Stage::Heads,
+            i if i < Stage::COUNT => {
+                let r = ((i - 9) / 2) as u8;
+                if (i - 9) % 2 == 0 {
+                    Stage::EdgeUpdate(r)
+                } else {
+                    Stage::NodeUpdate(r)
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// A short name for logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stage::Assembly => "assembly",
+            Stage::Constraints => "constraints",
+            Stage::Multigrid => "multigrid set-up",
+            Stage::Solve => "CG solve",
+            Stage::Candidate => "energy check and candidate",
+            Stage::Contacts => "contacts and commit",
+            Stage::Audit => "energy audit",
+            Stage::Encoders => "features and encoders",
+            Stage::EdgeUpdate(_) => "edge update",
+            Stage::NodeUpdate(_) => "node update",
+            Stage::Heads => "heads",
+        }
+    }
+}
+
+/// Receives the stage marks.
+pub trait Probe {
+    /// `stage` begins (the previous one, if any, has ended).
+    fn enter(&mut self, stage: Stage);
+}
+
+/// The probe that measures nothing.
+pub struct NoProbe;
+
+impl Probe for NoProbe {
+    #[inline(always)]
+    fn enter(&mut self, _: Stage) {}
+}
