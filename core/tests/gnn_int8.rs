@@ -273,3 +273,31 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");
     });
 }
+
+/// The input quantisation is `round((x − offset)·gain)` half away from
+/// zero and saturated, as `libm::roundf` defines it, on every float near
+/// the rounding boundaries and on random ones.
+#[test]
+fn input_quantisation_rounds_half_away_from_zero() {
+    use weft_core::gnn::int8::Input;
+    let reference = |y: f32| -> i8 { (libm::roundf(y) as i32).clamp(-127, 127) as i8 };
+    let unit = Input { offset: 0.0, gain: 1.0 };
+    let mut ys: Vec<f32> = vec![0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN, 1e-40];
+    for k in -130i32..=130 {
+        let h = k as f32 + 0.5;
+        for y in [h, k as f32] {
+            ys.extend([y, f32::from_bits(y.to_bits() + 1), f32::from_bits(y.to_bits().wrapping_sub(1))]);
+        }
+    }
+    let mut seed = 0x9e37_79b9u32;
+    for _ in 0..200_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        ys.push(f32::from_bits(seed) % 300.0);
+    }
+    for y in ys {
+        let (got, want) = (unit.quantize(y), reference(y));
+        assert!(got == want || (y.is_nan() && got == 0), "y = {y:e} ({:08x}): {got} against {want}", y.to_bits());
+    }
+}

@@ -293,10 +293,20 @@ pub struct Input {
 }
 
 impl Input {
+    /// `round((x − offset) · gain)`, half away from zero, saturated to
+    /// `[-127, 127]`; NaN gives 0.
     #[inline]
     pub fn quantize(self, x: f32) -> i8 {
-        // `as` saturates (and maps NaN to 0).
-        (libm::roundf((x - self.offset) * self.gain) as i32).clamp(-127, 127) as i8
+        let y = (x - self.offset) * self.gain;
+        let a = libm::fabsf(y);
+        if !(a < 128.0) {
+            // Saturated (NaN: 0).
+            return if y > 0.0 { 127 } else if y < 0.0 { -127 } else { 0 };
+        }
+        // Below 128 the integer part and the fraction split exactly.
+        let whole = a as i32;
+        let q = (whole + i32::from(a - whole as f32 >= 0.5)).min(127);
+        (if y < 0.0 { -q } else { q }) as i8
     }
 }
 
