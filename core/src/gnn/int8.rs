@@ -71,9 +71,13 @@ impl Requant {
     pub fn apply(self, value: i32) -> i32 {
         // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
         let s = self.shift as i32 + 1;
-        let v = if s > 0 { (value as i64) << s.min(31) } else { value as i64 };
-        let v = v.clamp(i32::MIN as i64, i32::MAX as i64);
-        let hi = ((v * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
+        let v = if s > 0 {
+            ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        } else {
+            value
+        };
+        // A 32×32-bit product's rounded high word (one SMMULR on ARMv7E-M).
+        let hi = ((v as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
         let right = (-s).clamp(0, 31) as u32;
         if right == 0 {
             hi
