@@ -101,7 +101,8 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
         .expect("a checksum line");
     let probes: Vec<[u32; 3]> = log
         .lines()
-        .filter_map(|l| l.split("node ").nth(1))
+        .filter_map(|l| l.split_once("INFO").map(|(_, r)| r.trim_start()))
+        .filter_map(|r| r.strip_prefix("node "))
         .map(|r| {
             let w: Vec<&str> = r.split_whitespace().collect();
             [hex(w[2]), hex(w[3]), hex(w[4])]

@@ -5,10 +5,10 @@
 //! physics step's self-contact and, later, the network's dynamic edges.
 //! The collider and self-contact responses act on the end-of-step state.
 
+use crate::flags::{self, MAX_COLLIDERS};
 use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
 use crate::model::{Collider, Shape};
-use crate::state::{COLLIDER_SHIFT, CONTACT, MAX_COLLIDERS, PINNED};
 
 /// Outcome of a proximity search.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,7 +159,7 @@ pub fn collide(colliders: &[Collider], t: f32, flags: &[u8], x: &mut [Vec3], v: 
     let mut contacts = 0;
     for c in colliders {
         for i in 0..x.len() {
-            if flags[i] & PINNED != 0 {
+            if flags::pinned(flags[i]) {
                 continue;
             }
             let (d, n) = c.distance(x[i], t);
@@ -236,7 +236,7 @@ pub fn repel(
 /// Contact constraints for the implicit solve. A free node whose gap to a
 /// collider at time `t`, less its approach over the step `h`
 /// (`d + h·min(0, (v − v_c)·n) − thickness`), falls under `margin` is held
-/// by its most constraining collider: flagged [`CONTACT`] with the
+/// by its most constraining collider: flagged [`flags::CONTACT`] with the
 /// collider's index, its normal in `normal`, and in `dv` the normal velocity
 /// change that brings it onto the collider's surface (at the thickness) at
 /// the end of the step. The solve then leaves that component fixed; nodes
@@ -268,12 +268,12 @@ pub fn constrain(
     };
     let hold = |i: usize, k: usize, n: Vec3, d: f32, flags: &mut [u8], normal: &mut [Vec3], dv: &mut [Vec3]| {
         let c = &colliders[k];
-        flags[i] = CONTACT | ((k as u8) << COLLIDER_SHIFT);
+        flags[i] = flags::held_by(k);
         normal[i] = n;
         dv[i] = n * ((c.thickness - d) / h - (v[i] - c.velocity).dot(n));
     };
     for i in 0..x.len().min(flags.len()) {
-        if flags[i] & PINNED != 0 {
+        if flags::pinned(flags[i]) {
             continue;
         }
         let mut best: Option<(usize, f32, Vec3, f32)> = None;
@@ -306,7 +306,7 @@ pub fn constrain(
             }
             // The contact point's normal distance is shared by both ends.
             for i in [a, b] {
-                if flags[i] & PINNED != 0 {
+                if flags::pinned(flags[i]) {
                     continue;
                 }
                 let own = held_gap(flags[i], x[i], v[i], normal[i]);
@@ -330,11 +330,7 @@ const EDGE_END: f32 = 1e-3;
 /// The collider holding node flags `f`, if any.
 #[inline]
 pub fn holder(colliders: &[Collider], f: u8) -> Option<&Collider> {
-    if f & CONTACT != 0 {
-        colliders.get((f >> COLLIDER_SHIFT) as usize)
-    } else {
-        None
-    }
+    colliders.get(flags::collider(f)?)
 }
 
 /// Conservative advancement of a motion from `s = 0` to `s = 1` towards a
@@ -390,7 +386,7 @@ pub fn sweep_nodes(m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3]) -> usize {
     for c in colliders {
         let carry = c.velocity * h;
         for i in 0..x1.len().min(x0.len()) {
-            if flags[i] & PINNED != 0 {
+            if flags::pinned(flags[i]) {
                 continue;
             }
             let (a, b) = (x0[i], x1[i]);
@@ -434,7 +430,7 @@ pub fn collide_edges(mesh: &Mesh, m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3
         let t1 = t + h;
         for e in mesh.edges() {
             let (a, b) = (e.a as usize, e.b as usize);
-            let (free_a, free_b) = (flags[a] & PINNED == 0, flags[b] & PINNED == 0);
+            let (free_a, free_b) = (!flags::pinned(flags[a]), !flags::pinned(flags[b]));
             if !(free_a || free_b) {
                 continue;
             }

@@ -53,6 +53,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod contact;
+pub mod flags;
 pub mod gnn;
 pub mod math;
 pub mod mesh;

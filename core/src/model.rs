@@ -327,7 +327,7 @@ impl Scene<'_> {
         flags.fill(0);
         for pin in self.pins {
             if let Some(f) = flags.get_mut(pin.node as usize) {
-                *f = crate::state::PINNED;
+                *f = crate::flags::PINNED;
             }
         }
     }
@@ -452,7 +452,7 @@ pub enum Problem {
 /// The closed range `[min, max]` a bounded parameter must lie in.
 const RANGES: [(&str, f32, f32); 7] = [
     ("cg_max_iterations", 1.0, StepParams::MAX_CG_ITERATIONS as f32),
-    ("colliders", 0.0, crate::state::MAX_COLLIDERS as f32),
+    ("colliders", 0.0, crate::flags::MAX_COLLIDERS as f32),
     ("material.compression", 1e-4, 1.0),
     ("material.poisson", 0.0, 0.49),
     ("dt", 1e-7, 1.0),
@@ -568,7 +568,7 @@ impl<'a> Model<'a> {
             };
             motion().map_err(|e| e.at(k))?;
         }
-        if scene.colliders.len() > crate::state::MAX_COLLIDERS {
+        if scene.colliders.len() > crate::flags::MAX_COLLIDERS {
             return Err(ParamError::new("colliders", Problem::OutOfRange, scene.colliders.len() as f64));
         }
         for (k, c) in scene.colliders.iter().enumerate() {

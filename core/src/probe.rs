@@ -5,7 +5,9 @@
 //! the stage that ran. [`NoProbe`] (what the unprobed calls pass) compiles
 //! to nothing.
 
-use crate::gnn::int8::MAX_ROUNDS;
+/// Processor rounds the stage table has room for (at least the network's
+/// [`crate::gnn::int8::MAX_ROUNDS`]).
+pub const MAX_ROUNDS: usize = 8;
 
 /// A stage of the physics step or of the network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,16 +17,10 @@ pub const VEC3_PER_NODE: usize = 10;
 /// positions and velocities (BDF2).
 pub const HISTORY_PER_NODE: usize = 2;
 
-/// Node flag: the node is pinned (a velocity constraint in every direction).
-pub const PINNED: u8 = 1;
-/// Node flag, set only during a step: the node is held by a collider's
-/// contact constraint along its contact normal; the collider's index is
-/// `flags >> COLLIDER_SHIFT`.
-pub const CONTACT: u8 = 2;
-/// Shift of the contact collider's index in a node's flags.
-pub const COLLIDER_SHIFT: u32 = 2;
-/// Colliders a model may hold (the index must fit a node's flags).
-pub const MAX_COLLIDERS: usize = 1 << (8 - COLLIDER_SHIFT);
+/// Clock ticks per step: a step may be split into halves down to a
+/// sixteenth ([`crate::physics::MAX_SPLIT`]), and every substep ends on a
+/// tick.
+pub const TICKS_PER_STEP: u64 = 16;
 /// Mat3 slots per node (diagonal block, preconditioner); one more per edge.
 pub const MAT3_PER_NODE: usize = 2;
 
@@ -183,7 +177,7 @@ pub(crate) struct Workspace<'a> {
     /// edge blocks ([`split_blocks`]); between steps the network's int32
     /// sums live here.
     pub blocks: &'a mut [Mat3],
-    /// Node flags: [`PINNED`]; [`CONTACT`] and the collider index only
+    /// Node flags ([`crate::flags`]): pinned; the contact and its collider only
     /// during a step (cleared when it ends).
     pub pinned: &'a mut [u8],
     pub cells: &'a mut [u32],
@@ -207,7 +201,7 @@ pub struct State<'a> {
     pub(crate) v: &'a mut [Vec3],
     pub(crate) ws: Workspace<'a>,
     /// The clock in ticks of [`State::tick`] seconds
-    /// ([`crate::physics::TICKS_PER_STEP`] per step), so that time never
+    /// ([`TICKS_PER_STEP`] per step), so that time never
     /// drifts however long a run.
     pub(crate) ticks: u64,
     /// Seconds per tick.
@@ -310,7 +304,7 @@ impl<'a> State<'a> {
                 mg,
             },
             ticks: 0,
-            tick: model.params.dt as f64 / crate::physics::TICKS_PER_STEP as f64,
+            tick: model.params.dt as f64 / TICKS_PER_STEP as f64,
             steps: 0,
             warnings: Warnings::default(),
         })
@@ -326,7 +320,7 @@ impl<'a> State<'a> {
     pub fn time(&self) -> f64 {
         self.ticks as f64 * self.tick
     }
-    /// The clock: ticks of [`crate::physics::TICKS_PER_STEP`] per step.
+    /// The clock: ticks of [`TICKS_PER_STEP`] per step.
     pub fn ticks(&self) -> u64 {
         self.ticks
     }
@@ -425,7 +419,7 @@ impl<'a> State<'a> {
     }
     /// Sets the clock to the start of step `steps` (time `steps · dt`).
     pub fn set_steps(&mut self, steps: u64) -> Result<(), StateError> {
-        self.ticks = steps.checked_mul(crate::physics::TICKS_PER_STEP).ok_or(StateError::NonFinite { node: 0 })?;
+        self.ticks = steps.checked_mul(TICKS_PER_STEP).ok_or(StateError::NonFinite { node: 0 })?;
         Ok(())
     }
 }

@@ -99,9 +99,9 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
     // Some nodes pinned, some held on a plane.
     let mut flags = vec![0u8; n];
     let mut normal = vec![Vec3::ZERO; n];
-    flags[0] = weft_core::state::PINNED;
+    flags[0] = weft_core::flags::PINNED;
     for i in [20, 21, 40] {
-        flags[i] = weft_core::state::CONTACT;
+        flags[i] = weft_core::flags::CONTACT;
         normal[i] = Vec3::new(0.3, 0.9, 0.1).normalized();
     }
     let system = System {
@@ -122,7 +122,7 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
         (0..n)
             .map(|i| {
                 let v = rng.vec3(1.0);
-                if flags[i] & weft_core::state::PINNED != 0 {
+                if flags[i] & weft_core::flags::PINNED != 0 {
                     Vec3::ZERO
                 } else if flags[i] != 0 {
                     v - normal[i] * normal[i].dot(v)

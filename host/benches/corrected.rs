@@ -11,9 +11,9 @@ use std::hint::black_box;
 use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
 use weft_core::physics::step;
 use weft_core::prelude::*;
-use weft_host::families::{self, Family};
-use weft_host::gnn::{graph_of, Batch, GnnConfig, Trained};
-use weft_host::storage::VecStateStorage;
+use weft_host::learn::families::{self, Family};
+use weft_host::learn::gnn::{graph_of, Batch, GnnConfig, Trained};
+use weft_host::sim::storage::VecStateStorage;
 
 /// A state's positions, velocities and time, to restart every iteration
 /// from the same point.
@@ -76,8 +76,9 @@ fn bench(c: &mut Criterion) {
         Ok(())
     })
     .unwrap();
-    let spec = weft_host::dataset::DatasetSpec::default();
-    let (fine, _) = weft_host::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
+    let spec = weft_host::learn::dataset::DatasetSpec::default();
+    let (fine, _) =
+        weft_host::learn::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     fine.with_model(|model| {
         let mut ss = VecStateStorage::new(model, fine.max_pairs());
         let mut state = State::new(model, ss.storage()).unwrap();
@@ -106,7 +107,7 @@ fn bench(c: &mut Criterion) {
 /// The network alone on one graph (after a physics step, with its dynamic
 /// edges): int8 in weft-core vs float in candle (batch tensors included,
 /// as a caller pays them every step).
-fn forward(c: &mut Criterion, scn: &weft_host::scenario::Scenario, cfg: GnnConfig) {
+fn forward(c: &mut Criterion, scn: &weft_host::sim::scenario::Scenario, cfg: GnnConfig) {
     let dev = Device::Cpu;
     let trained =
         Trained::load(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../weights/weft-gnn")), &dev)

@@ -11,7 +11,7 @@ use weft_core::physics::solver::{Stop, System};
 use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
 use weft_core::physics::{assemble, step};
 use weft_core::prelude::*;
-use weft_host::storage::{VecMeshStorage, VecStateStorage};
+use weft_host::sim::storage::{VecMeshStorage, VecStateStorage};
 
 fn bench(c: &mut Criterion) {
     for n in [16usize, 61] {

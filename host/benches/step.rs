@@ -4,7 +4,7 @@ use std::hint::black_box;
 use weft_core::contact::proximity;
 use weft_core::physics::step;
 use weft_core::prelude::*;
-use weft_host::storage::{VecMeshStorage, VecStateStorage};
+use weft_host::sim::storage::{VecMeshStorage, VecStateStorage};
 
 /// A cloth pinned at two corners, 20 steps into its swing.
 fn with_hanging<R>(n: usize, f: impl FnOnce(&Model, &mut State) -> R) -> R {

@@ -3,9 +3,9 @@
 //! (`cargo run --release -p weft-host --example fine_steps -- drape 0 40`:
 //! family, seed, frames).
 use weft_core::prelude::*;
-use weft_host::dataset::{fine_scenario, DatasetSpec};
-use weft_host::families::{scenario, Family};
-use weft_host::storage::VecStateStorage;
+use weft_host::learn::dataset::{fine_scenario, DatasetSpec};
+use weft_host::learn::families::{scenario, Family};
+use weft_host::sim::storage::VecStateStorage;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();

@@ -4,16 +4,15 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use weft_host::corrector::{self, Corrector};
-use weft_host::dataset::{self, DatasetSpec};
-use weft_host::eval;
-use weft_host::families::Family;
-use weft_host::gnn::GnnConfig;
-use weft_host::quantize;
-use weft_host::render;
-use weft_host::scenario::Scenario;
+use weft_host::learn::dataset::{self, DatasetSpec};
+use weft_host::learn::eval;
+use weft_host::learn::families::Family;
+use weft_host::learn::quantize;
+use weft_host::learn::train::{self, TrainOptions};
 use weft_host::sim;
-use weft_host::train::{self, TrainOptions};
+use weft_host::sim::corrector::{self, Corrector};
+use weft_host::sim::scenario::Scenario;
+use weft_host::view::render;
 
 /// weft: FEM cloth simulation for microcontrollers, run on the desktop.
 #[derive(Parser)]
@@ -86,65 +85,11 @@ enum Command {
     },
     /// Train the correction network on a data set (resumable).
     Train {
-        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
-        data: PathBuf,
-        /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
-        #[arg(short, long, default_value = "checkpoints/weft-gnn")]
-        out: PathBuf,
-        #[arg(long, default_value_t = 30_000, value_parser = at_least_one)]
-        steps: usize,
-        #[arg(long, default_value_t = 4)]
-        batch: usize,
-        #[arg(long, default_value_t = 1e-3)]
-        lr: f32,
-        #[arg(long, default_value_t = 16)]
-        latent: usize,
-        #[arg(long, default_value_t = 2)]
-        rounds: usize,
-        /// Dynamic-edge radius (m).
-        #[arg(long, default_value_t = 0.03)]
-        radius: f32,
-        /// Unrolled training: samples may start from up to this many
-        /// corrected coarse steps of the current network (0: off).
-        #[arg(long, default_value_t = 3)]
-        unroll: usize,
-        /// With unrolling, a third of the samples start from up to this
-        /// many plain coarse steps (0: off).
-        #[arg(long, default_value_t = 0)]
-        plain_unroll: usize,
-        /// Weigh every sample by its relative error, with this floor on its
-        /// mean squared target (in target standard deviations; 0: plain mean
-        /// squared error).
-        #[arg(long, default_value_t = 0.0)]
-        relative_floor: f32,
-        /// Train on the samples as simulated only, not also turned about
-        /// the vertical.
-        #[arg(long)]
-        no_augment: bool,
-        /// Training steps before unrolling starts.
-        #[arg(long, default_value_t = 15_000)]
-        unroll_after: usize,
-        /// Roll out every validation trajectory every this many steps (0:
-        /// never); the model with the lowest rollout error is the one kept.
-        #[arg(long, default_value_t = 2000)]
-        rollout_every: usize,
-        /// Frames per validation rollout.
-        #[arg(long, default_value_t = 200)]
-        rollout_frames: usize,
-        /// Input noise on positions (m) and velocities (m/s).
-        #[arg(long, default_value_t = 1e-3)]
-        noise_position: f32,
-        #[arg(long, default_value_t = 0.03)]
-        noise_velocity: f32,
-        /// Continue from the checkpoint at --out.
-        #[arg(long)]
-        resume: bool,
+        #[command(flatten)]
+        opts: TrainOptions,
         /// Also export the result to weights/ (float weights + normalisation).
         #[arg(long)]
         export: Option<PathBuf>,
-        #[arg(short, long)]
-        quiet: bool,
     },
     /// Roll out plain coarse, corrected coarse, a plain 2× finer mesh and the plain coarse mesh at dt/2
     /// against the fine reference: report.json and rmse.png.
@@ -166,7 +111,7 @@ enum Command {
         int8: PathBuf,
         /// Frames per rollout (default: 200 for a split, the scenario's own
         /// `time.steps` for a scenario).
-        #[arg(long, value_parser = at_least_one)]
+        #[arg(long, value_parser = weft_host::at_least_one)]
         steps: Option<usize>,
         /// Errors at horizons instead: rollouts of 1, 10 and 50 frames
         /// from the reference every 20 frames, every column beside its
@@ -198,7 +143,7 @@ enum Command {
         /// Candidate factors.
         #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.5,0.75,1")]
         gains: Vec<f32>,
-        #[arg(long, default_value_t = 200, value_parser = at_least_one)]
+        #[arg(long, default_value_t = 200, value_parser = weft_host::at_least_one)]
         steps: usize,
     },
     /// Quantise a trained float model to int8 (calibrated on training
@@ -304,47 +249,7 @@ fn run(cli: Cli) -> Result<()> {
             let index = dataset::generate(&spec, shard, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }
-        Command::Train {
-            data,
-            out,
-            steps,
-            batch,
-            lr,
-            latent,
-            rounds,
-            radius,
-            unroll,
-            plain_unroll,
-            no_augment,
-            relative_floor,
-            unroll_after,
-            rollout_every,
-            rollout_frames,
-            noise_position,
-            noise_velocity,
-            resume,
-            export,
-            quiet,
-        } => {
-            let opts = TrainOptions {
-                data,
-                out: out.clone(),
-                steps,
-                batch,
-                lr,
-                config: GnnConfig { latent, rounds, radius, ..GnnConfig::default() },
-                resume,
-                unroll_steps: unroll,
-                plain_unroll_steps: plain_unroll,
-                augment: !no_augment,
-                relative_floor,
-                noise: weft_host::gnn::Noise { position: noise_position, velocity: noise_velocity },
-                unroll_after,
-                rollout_every,
-                rollout_frames,
-                progress: !quiet,
-                ..TrainOptions::default()
-            };
+        Command::Train { opts, export } => {
             let (model, log) = train::train(&opts)?;
             print!("{}", train::summary(&model, &log, &opts));
             if let Some(stem) = export {
@@ -358,14 +263,18 @@ fn run(cli: Cli) -> Result<()> {
         Command::Quantize { model, data, samples, out } => {
             println!("{}", quantize::command(&model, &data, samples, &out)?);
         }
-        Command::Floors { data } => print!("{}", weft_host::horizons::floors(&data)?),
+        Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
         Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {
             let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };
             let source = match scenario {
                 Some(path) => eval::Source::Scenario(path),
                 None => eval::Source::Split(split),
             };
-            print!("{}", eval::command(&source, &data, &model, int8.as_deref(), steps, horizons, &out)?);
+            let (text, report) = eval::command(&source, &data, &model, int8.as_deref(), steps, horizons, &out)?;
+            if let Some(report) = report {
+                weft_host::view::plot::plot(&report, &out.join("rmse.png"))?;
+            }
+            print!("{text}");
         }
         Command::Demo { out, int8, seed, data } => {
             let net = quantize::load(&int8)?;
@@ -374,13 +283,4 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A count of at least one (frames, steps).
-fn at_least_one(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        Ok(_) => Err("must be at least 1".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }

@@ -5,8 +5,8 @@
 //! with an error). Cases per property: `WEFT_PROPTEST_CASES` (default 64;
 //! the documented long run uses 10 000).
 use proptest::prelude::*;
-use weft_host::scenario::Scenario;
 use weft_host::sim;
+use weft_host::sim::scenario::Scenario;
 use weft_weights::format::NetworkData;
 
 fn cases() -> u32 {
@@ -107,7 +107,7 @@ proptest! {
         if let Ok(mut scn) = Scenario::parse(&text) {
             scn.time.steps = scn.time.steps.min(2);
             scn.time.substeps = scn.time.substeps.min(2);
-            let _ = sim::run(&scn, false, &mut weft_host::corrector::Plain, |_, _, _| Ok(()));
+            let _ = sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, _| Ok(()));
         }
     }
 

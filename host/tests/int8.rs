@@ -7,11 +7,11 @@ use candle_core::Device;
 use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
 use weft_core::physics::step;
 use weft_core::prelude::*;
-use weft_host::dataset::{self, DatasetSpec};
-use weft_host::families::{self, Family};
-use weft_host::gnn::{graph_of, Graph, Trained};
-use weft_host::quantize::{self, FloatNet};
-use weft_host::storage::VecStateStorage;
+use weft_host::learn::dataset::{self, DatasetSpec};
+use weft_host::learn::families::{self, Family};
+use weft_host::learn::gnn::{graph_of, Graph, Trained};
+use weft_host::learn::quantize::{self, FloatNet};
+use weft_host::sim::storage::VecStateStorage;
 use weft_weights::format::{FormatError, NetworkData};
 
 fn trained() -> Trained {
@@ -242,7 +242,7 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
 }
 
 /// 200 corrected steps of a test-split drape (drape-13): the float network
-/// (`weft_host::eval`) and the baked int8 network (`weft_core::step::step`,
+/// (`weft_host::learn::eval`) and the baked int8 network (`weft_core::step::step`,
 /// as on the device) stay finite and within 25 % of the plain coarse
 /// cloth's error, so a correction that diverges or an int8 path that
 /// strays from the float one fails here. Measured with the committed
@@ -256,8 +256,9 @@ fn corrected_rollouts_on_a_test_scenario() {
     let scn = families::scenario(Family::Drape, 13, spec.coarse, spec.steps, spec.dt);
     let (fine, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     let mean_rmse = |frames: Vec<Vec<Vec3>>| -> f32 {
-        let per_frame: Vec<f32> = frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::eval::rmse(a, b)).collect();
-        weft_host::eval::mean(&per_frame)
+        let per_frame: Vec<f32> =
+            frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::learn::metrics::rmse(a, b)).collect();
+        weft_host::learn::metrics::mean(&per_frame)
     };
     let (plain, int8) = (mean_rmse(drape_rollout(false)), mean_rmse(drape_rollout(true)));
     let trained = trained();
@@ -270,7 +271,7 @@ fn corrected_rollouts_on_a_test_scenario() {
         v,
         fine_seconds: secs,
     };
-    let float = weft_host::eval::corrected_error(&traj, &trained, spec.steps as usize).unwrap();
+    let float = weft_host::learn::gnn::corrected_error(&traj, &trained, spec.steps as usize).unwrap();
     println!(
         "drape-13: mean position RMSE plain {plain:.4} m, float corrected {float:.4} m, int8 corrected {int8:.4} m"
     );

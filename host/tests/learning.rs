@@ -1,9 +1,9 @@
 //! The learning loop end to end on a tiny data set: generation is
 //! deterministic, the format round-trips, and training lowers the loss.
-use weft_host::dataset::{self, DatasetSpec};
-use weft_host::families::Family;
-use weft_host::gnn::{GnnConfig, Trained};
-use weft_host::train::{self, TrainOptions};
+use weft_host::learn::dataset::{self, DatasetSpec};
+use weft_host::learn::families::Family;
+use weft_host::learn::gnn::{GnnConfig, Trained};
+use weft_host::learn::train::{self, TrainOptions};
 
 fn tiny() -> DatasetSpec {
     DatasetSpec {
@@ -76,7 +76,7 @@ fn eval_columns_follow_their_scenarios() {
     let spec = DatasetSpec { per_family: 1, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let traj = dataset::load_split(dir.path(), Some("train")).unwrap().remove(0);
-    let r = weft_host::eval::evaluate(&traj, None, None, 12).unwrap();
+    let r = weft_host::learn::eval::evaluate(&traj, None, None, 12).unwrap();
     assert!(r.failures.is_empty(), "{:?}", r.failures);
     // The dt/2 column is the coarse scenario with twice the substeps, run
     // by the simulator's own driver.
@@ -85,7 +85,7 @@ fn eval_columns_follow_their_scenarios() {
     let mut want = Vec::new();
     let mut scn = half.clone();
     scn.time.steps = 12;
-    weft_host::sim::run(&scn, false, &mut weft_host::corrector::Plain, |f, _, state| {
+    weft_host::sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |f, _, state| {
         if f > 0 {
             let fine = &traj.x[f as usize];
             let e = state.positions().iter().zip(fine).map(|(a, b)| (*a - *b).norm2()).sum::<f32>() / fine.len() as f32;
@@ -106,7 +106,7 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     // Halving a step of 1/480 s changes the fine reference less than
     // halving one of 1/60 s; the plain coarse error does not depend on it.
     let (family, seed) = (Family::Drape, 0);
-    let scn = weft_host::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
+    let scn = weft_host::learn::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
     let check = |time_substeps: u32| {
         let spec = DatasetSpec { time_substeps, ..tiny() };
         let (x, _, _) = dataset::fine_reference(&scn, spec.k, time_substeps, spec.fine_integrator).unwrap();
@@ -123,7 +123,7 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     // The run from a start moved 1 µm is a run of its own. A drape
     // magnifies it (a node held by the ground one step earlier or later);
     // a hanging cloth, without contact, does not.
-    let hang = weft_host::families::scenario(Family::Hang, 1, 5, 24, 1.0 / 60.0);
+    let hang = weft_host::learn::families::scenario(Family::Hang, 1, 5, 24, 1.0 / 60.0);
     let spec = DatasetSpec { time_substeps: 8, ..tiny() };
     let (x, _, _) = dataset::fine_reference(&hang, spec.k, 8, spec.fine_integrator).unwrap();
     let smooth = dataset::convergence(&hang, &spec, Family::Hang, 1, &x).unwrap();
@@ -146,11 +146,11 @@ fn hanging_cloths_start_moving_with_their_pins() {
     // nodes move with the rigid field, so the start has no velocity jump.
     let mut kicked = 0;
     for seed in 0..24 {
-        let scn = weft_host::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
+        let scn = weft_host::learn::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
         let spin = scn.cloth.spin;
         kicked += (spin != [0.0; 3]) as u32;
         scn.with_model(|model| {
-            let mut storage = weft_host::storage::VecStateStorage::new(model, 0);
+            let mut storage = weft_host::sim::storage::VecStateStorage::new(model, 0);
             let state = scn.start(model, &mut storage)?;
             let (v, w, c) = (scn.cloth.velocity, spin, scn.cloth.center);
             for pin in model.scene.pins {
@@ -183,8 +183,8 @@ fn hanging_cloths_start_moving_with_their_pins() {
 /// seeds above the split range all train.
 #[test]
 fn generation_jobs_shard_and_split() {
-    use weft_host::dataset::{jobs, split_of, DatasetSpec, Shard};
-    use weft_host::families::Family;
+    use weft_host::learn::dataset::{jobs, split_of, DatasetSpec, Shard};
+    use weft_host::learn::families::Family;
     let spec =
         DatasetSpec { per_family: 100, heldout: Some(Family::Flag), heldout_count: 20, ..DatasetSpec::default() };
     let all = jobs(&spec, Shard::ALL);
@@ -208,7 +208,7 @@ fn generation_jobs_shard_and_split() {
 /// kept beside the index.
 #[test]
 fn horizons_start_every_twenty_frames_beside_their_floors() {
-    use weft_host::horizons::{self, Column};
+    use weft_host::learn::horizons::{self, Column};
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();

@@ -1,6 +1,6 @@
 //! The network's shape and cost.
 use candle_core::Device;
-use weft_host::gnn::{GnnConfig, Trained};
+use weft_host::learn::gnn::{GnnConfig, Trained};
 
 fn model(cfg: GnnConfig) -> Trained {
     Trained::untrained(cfg, &Device::Cpu).unwrap()
@@ -50,7 +50,7 @@ mod turning {
     use proptest::prelude::*;
     use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
     use weft_core::math::Vec3;
-    use weft_host::gnn::Graph;
+    use weft_host::learn::gnn::Graph;
 
     fn turned(p: Vec3, a: f32) -> Vec3 {
         let (c, s) = (a.cos(), a.sin());
@@ -104,7 +104,7 @@ mod turning {
 
 #[test]
 fn relative_weights_even_out_quiet_and_violent_states() {
-    use weft_host::gnn::{Batch, Graph, Normalizer, Stats};
+    use weft_host::learn::gnn::{Batch, Graph, Normalizer, Stats};
     let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
     let norm = Normalizer {
         node: unit(weft_core::gnn::features::NODE_FEATURES),

@@ -1,8 +1,8 @@
 //! The preview renderer draws the cloth where the camera sees it.
 use weft_core::model::{Collider, Shape};
 use weft_core::prelude::*;
-use weft_host::render::{render, side_by_side, write_gif, Camera};
-use weft_host::storage::VecMeshStorage;
+use weft_host::sim::storage::VecMeshStorage;
+use weft_host::view::render::{render, side_by_side, write_gif, Camera};
 
 #[test]
 fn cloth_and_collider_appear_in_the_image() {

@@ -1,6 +1,6 @@
 //! Scenario files: shipped examples run, unknown keys and bad values name the key.
-use weft_host::scenario::Scenario;
 use weft_host::sim;
+use weft_host::sim::scenario::Scenario;
 
 const MINIMAL: &str = r#"
 [cloth]
@@ -24,7 +24,7 @@ fn shipped_scenarios_parse_and_run_a_few_frames() {
         let path = entry.unwrap().path();
         let mut scn = Scenario::load(&path).unwrap();
         scn.time.steps = 3;
-        let s = sim::run(&scn, false, &mut weft_host::corrector::Plain, |_, _, _| Ok(())).unwrap();
+        let s = sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, _| Ok(())).unwrap();
         assert_eq!(s.frames.len(), 4);
         assert!(s.frames.iter().all(|f| f.energy.total.is_finite()), "{}", path.display());
         n += 1;
@@ -95,7 +95,7 @@ fn bad_values_are_named() {
 fn regions_select_the_documented_nodes() {
     let scn = Scenario::parse(MINIMAL).unwrap();
     let pin = |r: &str| {
-        let p = weft_host::scenario::PinSpec { nodes: None, region: Some(r.into()), motion: Default::default() };
+        let p = weft_host::sim::scenario::PinSpec { nodes: None, region: Some(r.into()), motion: Default::default() };
         scn.pin_nodes(&p).unwrap()
     };
     // 5 × 4 nodes, node (i, j) = 5 j + i; top is j = 3.
@@ -111,7 +111,7 @@ fn regions_select_the_documented_nodes() {
 fn simulate_writes_objs_and_a_summary() {
     let dir = tempfile::tempdir().unwrap();
     let scn = Scenario::parse(&format!("{MINIMAL}\n[output]\nevery = 2\n[[pin]]\nregion = \"corners:top\"\n")).unwrap();
-    let s = sim::simulate(&scn, dir.path(), false, &mut weft_host::corrector::Plain).unwrap();
+    let s = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain).unwrap();
     let objs: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -140,7 +140,7 @@ fn a_failed_run_keeps_its_summary_and_last_good_state() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("{MINIMAL}\n[[pin]]\nregion = \"corners:top\"\n[wind]\nvelocity = [0, 0, 1e7]\n");
     let scn = Scenario::parse(&text).unwrap();
-    let e = sim::simulate(&scn, dir.path(), false, &mut weft_host::corrector::Plain).unwrap_err();
+    let e = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain).unwrap_err();
     let failed = e.downcast_ref::<sim::RunFailed>().expect("a RunFailed error");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();

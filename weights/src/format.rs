@@ -98,6 +98,12 @@ pub struct MlpData {
     pub residual: Vec<Requant>,
 }
 
+/// The views of a [`NetworkData`]'s processor MLPs ([`NetworkData::views`]).
+pub struct Views<'d> {
+    edge: Vec<Mlp<'d>>,
+    node: Vec<Mlp<'d>>,
+}
+
 /// A quantised network owning its data; [`NetworkData::with_network`]
 /// lends it as the core's [`Network`].
 #[derive(Clone, Debug, PartialEq)]
@@ -136,21 +142,33 @@ impl MlpData {
 impl NetworkData {
     /// Runs `f` on the core's view of this network.
     pub fn with_network<R>(&self, f: impl FnOnce(&Network) -> R) -> R {
-        let edge: Vec<Mlp> = self.edge_mlp.iter().map(MlpData::view).collect();
-        let node: Vec<Mlp> = self.node_mlp.iter().map(MlpData::view).collect();
-        f(&Network {
+        let views = self.views();
+        f(&self.network(&views))
+    }
+
+    /// The processor's MLP views, made once for [`NetworkData::network`].
+    pub fn views(&self) -> Views<'_> {
+        Views {
+            edge: self.edge_mlp.iter().map(MlpData::view).collect(),
+            node: self.node_mlp.iter().map(MlpData::view).collect(),
+        }
+    }
+
+    /// The core's view of this network over `views` (no allocation).
+    pub fn network<'s>(&'s self, views: &'s Views<'s>) -> Network<'s> {
+        Network {
             latent: self.latent,
             radius: self.radius,
             node_in: self.node_in,
             edge_in: self.edge_in,
             node_enc: self.node_enc.view(),
             edge_enc: self.edge_enc.view(),
-            edge_mlp: &edge,
-            node_mlp: &node,
+            edge_mlp: &views.edge,
+            node_mlp: &views.node,
             head_x: self.head_x.view(),
             head_v: self.head_v.view(),
             out: self.out,
-        })
+        }
     }
 
     /// The MLP of `part`, if the network has it.

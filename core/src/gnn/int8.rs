@@ -50,6 +50,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const MAX_LATENT: usize = 32;
 /// Largest number of processor rounds.
 pub const MAX_ROUNDS: usize = 8;
+const _: () = assert!(MAX_ROUNDS <= crate::probe::MAX_ROUNDS);
 
 /// An int32 → int32 rescaling by `multiplier · 2^(shift − 31)` with
 /// `multiplier` in `[2^30, 2^31)` (or 0: the term that is always 0) and
@@ -71,11 +72,8 @@ impl Requant {
     pub fn apply(self, value: i32) -> i32 {
         // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
         let s = self.shift as i32 + 1;
-        let v = if s > 0 {
-            ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32
-        } else {
-            value
-        };
+        let v =
+            if s > 0 { ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32 } else { value };
         // A 32×32-bit product's rounded high word (one SMMULR on ARMv7E-M).
         let hi = ((v as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
         let right = (-s).clamp(0, 31) as u32;
@@ -305,7 +303,13 @@ impl Input {
         let a = libm::fabsf(y);
         if !(a < 128.0) {
             // Saturated (NaN: 0).
-            return if y > 0.0 { 127 } else if y < 0.0 { -127 } else { 0 };
+            return if y > 0.0 {
+                127
+            } else if y < 0.0 {
+                -127
+            } else {
+                0
+            };
         }
         // Below 128 the integer part and the fraction split exactly.
         let whole = a as i32;

@@ -11,9 +11,9 @@
 //! Only stretch is limited: compression is the material's (buckling below
 //! the mesh's resolution).
 
+use crate::flags;
 use crate::math::Vec3;
 use crate::model::Model;
-use crate::state::{CONTACT, PINNED};
 
 /// Passes over the edges at most.
 pub const MAX_PASSES: u32 = 8;
@@ -42,8 +42,8 @@ pub fn limit_stretch(
         *p = base[i] + u[i] * h;
     }
     let rest = model.mesh.rest();
-    let inv_mass = |i: usize| if flags[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
-    let tangent = |i: usize, d: Vec3| if flags[i] & CONTACT != 0 { d - normal[i] * normal[i].dot(d) } else { d };
+    let inv_mass = |i: usize| if flags::pinned(flags[i]) { 0.0 } else { 1.0 / model.mass(i) };
+    let tangent = |i: usize, d: Vec3| if flags::in_contact(flags[i]) { d - normal[i] * normal[i].dot(d) } else { d };
     let over = |xe: &[Vec3], a: usize, b: usize| {
         let d = xe[b] - xe[a];
         let l = d.norm();

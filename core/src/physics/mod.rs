@@ -20,10 +20,11 @@ pub mod solver;
 pub mod stencil;
 
 use crate::contact;
+use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
-use crate::state::{split_blocks, State, CONTACT, PINNED};
+use crate::state::{split_blocks, State};
 use stencil::Bending;
 
 /// What one step did.
@@ -206,9 +207,9 @@ impl EnergyCheck<'_, '_> {
     #[inline]
     fn free_part(&self, i: usize, w: Vec3) -> Vec3 {
         let f = self.flags[i];
-        if f & PINNED != 0 {
+        if flags::pinned(f) {
             Vec3::ZERO
-        } else if f & CONTACT != 0 {
+        } else if flags::in_contact(f) {
             w - self.normal[i] * self.normal[i].dot(w)
         } else {
             w
@@ -319,9 +320,9 @@ fn trial(s: f32, v: &[Vec3], dv: &[Vec3], flags: &[u8], normal: &[Vec3], u: &mut
     for (i, ((ui, vi), di)) in u.iter_mut().zip(v).zip(dv).enumerate() {
         let f = flags[i];
         *ui = *vi
-            + if f & PINNED != 0 {
+            + if flags::pinned(f) {
                 *di
-            } else if f & CONTACT != 0 {
+            } else if flags::in_contact(f) {
                 let z = normal[i] * normal[i].dot(*di);
                 z + (*di - z) * s
             } else {
@@ -333,8 +334,9 @@ fn trial(s: f32, v: &[Vec3], dv: &[Vec3], flags: &[u8], normal: &[Vec3], u: &mut
 /// A step that fails the energy check is split in halves, down to
 /// `dt / 2^MAX_SPLIT`.
 pub const MAX_SPLIT: u32 = 4;
-/// Clock ticks per step: a split step's substeps end on ticks.
-pub const TICKS_PER_STEP: u64 = 1 << MAX_SPLIT;
+pub use crate::state::TICKS_PER_STEP;
+// A split step's substeps end on ticks.
+const _: () = assert!(TICKS_PER_STEP == 1 << MAX_SPLIT);
 /// A solve that fails the energy check is first shortened: its velocity
 /// change is halved up to this many times (a backtracking line search on
 /// the step's energy) before the step is split.
@@ -453,7 +455,7 @@ fn substep(
     // A held node's preconditioner block inverts its diagonal block on the
     // tangent plane exactly (and keeps its normal stiffness apart).
     for (i, pc) in precond.iter_mut().enumerate() {
-        if ws.pinned[i] & CONTACT != 0 && ws.pinned[i] & PINNED == 0 {
+        if flags::on_plane(ws.pinned[i]) {
             *pc = solver::plane_inverse(*pc, ws.normal[i]);
         }
     }
@@ -519,8 +521,8 @@ fn substep(
         system.apply(ws.dv, ws.q);
         let mut newly = 0;
         for (i, f) in ws.pinned.iter_mut().enumerate() {
-            if *f & CONTACT != 0 && (ws.q[i] - ws.force[i]).dot(ws.normal[i]) < 0.0 {
-                *f &= PINNED;
+            if flags::in_contact(*f) && (ws.q[i] - ws.force[i]).dot(ws.normal[i]) < 0.0 {
+                *f = flags::without_contact(*f);
                 newly += 1;
             }
         }
@@ -628,7 +630,14 @@ fn base_positions(bdf2: bool, x: &[Vec3], x_prev: &[Vec3], out: &mut [Vec3]) {
 /// would cross a collider within the step are stopped where they touch it,
 /// edges are kept out of spheres and capsules that fit between their nodes,
 /// nodes inside a collider are pushed out.
-fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut StepReport, probe: &mut impl Probe) -> bool {
+fn finish(
+    model: &Model,
+    state: &mut State,
+    h: f32,
+    ticks: u64,
+    report: &mut StepReport,
+    probe: &mut impl Probe,
+) -> bool {
     probe.enter(Stage::Contacts);
     let mesh = &model.mesh;
     let t0 = state.time();
@@ -643,7 +652,7 @@ fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut Ste
             report.dropped_pairs += found.dropped;
             state.warnings.dropped_pairs += found.dropped as u64;
             let pinned = &*ws.pinned;
-            let inv_mass = |i: usize| if pinned[i] & PINNED != 0 { 0.0 } else { 1.0 / model.mass(i) };
+            let inv_mass = |i: usize| if flags::pinned(pinned[i]) { 0.0 } else { 1.0 / model.mass(i) };
             let repelled = contact::repel(&ws.pairs[..found.pairs], sc.radius, h, inv_mass, ws.x_new, ws.dv);
             report.self_contacts += repelled;
             // Pushing close pairs apart can over-stretch the edges between
@@ -665,7 +674,7 @@ fn finish(model: &Model, state: &mut State, h: f32, ticks: u64, report: &mut Ste
     }
     report.contacts += contact::collide(colliders, t1, ws.pinned, ws.x_new, ws.dv);
     for f in ws.pinned.iter_mut() {
-        *f &= PINNED;
+        *f = flags::without_contact(*f);
     }
     if !(ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite())) {
         ws.n_pairs = 0;

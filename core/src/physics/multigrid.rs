@@ -29,10 +29,10 @@
 //! [`Layout::floats`] gives in const context. Meshes that are not grids
 //! keep the block-Jacobi preconditioner (a [`Layout`] of no levels).
 
+use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
 use crate::physics::stencil::BendingStencil;
-use crate::state::{CONTACT, PINNED};
 
 /// Grid nodes per side of a coarse box.
 pub const BOX: usize = 2;
@@ -140,9 +140,9 @@ enum Filter {
 #[inline]
 fn node_filter(flags: &[u8], normal: &[Vec3], i: usize) -> Filter {
     let f = flags.get(i).copied().unwrap_or(0);
-    if f & PINNED != 0 {
+    if flags::pinned(f) {
         Filter::Pinned
-    } else if f & CONTACT != 0 {
+    } else if flags::in_contact(f) {
         Filter::Plane(normal[i])
     } else {
         Filter::Free

@@ -5,11 +5,11 @@
 //! preconditioned by the multigrid V-cycle on grids
 //! ([`crate::physics::multigrid`]) and by block Jacobi elsewhere.
 
+use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
 use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
-use crate::state::{CONTACT, PINNED};
 
 /// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
 /// static-edge blocks (`off[e]` is the block of row `a`, column `b` of edge
@@ -42,9 +42,9 @@ pub fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
 #[inline]
 fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
     for ((vi, &f), n) in v.iter_mut().zip(flags).zip(normal) {
-        if f & PINNED != 0 {
+        if flags::pinned(f) {
             *vi = Vec3::ZERO;
-        } else if f & CONTACT != 0 {
+        } else if flags::in_contact(f) {
             *vi -= *n * n.dot(*vi);
         }
     }
@@ -138,7 +138,7 @@ pub struct System<'s, 'm> {
     pub c: f32,
     /// Inverse diagonal blocks of `A` (block-Jacobi preconditioner).
     pub precond: &'s [Mat3],
-    /// Node flags ([`PINNED`], [`CONTACT`]).
+    /// Node flags ([`crate::flags`]).
     pub flags: &'s [u8],
     /// Contact normals of the nodes flagged [`CONTACT`].
     pub normal: &'s [Vec3],
@@ -170,7 +170,7 @@ impl System<'_, '_> {
     /// (The tangential and normal parts of a held node's load make up its
     /// whole load.)
     pub fn rhs_norm(&self, b: &[Vec3]) -> f32 {
-        let sum: f32 = b.iter().zip(self.flags).filter(|(_, &f)| f & PINNED == 0).map(|(bi, _)| bi.norm2()).sum();
+        let sum: f32 = b.iter().zip(self.flags).filter(|(_, &f)| !flags::pinned(f)).map(|(bi, _)| bi.norm2()).sum();
         libm::sqrtf(sum)
     }
 
@@ -211,7 +211,7 @@ impl System<'_, '_> {
             .iter()
             .zip(self.flags)
             .zip(self.normal)
-            .filter(|((_, &f), _)| f & PINNED == 0 && f & CONTACT != 0)
+            .filter(|((_, &f), _)| flags::on_plane(f))
             .map(|((ri, _), n)| {
                 let rn = ri.dot(*n);
                 rn * rn

@@ -2,7 +2,7 @@
 use weft_core::prelude::*;
 
 // The desktop's heap storage, shared with the host crate (tests may allocate).
-#[path = "../../../host/src/storage.rs"]
+#[path = "../../../host/src/sim/storage.rs"]
 mod storage;
 pub use storage::{VecMeshStorage, VecStateStorage};
 

@@ -10,7 +10,7 @@ use weft_core::model::{
 };
 use weft_core::prelude::{Mesh, State, Vec3};
 
-use crate::storage::{VecMeshStorage, VecStateStorage};
+use crate::sim::storage::{VecMeshStorage, VecStateStorage};
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

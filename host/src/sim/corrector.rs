@@ -1,5 +1,5 @@
 //! What corrects the coarse cloth after every physics step — nothing, the
-//! float network ([`crate::gnn::Float`]) or the int8 network ([`Int8`]) —
+//! float network (`learn::gnn::Float`, a floor above) or the int8 network ([`Int8`]) —
 //! behind one trait, so that one rollout loop ([`crate::sim::run`]) serves
 //! simulation, evaluation, the demo and data generation.
 
@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use weft_core::gnn::int8::{Scratch, ScratchSizes};
 use weft_core::model::Model;
 use weft_core::state::State;
-use weft_weights::format::NetworkData;
+use weft_weights::format::{NetworkData, Views};
 
 /// Dynamic pairs per node a network's state stores.
 pub const PAIRS_PER_NODE: usize = 8;
@@ -37,12 +37,13 @@ impl Corrector for Plain {
 /// on first use for the model's mesh.
 pub struct Int8<'n> {
     pub net: &'n NetworkData,
+    views: Views<'n>,
     latents: Vec<i8>,
 }
 
 impl<'n> Int8<'n> {
     pub fn new(net: &'n NetworkData) -> Int8<'n> {
-        Int8 { net, latents: Vec::new() }
+        Int8 { net, views: net.views(), latents: Vec::new() }
     }
 }
 
@@ -56,9 +57,12 @@ impl Corrector for Int8<'_> {
             self.latents = vec![0; sizes.latents];
         }
         let mut scratch = Scratch { latents: &mut self.latents };
-        let report = self
-            .net
-            .with_network(|net| net.check().and_then(|net| weft_core::step::step2(model, state, net, &mut scratch)))
+        // Checking is a pass over the layers' shapes and requantisation
+        // constants (no allocation), small beside the forward.
+        let network = self.net.network(&self.views);
+        let report = network
+            .check()
+            .and_then(|net| weft_core::step::step2(model, state, net, &mut scratch))
             .context("int8 correction")?;
         Ok(report.dynamic_edges)
     }

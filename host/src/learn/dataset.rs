@@ -24,10 +24,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::Vec3;
 
-use crate::corrector::Plain;
-use crate::families::{self, Family};
-use crate::scenario::Scenario;
+use crate::learn::families::{self, Family};
 use crate::sim;
+use crate::sim::corrector::Plain;
+use crate::sim::scenario::Scenario;
 
 /// The trajectory file format; it also names the fine solver's generation,
 /// so that `weft generate` does not keep references an older one made.
@@ -57,7 +57,7 @@ pub struct DatasetSpec {
     pub seed: u64,
     /// Integrator of the fine reference.
     #[serde(default)]
-    pub fine_integrator: crate::scenario::IntegratorSpec,
+    pub fine_integrator: crate::sim::scenario::IntegratorSpec,
     /// Check the fine reference's time convergence on the first seed of
     /// every family ([`Convergence`]).
     #[serde(default)]
@@ -76,7 +76,7 @@ impl Default for DatasetSpec {
             heldout: Some(Family::Flag),
             heldout_count: 0,
             seed: 0,
-            fine_integrator: crate::scenario::IntegratorSpec::Bdf2,
+            fine_integrator: crate::sim::scenario::IntegratorSpec::Bdf2,
             check_convergence: true,
         }
     }
@@ -303,8 +303,8 @@ pub fn outside_training(scn: &Scenario, spec: &DatasetSpec) -> Vec<String> {
 
 /// Mean over frames of the position RMSE between two frame sequences.
 fn mean_rmse(a: &Frames, b: &Frames) -> f32 {
-    let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::eval::rmse(p, q)).collect();
-    crate::eval::mean(&per_frame)
+    let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::learn::metrics::rmse(p, q)).collect();
+    crate::learn::metrics::mean(&per_frame)
 }
 
 /// The time-convergence check of one scenario's fine reference `fine_x`
@@ -362,7 +362,7 @@ pub fn fine_scenario(
     coarse: &Scenario,
     k: usize,
     time_substeps: u32,
-    integrator: crate::scenario::IntegratorSpec,
+    integrator: crate::sim::scenario::IntegratorSpec,
 ) -> Result<(Scenario, Vec<usize>)> {
     let [nx, ny] = coarse.cloth.resolution;
     let (fx, fy) = ((nx - 1).saturating_mul(k) + 1, (ny - 1).saturating_mul(k) + 1);
@@ -389,7 +389,7 @@ pub fn fine_reference(
     coarse: &Scenario,
     k: usize,
     time_substeps: u32,
-    integrator: crate::scenario::IntegratorSpec,
+    integrator: crate::sim::scenario::IntegratorSpec,
 ) -> Result<(Frames, Frames, f32)> {
     let (fine, map) = fine_scenario(coarse, k, time_substeps, integrator)?;
     let (mut xs, mut vs) = (Vec::new(), Vec::new());

@@ -25,33 +25,40 @@ use weft_core::gnn::int8::Part;
 use weft_core::physics;
 use weft_core::prelude::*;
 
-use crate::corrector::Corrector;
-use crate::storage::VecStateStorage;
+use crate::sim::corrector::Corrector;
+use crate::sim::storage::VecStateStorage;
 
-use crate::dataset::Trajectory;
-use crate::families::Rng;
+use crate::learn::dataset::Trajectory;
+use crate::learn::families::Rng;
+use crate::learn::metrics::{mean, rmse};
+use crate::sim::scenario::Scenario;
 
-/// Shape of the network and of its graph.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+/// Shape of the network and of its graph (`weft train`'s options).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, clap::Args)]
 pub struct GnnConfig {
     /// Latent width `L`.
+    #[arg(long, default_value_t = 16)]
     pub latent: usize,
     /// Processor rounds (edge update + node update each).
+    #[arg(long, default_value_t = 2)]
     pub rounds: usize,
     /// Dynamic-edge radius `r` (m).
+    #[arg(long, default_value_t = 0.03)]
     pub radius: f32,
     /// Dynamic pairs stored per node (more are dropped and counted).
+    #[arg(skip = GnnConfig::DEFAULT_PAIRS_PER_NODE)]
     pub pairs_per_node: usize,
 }
 
 impl Default for GnnConfig {
+    /// The command line's defaults.
     fn default() -> Self {
-        GnnConfig { latent: 16, rounds: 2, radius: 0.03, pairs_per_node: Self::DEFAULT_PAIRS_PER_NODE }
+        crate::defaults()
     }
 }
 
 impl GnnConfig {
-    pub const DEFAULT_PAIRS_PER_NODE: usize = crate::corrector::PAIRS_PER_NODE;
+    pub const DEFAULT_PAIRS_PER_NODE: usize = crate::sim::corrector::PAIRS_PER_NODE;
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
     /// `edges` directed edges, with the processor's first edge layer
@@ -171,9 +178,13 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
 }
 
 /// Input noise of training samples (m and m/s), as in MeshGraphNets.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, clap::Args)]
 pub struct Noise {
+    /// Input noise on positions (m).
+    #[arg(long = "noise-position", default_value_t = 1e-3)]
     pub position: f32,
+    /// Input noise on velocities (m/s).
+    #[arg(long = "noise-velocity", default_value_t = 0.03)]
     pub velocity: f32,
 }
 
@@ -600,4 +611,24 @@ impl Corrector for Float<'_> {
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))
     }
+}
+
+/// The float network's corrected rollout of `scn` at every node
+/// ([`crate::sim::rollout`]).
+pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+    let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
+    let all: Vec<usize> = (0..n).collect();
+    crate::sim::rollout(scn, steps, &all, &mut Float(m))
+}
+
+/// Mean position RMSE (m) of the float network's corrected rollout of
+/// `traj` over `steps` frames; a rollout that fails counts its last error
+/// for the remaining frames.
+pub fn corrected_error(traj: &Trajectory, m: &Trained, steps: usize) -> Result<f32> {
+    let steps = steps.min(traj.x.len() - 1);
+    let (xs, _, _) = corrected_rollout(&traj.scenario, steps, m)?;
+    let mut e: Vec<f32> = xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect();
+    let last = e.last().copied().unwrap_or(f32::INFINITY);
+    e.resize(steps, last);
+    Ok(mean(&e))
 }

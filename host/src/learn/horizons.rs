@@ -18,12 +18,12 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::Vec3;
 
-use crate::corrector::{Corrector, Int8, Plain};
-use crate::dataset::{self, Frames, Trajectory, PERTURBATION};
-use crate::eval::{mean, rmse};
-use crate::families::Family;
-use crate::gnn::{self, Trained};
-use crate::scenario::{IntegratorSpec, Scenario};
+use crate::learn::dataset::{self, Frames, Trajectory, PERTURBATION};
+use crate::learn::families::Family;
+use crate::learn::gnn::{self, Trained};
+use crate::learn::metrics::{mean, rmse};
+use crate::sim::corrector::{Corrector, Int8, Plain};
+use crate::sim::scenario::{IntegratorSpec, Scenario};
 use crate::sim::{self, Restart};
 use weft_weights::format::NetworkData;
 

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use candle_core::Device;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{self, Trajectory};
-use crate::families::Rng;
-use crate::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
+use crate::learn::dataset;
+use crate::learn::families::Rng;
+use crate::learn::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
+use crate::learn::samples::{draw, picks, samples};
 
 /// Turns every graph by a random angle about the vertical when `on`.
 fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
@@ -21,66 +21,80 @@ fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
     }
 }
 
-#[derive(Clone, Debug)]
+/// What `weft train` does; the command line's options (`clap`), whose
+/// defaults are [`TrainOptions::default`]'s.
+#[derive(Clone, Debug, clap::Args)]
 pub struct TrainOptions {
+    /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+    #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
     pub data: PathBuf,
-    /// Checkpoint path stem (`.safetensors` + `.json` are written).
+    /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
+    #[arg(short, long, default_value = "checkpoints/weft-gnn")]
     pub out: PathBuf,
+    /// Training steps.
+    #[arg(long, default_value_t = 30_000, value_parser = crate::at_least_one)]
     pub steps: usize,
+    /// Graphs per batch.
+    #[arg(long, default_value_t = 4)]
     pub batch: usize,
+    /// Learning rate at the start (cosine decay to `lr_final`).
+    #[arg(long, default_value_t = 1e-3)]
     pub lr: f32,
+    #[arg(long, default_value_t = 2e-5)]
     pub lr_final: f32,
+    #[command(flatten)]
     pub config: GnnConfig,
+    #[command(flatten)]
     pub noise: Noise,
+    /// Continue from the checkpoint at --out.
+    #[arg(long)]
     pub resume: bool,
+    /// Seed of the sample draws.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Validate and checkpoint every this many steps.
+    #[arg(long, default_value_t = 500)]
     pub every: usize,
     /// Unrolled training: after `unroll_after` steps, half of the samples
-    /// start from a rollout of up to `unroll_steps` corrected steps.
+    /// start from a rollout of up to this many corrected coarse steps of
+    /// the current network (0: off).
+    #[arg(long = "unroll", default_value_t = 3)]
     pub unroll_steps: usize,
+    /// Training steps before unrolling starts.
+    #[arg(long, default_value_t = 15_000)]
     pub unroll_after: usize,
     /// With unrolling on, a third of the samples start from up to this
     /// many plain coarse steps instead (0: off).
+    #[arg(long = "plain-unroll", default_value_t = 0)]
     pub plain_unroll_steps: usize,
-    /// Relative loss ([`Batch::weighted`]) with this floor (0: plain mean
-    /// squared error).
+    /// Weigh every sample by its relative error (`Batch::weighted`), with
+    /// this floor on its mean squared target (in target standard
+    /// deviations; 0: plain mean squared error).
+    #[arg(long, default_value_t = 0.0)]
     pub relative_floor: f32,
-    /// Train on copies turned by a random angle about the vertical
-    /// ([`Graph::rotate_about_vertical`]).
+    /// `--no-augment`: train on the samples as simulated only, not also on
+    /// copies turned by a random angle about the vertical
+    /// (`Graph::rotate_about_vertical`).
+    #[arg(long = "no-augment", action = clap::ArgAction::SetFalse)]
     pub augment: bool,
     /// Every this many steps (0: never), roll the network out over
     /// `rollout_frames` frames of every validation trajectory; the model
     /// with the lowest mean error is kept as `<out>-best` and, at the end,
     /// is the one written to `out`.
+    #[arg(long, default_value_t = 2000)]
     pub rollout_every: usize,
+    /// Frames per validation rollout.
+    #[arg(long, default_value_t = 200)]
     pub rollout_frames: usize,
+    /// `--quiet`: no progress bars.
+    #[arg(short = 'q', long = "quiet", action = clap::ArgAction::SetFalse)]
     pub progress: bool,
 }
 
 impl Default for TrainOptions {
+    /// The command line's defaults.
     fn default() -> Self {
-        TrainOptions {
-            data: "data".into(),
-            out: "checkpoints/weft-gnn".into(),
-            steps: 20_000,
-            batch: 4,
-            lr: 1e-3,
-            lr_final: 2e-5,
-            config: GnnConfig::default(),
-            noise: Noise { position: 1e-3, velocity: 0.03 },
-            resume: false,
-            seed: 1,
-            every: 500,
-            unroll_steps: 0,
-            unroll_after: 0,
-            plain_unroll_steps: 0,
-            relative_floor: 0.0,
-            augment: true,
-            rollout_every: 2000,
-            rollout_frames: 200,
-            progress: true,
-        }
+        crate::defaults()
     }
 }
 
@@ -102,52 +116,6 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
     let mut s = out.as_os_str().to_owned();
     s.push("-best");
     PathBuf::from(s)
-}
-
-fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
-    let k = (rng.next_u64() % trajs.len() as u64) as usize;
-    let t = (rng.next_u64() % (trajs[k].x.len() as u64 - 1)) as usize;
-    (k, t)
-}
-
-/// `n` random samples `(trajectory, frame, seed)` with seeds
-/// `first_seed..first_seed + n`.
-pub fn picks(trajs: &[Trajectory], n: usize, rng: &mut Rng, first_seed: u64) -> Vec<(usize, usize, u64)> {
-    (0..n as u64)
-        .map(|i| {
-            let (k, t) = draw(trajs, rng);
-            (k, t, first_seed + i)
-        })
-        .collect()
-}
-
-pub fn samples(
-    trajs: &[Trajectory],
-    picks: &[(usize, usize, u64)],
-    cfg: &GnnConfig,
-    noise: Noise,
-    unroll: Option<&Unroll>,
-    plain_unroll: usize,
-) -> Result<Vec<Graph>> {
-    picks
-        .par_iter()
-        .map(|&(k, t, s)| {
-            let mut rng = Rng::new(s);
-            // Half of the samples start from the fine state, half from a
-            // rollout of 1..=steps corrected steps; with `plain_unroll`,
-            // thirds: fine state, corrected rollout, plain rollout.
-            let u = match (unroll, plain_unroll) {
-                (None, _) => None,
-                (Some(u), 0) => (s % 2 == 1).then(|| Unroll { steps: 1 + (s as usize / 2) % u.steps, ..*u }),
-                (Some(u), p) => match s % 3 {
-                    0 => None,
-                    1 => Some(Unroll { steps: 1 + (s as usize / 3) % u.steps, ..*u }),
-                    _ => Some(Unroll { steps: 1 + (s as usize / 3) % p, gnn: None, ..*u }),
-                },
-            };
-            gnn::sample(&trajs[k], t, cfg, noise, &mut rng, u.as_ref())
-        })
-        .collect()
 }
 
 /// Trains (or resumes) and returns the model and its loss history.
@@ -249,9 +217,9 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             if opts.rollout_every > 0 && ((step + 1) % opts.rollout_every == 0 || last) {
                 let errs = val_set
                     .iter()
-                    .map(|t| crate::eval::corrected_error(t, &model, opts.rollout_frames))
+                    .map(|t| gnn::corrected_error(t, &model, opts.rollout_frames))
                     .collect::<Result<Vec<_>>>()?;
-                let e = crate::eval::mean(&errs);
+                let e = crate::learn::metrics::mean(&errs);
                 log.rollouts.push((step + 1, e));
                 model.meta.val_rollout = Some(e);
                 if e < best.1 {

@@ -1,4 +1,12 @@
-//! Running a scenario: frames of substeps, OBJ frames and a JSON summary.
+//! The simulation floor: scenario files ([`scenario`]), the state's
+//! memory on the desktop ([`storage`]), what corrects a step
+//! ([`corrector`]), and the one rollout loop ([`run`]) with what it
+//! writes (OBJ frames, a JSON summary). It builds on `weft-core` only;
+//! `learn` and `view` build on it.
+
+pub mod corrector;
+pub mod scenario;
+pub mod storage;
 
 use std::io::Write;
 use std::path::Path;
@@ -9,9 +17,9 @@ use weft_core::mesh::Triangle;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
-use crate::corrector::Corrector;
-use crate::scenario::Scenario;
-use crate::storage::VecStateStorage;
+use corrector::Corrector;
+use scenario::Scenario;
+use storage::VecStateStorage;
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct EnergyOut {
@@ -261,4 +269,29 @@ pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn 
     let json = serde_json::to_string_pretty(&summary)?;
     std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
     Ok(summary)
+}
+
+/// Runs `scn` for `steps` frames through [`run`], each physics step
+/// followed by `corrector`; returns per-frame positions at `nodes`, wall
+/// seconds per frame, and why the rollout stopped early if it did.
+pub fn rollout(
+    scn: &Scenario,
+    steps: usize,
+    nodes: &[usize],
+    corrector: &mut dyn Corrector,
+) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+    let mut scn = scn.clone();
+    scn.time.steps = steps as u32;
+    let mut out = Vec::new();
+    let t0 = std::time::Instant::now();
+    let r = run(&scn, false, corrector, |_, _, state| {
+        out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
+        Ok(())
+    });
+    let secs = t0.elapsed().as_secs_f64() / steps.max(1) as f64;
+    match r {
+        Ok(_) => Ok((out, secs, None)),
+        Err(e) if !out.is_empty() => Ok((out, secs, Some(format!("{e:#}")))),
+        Err(e) => Err(e),
+    }
 }

@@ -14,7 +14,7 @@ use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{Input, Output, Part, Requant};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
-use crate::gnn::{Graph, Normalizer, Trained};
+use crate::learn::gnn::{Graph, Normalizer, Trained};
 
 /// A dense layer `y = W x + b`, `W` row-major `[outputs][inputs]`.
 #[derive(Clone, Debug)]
@@ -158,7 +158,7 @@ pub struct FloatNet {
     pub latent: usize,
     pub radius: f32,
     pub norm: Normalizer,
-    /// Factor on the corrections ([`crate::gnn::ModelMeta::gain`]).
+    /// Factor on the corrections ([`crate::learn::gnn::ModelMeta::gain`]).
     pub gain: f32,
     pub node_enc: FMlp,
     pub edge_enc: FMlp,
@@ -420,7 +420,7 @@ impl Scales {
 pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
     let rounds = net.edge_mlp.len();
     let sc = Scales::new(net, r)?;
-    let input = |stats: &crate::gnn::Stats, s: &[f32], k: usize| Input {
+    let input = |stats: &crate::learn::gnn::Stats, s: &[f32], k: usize| Input {
         offset: stats.mean[k],
         gain: 1.0 / (stats.std[k] * s[k]),
     };
@@ -556,16 +556,16 @@ pub fn command(
     out: &std::path::Path,
 ) -> Result<String> {
     let t0 = std::time::Instant::now();
-    let trained = crate::gnn::Trained::load(model, &candle_core::Device::Cpu)?;
+    let trained = crate::learn::gnn::Trained::load(model, &candle_core::Device::Cpu)?;
     let float = FloatNet::from_trained(&trained)?;
-    let train_set = crate::dataset::load_split(data, Some("train"))?;
+    let train_set = crate::learn::dataset::load_split(data, Some("train"))?;
     if train_set.is_empty() {
         anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
     }
-    let mut rng = crate::families::Rng::new(0x9a7e);
-    let picks = crate::train::picks(&train_set, samples, &mut rng, 0);
-    let none = crate::gnn::Noise { position: 0.0, velocity: 0.0 };
-    let graphs = crate::train::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
+    let mut rng = crate::learn::families::Rng::new(0x9a7e);
+    let picks = crate::learn::samples::picks(&train_set, samples, &mut rng, 0);
+    let none = crate::learn::gnn::Noise { position: 0.0, velocity: 0.0 };
+    let graphs = crate::learn::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
     let ranges = calibrate(&float, &graphs);
     let q = quantize(&float, &ranges)?;
     let bytes = q.to_bytes();

@@ -10,12 +10,12 @@ use weft_core::model::{Collider, Shape};
 use weft_core::prelude::*;
 use weft_weights::format::NetworkData;
 
-use crate::corrector::{self, Corrector};
-use crate::dataset::{self, DatasetSpec};
-use crate::eval;
-use crate::families::Family;
-use crate::scenario::Scenario;
+use crate::learn::dataset::{self, DatasetSpec};
+use crate::learn::families::Family;
+use crate::learn::metrics;
 use crate::sim;
+use crate::sim::corrector::{self, Corrector};
+use crate::sim::scenario::Scenario;
 
 /// A pinhole camera.
 #[derive(Clone, Copy, Debug)]
@@ -202,7 +202,7 @@ pub struct Panel<'a> {
 /// panel's RMSE up to this frame (`frames` frames of `dt` seconds in all,
 /// the plot's y range up to `y_max`).
 pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: f32, y_max: f32) -> RgbImage {
-    use crate::canvas::{self, Series, BLACK};
+    use crate::view::canvas::{self, Series, BLACK};
     let row = side_by_side(&panels.iter().map(|p| p.image).collect::<Vec<_>>());
     let (header, chart) = (28u32, 190u32);
     let mut out = RgbImage::from_pixel(row.width(), header + row.height() + chart, Rgb([255, 255, 255]));
@@ -244,7 +244,7 @@ pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: 
 pub fn demo_case(net: &NetworkData, seed: Option<u64>, data: &Path) -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
     let spec = DatasetSpec::default();
     let simulated = |seed: u64, why: String| -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
-        let scn = crate::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
+        let scn = crate::learn::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
         let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
         Ok((scn, fine, why))
     };
@@ -260,11 +260,11 @@ pub fn demo_case(net: &NetworkData, seed: Option<u64>, data: &Path) -> Result<(S
             let mut e = Vec::new();
             sim::run(&t.scenario, false, c, |f, _, st| {
                 if f > 0 {
-                    e.push(eval::rmse(st.positions(), &t.x[f as usize]));
+                    e.push(metrics::rmse(st.positions(), &t.x[f as usize]));
                 }
                 Ok(())
             })?;
-            Ok(eval::mean(&e))
+            Ok(metrics::mean(&e))
         };
         let (plain, int8) = (err(&mut corrector::Plain)?, err(&mut corrector::Int8::new(net))?);
         ratios.push((int8 / plain, k));
@@ -325,7 +325,7 @@ pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &P
     bar.finish_and_clear();
     // Per-frame RMSE of the plain and the corrected cloth.
     let errors: Vec<Vec<f32>> =
-        positions.iter().map(|xs| xs.iter().zip(&fine).map(|(a, b)| eval::rmse(a, b)).collect()).collect();
+        positions.iter().map(|xs| xs.iter().zip(&fine).map(|(a, b)| metrics::rmse(a, b)).collect()).collect();
     let y_max = errors.iter().flatten().copied().fold(0.0, f32::max) * 1.05;
     let titles = ["plain 16×16", "int8-corrected 16×16", "fine reference (coarse nodes)"];
     let rgb = colors.map(|c| image::Rgb(c.map(|v| v as u8)));
@@ -354,7 +354,7 @@ pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &P
         last.save(&still)?;
     }
     // Mean over frames 1.. of the per-frame errors already taken.
-    let rmse = |k: usize| eval::mean(errors[k].get(1..).unwrap_or(&[]));
+    let rmse = |k: usize| metrics::mean(errors[k].get(1..).unwrap_or(&[]));
     Ok(format!(
         "{} — {why}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
          {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {} and {}",

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use weft_core::math::Vec3;
 
-use crate::scenario::{
+use crate::sim::scenario::{
     ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario, SelfContactSpec,
     ShapeKind, SolverSpec, TimeSpec, WindSpec,
 };

@@ -5,18 +5,17 @@
 //! cost ([`Report::pareto`]).
 
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Result;
-use image::{Rgb, RgbImage};
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::*;
 
-use crate::corrector::{Corrector, Int8, Plain};
-use crate::dataset::Trajectory;
-use crate::gnn::{self, Trained};
-use crate::scenario::Scenario;
-use crate::sim;
+use crate::learn::dataset::Trajectory;
+use crate::learn::gnn::{corrected_error, corrected_rollout, Trained};
+use crate::learn::metrics::{mean, rmse};
+use crate::sim::corrector::{Int8, Plain};
+use crate::sim::rollout;
+use crate::sim::scenario::Scenario;
 use weft_weights::format::NetworkData;
 
 /// One rollout's errors and costs.
@@ -59,61 +58,6 @@ pub struct Rollout {
     pub cost_fine: f64,
     /// Set when a rollout stopped early (non-finite state).
     pub failures: Vec<String>,
-}
-
-/// Position RMSE between two node sets.
-pub fn rmse(a: &[Vec3], b: &[Vec3]) -> f32 {
-    (a.iter().zip(b).map(|(p, q)| (*p - *q).norm2()).sum::<f32>() / a.len().max(1) as f32).sqrt()
-}
-
-/// Mean of `v` (0 when empty).
-pub fn mean(v: &[f32]) -> f32 {
-    v.iter().sum::<f32>() / v.len().max(1) as f32
-}
-
-/// Runs `scn` for `steps` frames through the one rollout loop
-/// ([`sim::run`]), each physics step followed by `corrector`; returns
-/// per-frame positions at `nodes`, wall seconds per frame, and why the
-/// rollout stopped early if it did.
-fn rollout(
-    scn: &Scenario,
-    steps: usize,
-    nodes: &[usize],
-    corrector: &mut dyn Corrector,
-) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
-    let mut scn = scn.clone();
-    scn.time.steps = steps as u32;
-    let mut out = Vec::new();
-    let t0 = Instant::now();
-    let r = sim::run(&scn, false, corrector, |_, _, state| {
-        out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
-        Ok(())
-    });
-    let secs = t0.elapsed().as_secs_f64() / steps.max(1) as f64;
-    match r {
-        Ok(_) => Ok((out, secs, None)),
-        Err(e) if !out.is_empty() => Ok((out, secs, Some(format!("{e:#}")))),
-        Err(e) => Err(e),
-    }
-}
-
-/// The float network's corrected rollout of `scn` at every node.
-fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
-    let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
-    let all: Vec<usize> = (0..n).collect();
-    rollout(scn, steps, &all, &mut gnn::Float(m))
-}
-
-/// Mean position RMSE (m) of the float network's corrected rollout of
-/// `traj` over `steps` frames; a rollout that fails counts its last error
-/// for the remaining frames.
-pub fn corrected_error(traj: &Trajectory, m: &Trained, steps: usize) -> Result<f32> {
-    let steps = steps.min(traj.x.len() - 1);
-    let (xs, _, _) = corrected_rollout(&traj.scenario, steps, m)?;
-    let mut e: Vec<f32> = xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect();
-    let last = e.last().copied().unwrap_or(f32::INFINITY);
-    e.resize(steps, last);
-    Ok(mean(&e))
 }
 
 /// Evaluates one trajectory (its fine reference is `traj.x`).
@@ -190,14 +134,15 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>) -> Result<Ve
             if let Some(s) = steps {
                 scn.time.steps = s as u32;
             }
-            let spec = crate::dataset::load_index(data).map(|i| i.spec).unwrap_or_default();
-            for w in crate::dataset::outside_training(&scn, &spec) {
+            let spec = crate::learn::dataset::load_index(data).map(|i| i.spec).unwrap_or_default();
+            for w in crate::learn::dataset::outside_training(&scn, &spec) {
                 eprintln!("warning: {}: {w}", path.display());
             }
-            let (x, v, secs) = crate::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+            let (x, v, secs) =
+                crate::learn::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
             vec![Trajectory {
                 scenario: scn,
-                family: crate::families::Family::Hang,
+                family: crate::learn::families::Family::Hang,
                 seed: 0,
                 split: "scenario".into(),
                 x,
@@ -205,7 +150,7 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>) -> Result<Ve
                 fine_seconds: secs,
             }]
         }
-        Source::Split(split) => crate::dataset::load_split(data, Some(split))?,
+        Source::Split(split) => crate::learn::dataset::load_split(data, Some(split))?,
     };
     if trajs.is_empty() {
         anyhow::bail!("nothing to evaluate in {} of {}", source.name(), data.display());
@@ -219,8 +164,9 @@ pub const PARETO_BUDGET: f64 = 3.0;
 
 /// `weft eval`: rolls out every trajectory of `source` plain, corrected by
 /// the float model at `model` (when it exists) and by the int8 model file
-/// `int8` (when given), and the plain alternatives; writes `report.json` and
-/// `rmse.png` into `out`; returns the printed report. A scenario outside the
+/// `int8` (when given), and the plain alternatives; writes `report.json`
+/// into `out`; returns the printed report and the report itself (which
+/// `view::plot` draws; none with `horizons`, whose table is the report). A scenario outside the
 /// training envelope is warned about on stderr; `steps` defaults to the
 /// trajectories' length.
 pub fn command(
@@ -231,7 +177,7 @@ pub fn command(
     steps: Option<usize>,
     horizons: bool,
     out: &Path,
-) -> Result<String> {
+) -> Result<(String, Option<Report>)> {
     use std::fmt::Write;
     let trained = if model.with_extension("json").exists() {
         Some(Trained::load(model, &candle_core::Device::Cpu)?)
@@ -239,14 +185,14 @@ pub fn command(
         eprintln!("no model at {} — plain columns only", model.display());
         None
     };
-    let int8 = int8.map(crate::quantize::load).transpose()?;
+    let int8 = int8.map(crate::learn::quantize::load).transpose()?;
     let trajs = trajectories(source, data, steps)?;
     if horizons {
         let name = matches!(source, Source::Scenario(_)).then_some("scenario");
-        let rep = crate::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
+        let rep = crate::learn::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
         std::fs::create_dir_all(out)?;
         std::fs::write(out.join("horizons.json"), serde_json::to_string_pretty(&rep)?)?;
-        return Ok(rep.table());
+        return Ok((rep.table(), None));
     }
     let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
     let bar = crate::progress_bar(
@@ -268,7 +214,6 @@ pub fn command(
     let rep = report(rollouts, steps);
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
-    plot(&rep, &out.join("rmse.png"))?;
     let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
         format!(
             "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
@@ -305,7 +250,7 @@ pub fn command(
             let _ = writeln!(text, "{}: {f}", r.name);
         }
     }
-    Ok(text)
+    Ok((text, Some(rep)))
 }
 
 impl Source {
@@ -324,7 +269,7 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps:
     use std::fmt::Write;
     let mut out = String::new();
     let mut trained = Trained::load(model, &candle_core::Device::Cpu)?;
-    let trajs = crate::dataset::load_split(data, Some(split))?;
+    let trajs = crate::learn::dataset::load_split(data, Some(split))?;
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
@@ -577,38 +522,6 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
     rep.ratio_corrected_half_dt = rep.overall_corrected / rep.overall_half_dt;
     rep.rollouts = rollouts;
     rep
-}
-
-/// Line plot of the per-frame mean position RMSE of every column, with
-/// axes, ticks, a legend and a title.
-pub fn plot(rep: &Report, path: &Path) -> Result<()> {
-    use crate::canvas::{self, Series};
-    let mut img = RgbImage::from_pixel(900, 480, Rgb([255, 255, 255]));
-    let mut series = vec![Series { name: "plain 16×16", values: &rep.mean_rmse_plain, color: Rgb([200, 40, 40]) }];
-    for (name, values, color) in [
-        ("corrected 16×16 (float)", &rep.mean_rmse_corrected, Rgb([40, 80, 220])),
-        ("corrected 16×16 (int8)", &rep.mean_rmse_int8, Rgb([240, 150, 20])),
-        ("plain 31×31", &rep.mean_rmse_fine2, Rgb([40, 160, 60])),
-        ("plain 16×16 at dt/2", &rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
-        ("plain 16×16 at dt/4", &rep.mean_rmse_quarter_dt, Rgb([120, 120, 120])),
-    ] {
-        if !values.is_empty() {
-            series.push(Series { name, values, color });
-        }
-    }
-    let title = format!("Position RMSE against the fine reference, mean of {} rollouts", rep.rollouts.len());
-    let p = canvas::Plot {
-        title: &title,
-        x_label: "frame",
-        y_label: "RMSE (m)",
-        x_step: 1.0,
-        x_len: None,
-        y_max: None,
-        series,
-    };
-    canvas::plot(&mut img, (0, 0, 900, 480), &p);
-    img.save(path)?;
-    Ok(())
 }
 
 #[cfg(test)]

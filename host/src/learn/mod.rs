@@ -1,0 +1,16 @@
+//! The learning floor: the scenario families ([`families`]) and their
+//! fine-reference data ([`dataset`]), the float network and its samples
+//! ([`gnn`], [`samples`]), training ([`train`]), int8 quantisation and
+//! export ([`quantize`]), and evaluation ([`eval`], [`horizons`],
+//! [`metrics`]). It builds on `sim` and `weft-core`; nothing below it
+//! imports it.
+
+pub mod dataset;
+pub mod eval;
+pub mod families;
+pub mod gnn;
+pub mod horizons;
+pub mod metrics;
+pub mod quantize;
+pub mod samples;
+pub mod train;

@@ -1,0 +1,7 @@
+//! The viewing floor: a small raster canvas ([`canvas`]), the cloth
+//! renderer and the demo ([`render`]), and the evaluation's plot
+//! ([`plot`]). It builds on `learn` and `sim`.
+
+pub mod canvas;
+pub mod plot;
+pub mod render;

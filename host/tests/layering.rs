@@ -1,0 +1,162 @@
+//! The crates' module structure: no import circle between the modules of
+//! `weft-core` or of `weft-host`, and the host's floors import downwards
+//! only (`view` → `learn` → `sim`, never back). Read from the sources: a
+//! module's imports are the `crate::…` and `super::…` paths outside
+//! comments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module name (`learn::eval`; `` for the crate root) → source file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(src).ok()?.with_extension("");
+            let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+                parts.pop();
+            }
+            (parts != ["main"]).then(|| (parts.join("::"), f))
+        })
+        .collect()
+}
+
+/// The modules each module imports (itself, its ancestors and its
+/// descendants left out).
+fn imports(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
+    let related = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"));
+    let resolve = |path: &str| -> Option<String> {
+        let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+        (1..=parts.len()).rev().map(|k| parts[..k].join("::")).find(|c| mods.contains_key(c))
+    };
+    let word =
+        |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect::<String>();
+    let mut out = BTreeMap::new();
+    for (m, file) in mods {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut deps = BTreeSet::new();
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices("crate::") {
+                if let Some(d) = resolve(&word(&line[i + 7..])) {
+                    deps.insert(d);
+                }
+            }
+            for (i, _) in line.match_indices("super::") {
+                let parent = m.rsplit_once("::").map_or("", |(p, _)| p);
+                let rest = word(&line[i + 7..]);
+                if let Some(d) = resolve(&if parent.is_empty() { rest } else { format!("{parent}::{rest}") }) {
+                    deps.insert(d);
+                }
+            }
+        }
+        deps.retain(|d| !d.is_empty() && !related(m, d));
+        out.insert(m.clone(), deps);
+    }
+    out
+}
+
+/// An import circle, if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        u: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(u.to_string(), 1);
+        stack.push(u.to_string());
+        for v in graph.get(u).into_iter().flatten() {
+            match state.get(v) {
+                Some(1) => {
+                    let start = stack.iter().position(|s| s == v).unwrap_or(0);
+                    let mut c = stack[start..].to_vec();
+                    c.push(v.clone());
+                    return Some(c);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(c) = visit(v, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(u.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for u in graph.keys() {
+        if !state.contains_key(u) {
+            if let Some(c) = visit(u, graph, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn src(krate: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src")
+}
+
+#[test]
+fn no_import_circles_in_core_or_host() {
+    for krate in ["core", "host"] {
+        let graph = imports(&modules(&src(krate)));
+        assert!(graph.len() > 10, "{krate}: only {} modules found", graph.len());
+        if let Some(c) = circle(&graph) {
+            panic!("{krate}: import circle {}", c.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn host_floors_import_downwards() {
+    let rank = |m: &str| match m.split("::").next() {
+        Some("sim") => Some(0),
+        Some("learn") => Some(1),
+        Some("view") => Some(2),
+        _ => None,
+    };
+    let graph = imports(&modules(&src("host")));
+    for floor in ["sim", "learn", "view"] {
+        assert!(graph.keys().any(|m| m.starts_with(floor)), "no {floor} floor");
+    }
+    for (m, deps) in &graph {
+        for d in deps {
+            if let (Some(a), Some(b)) = (rank(m), rank(d)) {
+                assert!(b <= a, "{m} imports {d}, a floor above it");
+            }
+        }
+    }
+}
+
+/// The checks see what they check: a circle and an upward import made up
+/// here are found.
+#[test]
+fn the_checks_find_a_circle() {
+    let g: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["c".to_string()])),
+        ("c".to_string(), BTreeSet::from(["a".to_string()])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(circle(&g), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+    let host = imports(&modules(&src("host")));
+    assert!(host["learn::eval"].contains("learn::dataset"), "{:?}", host["learn::eval"]);
+}
