@@ -665,9 +665,30 @@ pub fn forward_probed(
     let degree = &mut rest[..n];
 
     let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
-
-    // Encoders.
     probe.enter(Stage::Encoders);
+    encode(net, &g, h, e, degree, &mut w)?;
+    for (round, (em, nm)) in net.edge_mlp.iter().zip(net.node_mlp).enumerate() {
+        probe.enter(Stage::EdgeUpdate(round as u8));
+        edge_update(em, &g, l, h, e, [&mut *ps, &mut *pr], &mut w)?;
+        probe.enter(Stage::NodeUpdate(round as u8));
+        node_update(nm, &g, l, h, e, ps, degree, &mut w)?;
+    }
+    probe.enter(Stage::Heads);
+    decode(net, h, dx, dv, &mut w);
+    Ok(())
+}
+
+/// Node and edge features, quantised, through the encoders into the node
+/// latents `h` and edge latents `e`; counts each node's incoming edges.
+fn encode(
+    net: &Network,
+    g: &GraphRef,
+    h: &mut [i8],
+    e: &mut [i8],
+    degree: &mut [i32],
+    w: &mut Work,
+) -> Result<(), GnnError> {
+    let l = net.latent;
     let c = features::centroid(g.x);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
@@ -675,7 +696,7 @@ pub fn forward_probed(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
             *q = inp.quantize(x);
         }
-        net.node_enc.run(&q, &mut w, hi);
+        net.node_enc.run(&q, w, hi);
     }
     degree.fill(0);
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
@@ -686,58 +707,83 @@ pub fn forward_probed(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.edge_in) {
             *q = inp.quantize(x);
         }
-        net.edge_enc.run(&q, &mut w, ek);
+        net.edge_enc.run(&q, w, ek);
         degree[ends[1] as usize] += 1;
     }
+    Ok(())
+}
 
-    // Processor.
-    for (round, (em, nm)) in net.edge_mlp.iter().zip(net.node_mlp).enumerate() {
-        probe.enter(Stage::EdgeUpdate(round as u8));
-        // Node terms of the edge update's first layer.
-        for (i, hi) in h.chunks_exact(l).enumerate() {
-            let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
-            s.fill(0);
-            r.fill(0);
-            em.l1.accumulate(l, hi, s, &mut w.packed);
-            em.l1.accumulate(2 * l, hi, r, &mut w.packed);
+/// A processor round's edge update `e ← e + MLP([e, h_s, h_r])`, its first
+/// layer factorised: the node terms `W_s h` and `W_r h` once per node into
+/// `[ps, pr]`.
+fn edge_update(
+    em: &Mlp,
+    g: &GraphRef,
+    l: usize,
+    h: &[i8],
+    e: &mut [i8],
+    [ps, pr]: [&mut [i32]; 2],
+    w: &mut Work,
+) -> Result<(), GnnError> {
+    for (i, hi) in h.chunks_exact(l).enumerate() {
+        let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
+        s.fill(0);
+        r.fill(0);
+        em.l1.accumulate(l, hi, s, &mut w.packed);
+        em.l1.accumulate(2 * l, hi, r, &mut w.packed);
+    }
+    for (k, ek) in e.chunks_exact_mut(l).enumerate() {
+        let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+        em.l1.start(&mut w.acc);
+        em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
+        for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
+            *a += x + y;
         }
-        for (k, ek) in e.chunks_exact_mut(l).enumerate() {
-            let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-            em.l1.start(&mut w.acc);
-            em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
-            for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
-                *a += x + y;
-            }
-            em.hidden(&w.acc[..l], &mut w.hidden[..l]);
-            em.finish(&mut w, ek);
-        }
-        probe.enter(Stage::NodeUpdate(round as u8));
-        // Mean of incoming edges (the sums reuse the sender terms' rows).
-        let agg = &mut *ps;
-        agg.fill(0);
-        for (k, ek) in e.chunks_exact(l).enumerate() {
-            let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-            for (a, &x) in agg[r as usize * l..][..l].iter_mut().zip(ek) {
-                *a += x as i32;
-            }
-        }
-        let mut input = [0i8; 2 * MAX_LATENT];
-        for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-            input[..l].copy_from_slice(hi);
-            let d = degree[i].max(1);
-            for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
-                *q = sat(div_round(s, d));
-            }
-            nm.run(&input[..2 * l], &mut w, hi);
+        em.hidden(&w.acc[..l], &mut w.hidden[..l]);
+        em.finish(w, ek);
+    }
+    Ok(())
+}
+
+/// A processor round's node update `h ← h + MLP([h, mean of incoming e])`
+/// (the int32 sums in `agg`, the in-degrees in `degree`).
+#[allow(clippy::too_many_arguments)]
+fn node_update(
+    nm: &Mlp,
+    g: &GraphRef,
+    l: usize,
+    h: &mut [i8],
+    e: &[i8],
+    agg: &mut [i32],
+    degree: &[i32],
+    w: &mut Work,
+) -> Result<(), GnnError> {
+    agg.fill(0);
+    for (k, ek) in e.chunks_exact(l).enumerate() {
+        let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+        for (a, &x) in agg[r as usize * l..][..l].iter_mut().zip(ek) {
+            *a += x as i32;
         }
     }
+    let mut input = [0i8; 2 * MAX_LATENT];
+    for (i, hi) in h.chunks_exact_mut(l).enumerate() {
+        input[..l].copy_from_slice(hi);
+        let d = degree[i].max(1);
+        for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
+            *q = sat(div_round(s, d));
+        }
+        nm.run(&input[..2 * l], w, hi);
+    }
+    Ok(())
+}
 
-    // Decoder.
-    probe.enter(Stage::Heads);
-    for (i, hi) in h.chunks_exact(l).enumerate() {
+/// The position and velocity heads: `dx[i]`, `dv[i]` from the int32
+/// accumulators of each node's latent.
+fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
+    for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
         for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
-            head.head(hi, &mut w);
+            head.head(hi, w);
             for k in 0..3 {
                 let q = net.out[part + k];
                 out[part + k] = w.acc[k] as f32 * q.scale + q.offset;
@@ -746,7 +792,6 @@ pub fn forward_probed(
         dx[i] = Vec3::new(out[0], out[1], out[2]);
         dv[i] = Vec3::new(out[3], out[4], out[5]);
     }
-    Ok(())
 }
 
 /// `a / b` rounded half away from zero (`b > 0`).

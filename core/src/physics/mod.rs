@@ -24,7 +24,7 @@ use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
-use crate::state::{split_blocks, State};
+use crate::state::{split_blocks, State, Workspace};
 use stencil::Bending;
 
 /// What one step did.
@@ -356,9 +356,53 @@ struct Substep {
     finite: bool,
 }
 
+/// The constants of one linearised solve.
+#[derive(Clone, Copy)]
+struct Coefficients {
+    /// The (sub)step's length and its start and end times.
+    h_step: f32,
+    t0: f64,
+    t1: f64,
+    /// BDF2 solves a backward-Euler-like system over `h = 2h_step/3` from
+    /// the base `x + (x − x_prev)/3` with the velocity predictor
+    /// `(4v − v_prev)/3`; backward Euler over `h = h_step`.
+    bdf2: bool,
+    h: f32,
+    /// `A = m_scale·M + c·K`: `M(1 + hα) + (hβ + h²) K`.
+    m_scale: f32,
+    c: f32,
+}
+
+impl Coefficients {
+    fn new(model: &Model, t0: f64, h_step: f32, bdf2: bool) -> Coefficients {
+        let h = if bdf2 { h_step * (2.0 / 3.0) } else { h_step };
+        let mat = &model.material;
+        Coefficients {
+            h_step,
+            t0,
+            t1: t0 + h_step as f64,
+            bdf2,
+            h,
+            m_scale: 1.0 + h * mat.damping_mass,
+            c: h * mat.damping_stiffness + h * h,
+        }
+    }
+}
+
+/// The bending Hessian as this state applies it.
+fn bending_of<'w>(model: &Model, stencil: &'w Option<stencil::BendingStencil<'_>>) -> Bending<'w> {
+    match stencil {
+        Some(s) => Bending::Stencil(s),
+        None => Bending::MatrixFree(model.material.plate()),
+    }
+}
+
 /// One linearised solve over `h_step` from the committed state, backward
-/// Euler or (with `bdf2`) BDF2; the candidate end state is left in
-/// `ws.x_new` / `ws.dv`.
+/// Euler or (with `bdf2`) BDF2, in the stages [`Stage`] names: the system
+/// ([`assemble_system`]), its constraints ([`constrain`]), the solve with
+/// the contact release ([`solve`]), the energy check ([`check_energy`]) and
+/// the candidate ([`make_candidate`]), which is left in `ws.x_new` /
+/// `ws.dv`.
 fn substep(
     model: &Model,
     state: &mut State,
@@ -367,38 +411,51 @@ fn substep(
     bdf2: bool,
     probe: &mut impl Probe,
 ) -> Substep {
+    let k = Coefficients::new(model, state.time(), h_step, bdf2);
+    let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     probe.enter(Stage::Assembly);
-    let mesh = &model.mesh;
-    let t0 = state.time();
-    let t1 = t0 + h_step as f64;
-    // BDF2 solves a backward-Euler-like system over 2h/3 from the base
-    // x + (x − x_prev)/3 with the velocity predictor (4v − v_prev)/3.
-    let h = if bdf2 { h_step * (2.0 / 3.0) } else { h_step };
-    let mat = &model.material;
-    let (alpha, beta) = (mat.damping_mass, mat.damping_stiffness);
-    let ws = &mut state.ws;
-    let (x, v) = (&*state.x, &*state.v);
-    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
-    let bend = match &ws.stencil {
-        Some(s) => Bending::Stencil(s),
-        None => Bending::MatrixFree(mat.plate()),
+    assemble_system(model, x, v, ws, &k);
+    probe.enter(Stage::Constraints);
+    let held = constrain(model, v, ws, &k);
+    let (solve, constraint_work) = self::solve(model, v, ws, &k, held, probe);
+    probe.enter(Stage::Candidate);
+    // The base positions, into `r` (free after the solve).
+    base_positions(bdf2, x, ws.x_prev, ws.r);
+    let (passed, scale) = if model.params.energy_check && solve.residual.is_finite() {
+        let allowed = if last_resort { MAX_HALVINGS } else { LINE_SEARCH };
+        check_energy(model, x, v, ws, &k, solve.error_energy, constraint_work, allowed)
+    } else {
+        (true, 1.0)
     };
+    let strain_unfinished = make_candidate(model, v, ws, &k, scale);
+    let finite =
+        solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
+    Substep { solve, passed, strain_unfinished, scale, finite }
+}
 
-    // External forces (gravity, wind), then elastic forces and stiffness K.
+/// External forces (gravity, wind), elastic forces and the membrane's
+/// stiffness blocks, the right-hand side into `ws.r`, the base positions
+/// into `ws.x_new` and the block-Jacobi preconditioner.
+fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k: &Coefficients) {
+    let mesh = &model.mesh;
+    let (alpha, beta) = (model.material.damping_mass, model.material.damping_stiffness);
+    let h = k.h;
+    let bend = bending_of(model, &ws.stencil);
+    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
         *f = model.scene.gravity * model.mass(i);
     }
     // BDF2 takes the forces at the end of the step: the wind is taken at
     // t + h on the extrapolated state (x + h v, 2v − v_prev), which keeps
     // the step second order.
-    let (t_wind, x_wind, v_wind) = if bdf2 && model.scene.wind.is_some() {
+    let (t_wind, x_wind, v_wind) = if k.bdf2 && model.scene.wind.is_some() {
         for (i, (xp, vp)) in ws.x_new.iter_mut().zip(ws.dv.iter_mut()).enumerate() {
-            *xp = x[i] + v[i] * h_step;
+            *xp = x[i] + v[i] * k.h_step;
             *vp = v[i] * 2.0 - ws.v_prev[i];
         }
-        (t1, &*ws.x_new, &*ws.dv)
+        (k.t1, &*ws.x_new, &*ws.dv)
     } else {
-        (t0, x, v)
+        (k.t0, x, v)
     };
     wind(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
@@ -412,7 +469,7 @@ fn substep(
     }
     // `x_new` holds the base positions x + d until the solve starts (the
     // solve takes it as scratch; [`base_positions`] makes them again).
-    if bdf2 {
+    if k.bdf2 {
         for (dn, (xi, xp)) in ws.x_new.iter_mut().zip(x.iter().zip(ws.x_prev.iter())) {
             *dn = (*xi - *xp) * (1.0 / 3.0);
         }
@@ -426,34 +483,46 @@ fn substep(
         ws.x_new.copy_from_slice(x);
     }
 
-    // A = M(1 + hα) + (hβ + h²) K and its inverse diagonal.
-    let m_scale = 1.0 + h * alpha;
-    let c = h * beta + h * h;
     // Block-Jacobi preconditioner: the inverse 3×3 diagonal blocks of A.
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
-        *pc = *d * c + Mat3::scale(model.mass(i) * m_scale);
+        *pc = *d * k.c + Mat3::scale(model.mass(i) * k.m_scale);
     }
-    bend.add_diagonal(mesh, c, precond);
+    bend.add_diagonal(mesh, k.c, precond);
     for pc in precond.iter_mut() {
         let d = pc.diagonal();
         *pc = pc.inverse().unwrap_or(Mat3 {
             c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
         });
     }
-    // Constraints: pinned nodes Δv = z moves them onto their targets at
-    // t + h; nodes at or heading into a collider get the normal part of Δv
-    // that ends the step on its surface. The solve fills in the rest.
-    probe.enter(Stage::Constraints);
+}
+
+/// The solve's constraints, in `ws.dv` (its constrained part) and the
+/// node flags: pinned nodes move onto their targets at `t1`; nodes at or
+/// heading into a collider get the normal part of `Δv` that ends the step
+/// on its surface (the solve fills in the rest). Returns the nodes held.
+fn constrain(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients) -> usize {
+    let mesh = &model.mesh;
     ws.dv.fill(Vec3::ZERO);
     for pin in model.scene.pins {
         let i = pin.node as usize;
-        ws.dv[i] = (pin.target(t1) - ws.x_new[i]) * (1.0 / h) - v[i];
+        ws.dv[i] = (pin.target(k.t1) - ws.x_new[i]) * (1.0 / k.h) - v[i];
     }
-    let colliders = model.scene.colliders;
-    let margin = contact_margin(model, h);
-    let held = contact::constrain(mesh, colliders, t0 as f32, h, margin, ws.x_new, v, ws.pinned, ws.normal, ws.dv);
+    let margin = contact_margin(model, k.h);
+    let held = contact::constrain(
+        mesh,
+        model.scene.colliders,
+        k.t0 as f32,
+        k.h,
+        margin,
+        ws.x_new,
+        v,
+        ws.pinned,
+        ws.normal,
+        ws.dv,
+    );
     // A held node's preconditioner block inverts its diagonal block on the
     // tangent plane exactly (and keeps its normal stiffness apart).
+    let (_, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, pc) in precond.iter_mut().enumerate() {
         if flags::on_plane(ws.pinned[i]) {
             *pc = solver::plane_inverse(*pc, ws.normal[i]);
@@ -461,15 +530,35 @@ fn substep(
     }
     // b (unfiltered) is kept in `force` to measure the constraint impulses.
     ws.force.copy_from_slice(ws.r);
+    held
+}
+
+/// The filtered CG solve for `ws.dv`, and with `held` contact nodes the
+/// release of those a collider would pull (the first solve stops early for
+/// that check; the one after it goes on to the tolerance). Returns the
+/// solve and the work the constraints may do (pushing a node out of a
+/// collider); leaves `A Δv` in `ws.q` and `b` in `ws.force` where nodes
+/// stay held.
+fn solve(
+    model: &Model,
+    v: &[Vec3],
+    ws: &mut Workspace,
+    k: &Coefficients,
+    held: usize,
+    probe: &mut impl Probe,
+) -> (solver::Solve, f32) {
+    let mesh = &model.mesh;
+    let bend = bending_of(model, &ws.stencil);
+    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     // The operator; each use takes the flags as they are then.
     let operator = solver::System {
         mesh,
         diag,
         off,
         bending: bend,
-        density: mat.density,
-        m_scale,
-        c,
+        density: model.material.density,
+        m_scale: k.m_scale,
+        c: k.c,
         precond,
         flags: &[],
         normal: ws.normal,
@@ -500,32 +589,17 @@ fn substep(
             system.prepare(&mut ws.mg);
             probe.enter(Stage::Solve);
         }
-        // With contacts the first solve stops early: the release check
-        // needs the impulses' signs, not their last digits; the solve after
-        // it goes on to the full tolerance.
         let early = pass == 0 && held > 0 && MAX_RELEASES > 0;
         let tolerance = model.params.cg_tolerance * if early { RELEASE_CHECK } else { 1.0 };
         let stop =
             solver::Stop { max_iterations: model.params.cg_max_iterations, tolerance, reference: solve.reference };
-        let s = system.pcg(ws.dv, ws.r, [ws.p, ws.q, ws.x_new], &mut ws.mg, stop);
-        solve.iterations += s.iterations;
-        solve.residual = s.residual;
-        solve.converged = s.converged;
-        solve.stagnated |= s.stagnated;
-        solve.reference = solve.reference.max(s.reference);
-        solve.error_energy = s.error_energy;
+        solve.then(system.pcg(ws.dv, ws.r, [ws.p, ws.q, ws.x_new], &mut ws.mg, stop));
         if held == 0 || pass == MAX_RELEASES {
             break;
         }
         // Constraint impulses λ = (A Δv − b)·n; a collider cannot pull.
         system.apply(ws.dv, ws.q);
-        let mut newly = 0;
-        for (i, f) in ws.pinned.iter_mut().enumerate() {
-            if flags::in_contact(*f) && (ws.q[i] - ws.force[i]).dot(ws.normal[i]) < 0.0 {
-                *f = flags::without_contact(*f);
-                newly += 1;
-            }
-        }
+        let newly = release(ws.pinned, ws.normal, ws.q, ws.force);
         released += newly;
         constraints_changed = newly > 0;
         if newly == 0 && !early {
@@ -534,51 +608,89 @@ fn substep(
     }
 
     // The held nodes' normal impulses λ = (A Δv − b)·n (from `q` = A Δv and
-    // `force` = b, kept until the candidate is made) and the work the
-    // constraints may do (pushing a node out of a collider).
-    let mut constraint_work = 0.0;
+    // `force` = b, kept until the candidate is made).
+    let mut work = 0.0;
     if held > released {
         solver::System { flags: ws.pinned, ..operator }.apply(ws.dv, ws.q);
-        for (i, &f) in ws.pinned.iter().enumerate() {
-            let Some(col) = contact::holder(colliders, f) else { continue };
-            let n = ws.normal[i];
-            let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
-            constraint_work += lambda * (v[i] + ws.dv[i] - col.velocity).dot(n).max(0.0);
+        work = constraint_work(model, v, ws);
+    }
+    (solve, work)
+}
+
+/// Releases the held nodes whose constraint impulse `(A Δv − b)·n` (`a_dv`,
+/// `b`) pulls them onto the collider; returns how many.
+fn release(node_flags: &mut [u8], normal: &[Vec3], a_dv: &[Vec3], b: &[Vec3]) -> usize {
+    let mut newly = 0;
+    for (i, f) in node_flags.iter_mut().enumerate() {
+        if flags::in_contact(*f) && (a_dv[i] - b[i]).dot(normal[i]) < 0.0 {
+            *f = flags::without_contact(*f);
+            newly += 1;
         }
     }
+    newly
+}
 
-    probe.enter(Stage::Candidate);
-    // The base positions, into `r` (free after the solve).
-    base_positions(bdf2, x, ws.x_prev, ws.r);
+/// The work the held nodes' normal impulses (from `ws.q` = A Δv and
+/// `ws.force` = b) may do over the step: pushing a node out of a collider.
+fn constraint_work(model: &Model, v: &[Vec3], ws: &Workspace) -> f32 {
+    let mut work = 0.0;
+    for (i, &f) in ws.pinned.iter().enumerate() {
+        let Some(col) = contact::holder(model.scene.colliders, f) else { continue };
+        let n = ws.normal[i];
+        let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
+        work += lambda * (v[i] + ws.dv[i] - col.velocity).dot(n).max(0.0);
+    }
+    work
+}
+
+/// The energy check of the solved `ws.dv` (base positions in `ws.r`):
+/// whether the step's incremental potential did not rise beyond its
+/// tolerance (rounding, the constraints' `work`, the solve's
+/// `error_energy`), halving the solved part of the velocity change up to
+/// `allowed` times until it passes. Returns whether it passed and the
+/// scale taken.
+#[allow(clippy::too_many_arguments)]
+fn check_energy(
+    model: &Model,
+    x: &[Vec3],
+    v: &[Vec3],
+    ws: &mut Workspace,
+    k: &Coefficients,
+    error_energy: f32,
+    work: f32,
+    allowed: u32,
+) -> (bool, f32) {
     let mut scale = 1.0;
-    let mut passed = true;
-    if model.params.energy_check && solve.residual.is_finite() {
-        let check = EnergyCheck { model, h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
+    let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
+    trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+    let (mut psi, noise1) = check.after(ws.p, ws.x_new);
+    let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
+    // The solve's own inexactness may cost up to its error energy.
+    let tol = 1e-5 * (psi0.abs() + psi.abs())
+        + NOISE_FACTOR * (noise0 + noise1)
+        + work
+        + ERROR_ENERGY_FACTOR * error_energy
+        + f32::MIN_POSITIVE;
+    let mut passed = psi <= psi0 + tol || !psi0.is_finite();
+    let mut halvings = 0;
+    while !passed && halvings < allowed {
+        halvings += 1;
+        scale *= 0.5;
         trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
-        let (mut psi, noise1) = check.after(ws.p, ws.x_new);
-        let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
-        // The solve's own inexactness may cost up to its error energy.
-        let tol = 1e-5 * (psi0.abs() + psi.abs())
-            + NOISE_FACTOR * (noise0 + noise1)
-            + constraint_work
-            + ERROR_ENERGY_FACTOR * solve.error_energy
-            + f32::MIN_POSITIVE;
-        passed = psi <= psi0 + tol || !psi0.is_finite();
-        let (mut halvings, allowed) = (0, if last_resort { MAX_HALVINGS } else { LINE_SEARCH });
-        while !passed && halvings < allowed {
-            halvings += 1;
-            scale *= 0.5;
-            trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
-            psi = check.after(ws.p, ws.x_new).0;
-            passed = psi <= psi0 + tol;
-        }
+        psi = check.after(ws.p, ws.x_new).0;
+        passed = psi <= psi0 + tol;
     }
+    (passed, scale)
+}
 
-    // The candidate: friction on the held nodes (Coulomb, from the normal
-    // impulse over the step; it only slows their sliding), then strain
-    // limiting; neither is part of the linearisation the energy check
-    // guards. A held node ends on the collider's surface at rest along its
-    // normal.
+/// The candidate end state into `ws.x_new` and `ws.dv`: the solved
+/// velocity change at `scale`, friction on the held nodes (Coulomb, from
+/// the normal impulse over the step; it only slows their sliding), then
+/// strain limiting; neither is part of the linearisation the energy check
+/// guards. A held node ends on the collider's surface at rest along its
+/// normal. Returns whether the strain limiter left an edge over its limit.
+fn make_candidate(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients, scale: f32) -> bool {
+    let colliders = model.scene.colliders;
     trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
     for (i, &f) in ws.pinned.iter().enumerate() {
         if let Some(col) = contact::holder(colliders, f) {
@@ -586,7 +698,7 @@ fn substep(
             let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
             let rel = ws.p[i] - col.velocity;
             let vn = rel.dot(n);
-            let slow = col.friction * lambda / (model.mass(i) * m_scale);
+            let slow = col.friction * lambda / (model.mass(i) * k.m_scale);
             ws.p[i] = col.velocity + n * vn + contact::coulomb(rel - n * vn, slow);
         }
     }
@@ -594,11 +706,11 @@ fn substep(
     match model.params.strain_limit {
         Some(limit) => {
             strain_unfinished =
-                limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
+                limit::limit_stretch(model, limit, k.h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
         }
         None => {
             for ((xn, xi), u) in ws.x_new.iter_mut().zip(ws.r.iter()).zip(ws.p.iter()) {
-                *xn = *xi + *u * h;
+                *xn = *xi + *u * k.h;
             }
         }
     }
@@ -609,9 +721,7 @@ fn substep(
             None => u,
         };
     }
-    let finite =
-        solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
-    Substep { solve, passed, strain_unfinished, scale, finite }
+    strain_unfinished
 }
 
 /// The positions a (sub)step's motion starts from: `x` (backward Euler),

@@ -125,6 +125,19 @@ pub struct Solve {
     pub error_energy: f32,
 }
 
+impl Solve {
+    /// Adds a solve that went on from this one (after a contact release):
+    /// the iterations add up, the last residual counts.
+    pub fn then(&mut self, s: Solve) {
+        self.iterations += s.iterations;
+        self.residual = s.residual;
+        self.converged = s.converged;
+        self.stagnated |= s.stagnated;
+        self.reference = self.reference.max(s.reference);
+        self.error_energy = s.error_energy;
+    }
+}
+
 /// The operator `A = m_scale·M + c·K` of one solve, with `K` stored as
 /// blocks ([`matvec`]) and `M` the lumped masses `density · node_area`.
 pub struct System<'s, 'm> {
@@ -191,22 +204,10 @@ impl System<'_, '_> {
         mg.assemble(self.mesh, &op);
     }
 
-    /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
-    /// contact nodes free only in their tangent plane) and adds `y` to `x`.
-    /// On entry `r` holds the right-hand side; `p`, `q` and `t` are scratch.
-    pub fn pcg(
-        &self,
-        x: &mut [Vec3],
-        r: &mut [Vec3],
-        [p, q, t]: [&mut [Vec3]; 3],
-        mg: &mut Multigrid,
-        stop: Stop,
-    ) -> Solve {
-        let (max_iter, tol, reference) = (stop.max_iterations, stop.tolerance, stop.reference);
-        // The residual is measured against the right-hand side including the
-        // normal loads of held nodes (at rest on a collider the free part
-        // alone is only rounding noise).
-        let mut stagnated = false;
+    /// Filters the right-hand side `r` in place and returns the norm its
+    /// residual is measured against: with the normal loads of held nodes
+    /// (at rest on a collider the free part alone is only rounding noise).
+    fn filter_rhs(&self, r: &mut [Vec3]) -> f32 {
         let held: f32 = r
             .iter()
             .zip(self.flags)
@@ -218,7 +219,23 @@ impl System<'_, '_> {
             })
             .sum();
         filter(self.flags, self.normal, r);
-        let b_norm = libm::sqrtf(dot(r, r) + held).max(reference);
+        libm::sqrtf(dot(r, r) + held)
+    }
+
+    /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
+    /// contact nodes free only in their tangent plane) and adds `y` to `x`.
+    /// On entry `r` holds the right-hand side; `p`, `q` and `t` are scratch.
+    pub fn pcg(
+        &self,
+        x: &mut [Vec3],
+        r: &mut [Vec3],
+        [p, q, t]: [&mut [Vec3]; 3],
+        mg: &mut Multigrid,
+        stop: Stop,
+    ) -> Solve {
+        let (max_iter, tol) = (stop.max_iterations, stop.tolerance);
+        let mut stagnated = false;
+        let b_norm = self.filter_rhs(r).max(stop.reference);
         if !(b_norm > 0.0) {
             let converged = b_norm == 0.0;
             return Solve {
