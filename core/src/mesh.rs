@@ -450,14 +450,8 @@ fn find_edge(edges: &[Edge], a: NodeId, b: NodeId) -> Result<usize, usize> {
     edges.binary_search_by(|e| (e.a, e.b).cmp(&key))
 }
 
-fn build<'a>(
-    n_nodes: usize,
-    n_tris: usize,
-    tri: impl Fn(usize) -> [NodeId; 3],
-    grid: Option<&Grid>,
-    storage: MeshStorage<'a>,
-) -> Result<Mesh<'a>, MeshError> {
-    let MeshStorage { rest, node_area, triangles, edges, edge_start, hinges, bending } = storage;
+/// Checks the counts against the index types and the storage.
+fn check_counts(n_nodes: usize, n_tris: usize, storage: &MeshStorage) -> Result<(), MeshError> {
     if n_tris == 0 {
         return Err(MeshError::Empty);
     }
@@ -472,62 +466,61 @@ fn build<'a>(
         });
     }
     for (name, cap, needed) in [
-        ("node area", node_area.len(), n_nodes),
-        ("edge start", edge_start.len(), n_nodes),
-        ("triangle", triangles.len(), n_tris),
-        ("bending triangle", bending.len(), n_tris),
+        ("rest position", storage.rest.len(), n_nodes),
+        ("node area", storage.node_area.len(), n_nodes),
+        ("edge start", storage.edge_start.len(), n_nodes),
+        ("triangle", storage.triangles.len(), n_tris),
+        ("bending triangle", storage.bending.len(), n_tris),
     ] {
         if cap < needed {
             return Err(MeshError::Capacity { what: name, capacity: cap, needed });
         }
     }
-    let rest = &rest[..n_nodes];
-    if let Some(node) = rest.iter().position(|p| !p.is_finite()) {
-        return Err(MeshError::NonFinitePosition { node });
-    }
-    let node_area = &mut node_area[..n_nodes];
-    node_area.fill(0.0);
+    Ok(())
+}
 
-    // Triangles: validate and precompute the rest frame.
-    for (t, slot) in triangles[..n_tris].iter_mut().enumerate() {
-        let nodes = tri(t);
-        for &i in &nodes {
-            if i as usize >= n_nodes {
-                return Err(MeshError::IndexOutOfRange { triangle: t, node: i as usize });
-            }
-        }
-        let [p0, p1, p2] = nodes.map(|i| rest[i as usize]);
-        let (e1, e2) = (p1 - p0, p2 - p0);
-        let n = e1.cross(e2);
-        let longest = e1.norm2().max(e2.norm2()).max((p2 - p1).norm2());
-        let area = 0.5 * n.norm();
-        if nodes[0] == nodes[1] || nodes[1] == nodes[2] || nodes[0] == nodes[2] || !(area > 1e-6 * longest) {
-            return Err(MeshError::DegenerateTriangle { triangle: t });
-        }
-        let (ax, ay) = frame([p0, p1, p2]);
-        let (d00, d01) = (e1.dot(ax), e2.dot(ax));
-        let (d10, d11) = (e1.dot(ay), e2.dot(ay));
-        let det = d00 * d11 - d01 * d10;
-        // G = Dm⁻¹; b1 = row 0 of G, b2 = row 1 of G, b0 = −(b1 + b2).
-        let (g00, g01, g10, g11) = (d11 / det, -d01 / det, -d10 / det, d00 / det);
-        let b1 = [g00, g01];
-        let b2 = [g10, g11];
-        let b0 = [-(g00 + g10), -(g01 + g11)];
-        *slot = Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area };
-        // A grid's bending triangulation is its own ([`grid_bending`]).
-        if grid.is_none() {
-            bending[t] = bend_triangle([p0, p1, p2]);
-        }
-        for &i in &nodes {
-            node_area[i as usize] += area / 3.0;
+/// Triangle `t` over `nodes`, validated, with its rest frame's gradients
+/// and area.
+fn rest_triangle(t: usize, nodes: [NodeId; 3], rest: &[Vec3]) -> Result<Triangle, MeshError> {
+    for &i in &nodes {
+        if i as usize >= rest.len() {
+            return Err(MeshError::IndexOutOfRange { triangle: t, node: i as usize });
         }
     }
+    let [p0, p1, p2] = nodes.map(|i| rest[i as usize]);
+    let (e1, e2) = (p1 - p0, p2 - p0);
+    let n = e1.cross(e2);
+    let longest = e1.norm2().max(e2.norm2()).max((p2 - p1).norm2());
+    let area = 0.5 * n.norm();
+    if nodes[0] == nodes[1] || nodes[1] == nodes[2] || nodes[0] == nodes[2] || !(area > 1e-6 * longest) {
+        return Err(MeshError::DegenerateTriangle { triangle: t });
+    }
+    let (ax, ay) = frame([p0, p1, p2]);
+    let (d00, d01) = (e1.dot(ax), e2.dot(ax));
+    let (d10, d11) = (e1.dot(ay), e2.dot(ay));
+    let det = d00 * d11 - d01 * d10;
+    // G = Dm⁻¹; b1 = row 0 of G, b2 = row 1 of G, b0 = −(b1 + b2).
+    let (g00, g01, g10, g11) = (d11 / det, -d01 / det, -d10 / det, d00 / det);
+    let b1 = [g00, g01];
+    let b2 = [g10, g11];
+    let b0 = [-(g00 + g10), -(g01 + g11)];
+    Ok(Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area })
+}
 
-    // Unique edges, kept sorted by insertion; hinges as second triangles arrive.
-    let mut n_edges = 0usize;
-    let mut n_hinges = 0usize;
-    for t in 0..n_tris {
-        let nodes = triangles[t].nodes;
+/// The unique edges of the triangles, kept sorted by insertion, and a hinge
+/// as each edge's second triangle arrives (its bending data here unless the
+/// mesh is a grid). Returns the edge and hinge counts.
+fn collect_edges(
+    triangles: &[Triangle],
+    rest: &[Vec3],
+    grid: bool,
+    edges: &mut [Edge],
+    hinges: &mut [Hinge],
+    bending: &mut [BendTriangle],
+) -> Result<(usize, usize), MeshError> {
+    let (mut n_edges, mut n_hinges) = (0usize, 0usize);
+    for (t, tr) in triangles.iter().enumerate() {
+        let nodes = tr.nodes;
         for k in 0..3 {
             let (a, b, w) = (nodes[k], nodes[(k + 1) % 3], nodes[(k + 2) % 3]);
             match find_edge(&edges[..n_edges], a, b) {
@@ -537,14 +530,11 @@ fn build<'a>(
                         return Err(MeshError::NonManifoldEdge { a: edges[e].a, b: edges[e].b });
                     }
                     edges[e].tris[1] = t as u32;
-                    if n_hinges >= hinges.len().min(NO_HINGE as usize) {
-                        return Err(MeshError::Capacity {
-                            what: "hinge",
-                            capacity: hinges.len().min(NO_HINGE as usize),
-                            needed: n_hinges + 1,
-                        });
+                    let capacity = hinges.len().min(NO_HINGE as usize);
+                    if n_hinges >= capacity {
+                        return Err(MeshError::Capacity { what: "hinge", capacity, needed: n_hinges + 1 });
                     }
-                    if grid.is_none() {
+                    if !grid {
                         let ot = &triangles[other as usize];
                         let w0 = ot.nodes.iter().copied().find(|&x| x != a && x != b).unwrap_or(a);
                         // The slot of edge a–b in the other triangle sits before its wing.
@@ -569,32 +559,68 @@ fn build<'a>(
     if n_edges > u16::MAX as usize {
         return Err(MeshError::Capacity { what: "edge (u16 index)", capacity: u16::MAX as usize, needed: n_edges });
     }
-    let edges = &edges[..n_edges];
-    let edge_start = &mut edge_start[..n_nodes];
+    Ok((n_edges, n_hinges))
+}
+
+/// Each node's first edge (edges sorted by their first node) and each
+/// triangle's edges.
+fn index_edges(edges: &[Edge], edge_start: &mut [u16], triangles: &mut [Triangle]) {
     let mut e = 0;
     for (a, start) in edge_start.iter_mut().enumerate() {
-        while e < n_edges && (edges[e].a as usize) < a {
+        while e < edges.len() && (edges[e].a as usize) < a {
             e += 1;
         }
         *start = e as u16;
     }
-    for tr in triangles[..n_tris].iter_mut() {
+    for tr in triangles.iter_mut() {
         for k in 0..3 {
             let e = find_edge(edges, tr.nodes[k], tr.nodes[(k + 1) % 3]).unwrap_or(0);
             tr.edges[k] = e as u16;
         }
     }
+}
+
+fn build<'a>(
+    n_nodes: usize,
+    n_tris: usize,
+    tri: impl Fn(usize) -> [NodeId; 3],
+    grid: Option<&Grid>,
+    storage: MeshStorage<'a>,
+) -> Result<Mesh<'a>, MeshError> {
+    check_counts(n_nodes, n_tris, &storage)?;
+    let MeshStorage { rest, node_area, triangles, edges, edge_start, hinges, bending } = storage;
+    let rest = &rest[..n_nodes];
+    if let Some(node) = rest.iter().position(|p| !p.is_finite()) {
+        return Err(MeshError::NonFinitePosition { node });
+    }
+    let node_area = &mut node_area[..n_nodes];
+    node_area.fill(0.0);
+    let (triangles, bending) = (&mut triangles[..n_tris], &mut bending[..n_tris]);
+    for (t, slot) in triangles.iter_mut().enumerate() {
+        *slot = rest_triangle(t, tri(t), rest)?;
+        // A grid's bending triangulation is its own ([`grid_bending`]).
+        if grid.is_none() {
+            bending[t] = bend_triangle(slot.nodes.map(|i| rest[i as usize]));
+        }
+        for &i in &slot.nodes {
+            node_area[i as usize] += slot.area / 3.0;
+        }
+    }
+    let (n_edges, n_hinges) = collect_edges(triangles, rest, grid.is_some(), edges, hinges, bending)?;
+    let edges = &edges[..n_edges];
+    let edge_start = &mut edge_start[..n_nodes];
+    index_edges(edges, edge_start, triangles);
     if let Some(grid) = grid {
-        grid_bending(grid, rest, &mut hinges[..n_hinges], &mut bending[..n_tris]);
+        grid_bending(grid, rest, &mut hinges[..n_hinges], bending);
     }
     Ok(Mesh {
         rest,
         node_area,
-        triangles: &triangles[..n_tris],
+        triangles,
         edges,
         edge_start,
         hinges: &hinges[..n_hinges],
-        bending: &bending[..n_tris],
+        bending,
         grid: grid.map(|g| [g.nx, g.ny]),
     })
 }
