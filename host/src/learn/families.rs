@@ -109,6 +109,120 @@ fn ground() -> ColliderSpec {
     }
 }
 
+/// What a family adds to its cloth.
+#[derive(Default)]
+struct Setup {
+    pins: Vec<PinSpec>,
+    colliders: Vec<ColliderSpec>,
+    wind: Option<WindSpec>,
+    /// A hanging cloth's swing about its pinned line (zero: none).
+    swing: Option<Vec3>,
+}
+
+/// A random kick of up to `speed` (m/s) and `spin` (rad/s).
+fn kick(rng: &mut Rng, speed: f32, spin: f32) -> ([f32; 3], [f32; 3]) {
+    let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
+    let s = rng.range(0.0, speed);
+    let v = [s * a.cos() * (1.0 - b * b).sqrt(), s * b, s * a.sin() * (1.0 - b * b).sqrt()];
+    (v, [rng.range(-spin, spin), rng.range(-spin, spin), rng.range(-spin, spin)])
+}
+
+/// Hanging from pins that swing or are dragged.
+fn hang(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
+    let region =
+        rng.pick(&["corners:top", "edge:top", "corner:top-left", "corner:top-right", "edge:left", "corners:bottom"]);
+    let amp = rng.range(0.0, 0.25);
+    let dir = rng.range(0.0, std::f32::consts::TAU);
+    // Swinging pins, or pins dragged at up to 0.4 m/s.
+    let motion = if rng.range(0.0, 1.0) < 0.7 {
+        MotionSpec::Oscillate {
+            amplitude: [amp * dir.cos(), 0.3 * amp * rng.range(-1.0, 1.0), amp * dir.sin()],
+            frequency: rng.range(0.3, 1.5),
+        }
+    } else {
+        let s = rng.range(0.0, 0.4);
+        MotionSpec::Linear { velocity: [s * dir.cos(), 0.3 * s * rng.range(-1.0, 1.0), s * dir.sin()] }
+    };
+    cloth.rotation[0] = rng.range(-20.0, 20.0);
+    // The cloth starts moving with its pins (a velocity jump at the pins
+    // would be an impact no step size resolves); a kick is a swing about
+    // the pinned line (any axis through a single pin).
+    let swing = if kicked {
+        let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
+        let r = (1.0 - b * b).sqrt();
+        Vec3::new(r * a.cos(), b, r * a.sin()) * rng.range(0.5, 2.5)
+    } else {
+        Vec3::ZERO
+    };
+    Setup {
+        pins: vec![PinSpec { nodes: None, region: Some(region.into()), motion }],
+        swing: Some(swing),
+        ..Setup::default()
+    }
+}
+
+/// Dropped over a sphere or a capsule on the ground.
+fn drape(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
+    cloth.orientation = Orientation::Horizontal;
+    let r = rng.range(0.15, 0.35);
+    let (ox, oz) = (rng.range(-0.3, 0.3), rng.range(-0.3, 0.3));
+    cloth.center = [ox * 0.5, 2.0 * r + rng.range(0.05, 0.3), oz * 0.5];
+    cloth.rotation = [rng.range(-10.0, 10.0), rng.range(0.0, 90.0), rng.range(-10.0, 10.0)];
+    let mut c = ground();
+    if rng.range(0.0, 1.0) < 0.6 {
+        c.kind = ShapeKind::Sphere;
+        c.center = Some([ox, r, oz]);
+    } else {
+        c.kind = ShapeKind::Capsule;
+        let half = rng.range(0.2, 0.5);
+        let a = rng.range(0.0, std::f32::consts::PI);
+        c.a = Some([ox - half * a.cos(), r, oz - half * a.sin()]);
+        c.b = Some([ox + half * a.cos(), r, oz + half * a.sin()]);
+    }
+    c.normal = None;
+    c.offset = None;
+    c.radius = Some(r);
+    c.friction = rng.range(0.2, 0.6);
+    if kicked {
+        let (v, spin) = kick(rng, 1.0, 1.0);
+        cloth.velocity = [v[0], -v[1].abs(), v[2]];
+        cloth.spin = spin;
+    }
+    Setup { colliders: vec![c, ground()], ..Setup::default() }
+}
+
+/// A flag held on its left edge in gusting wind.
+fn flag(rng: &mut Rng, cloth: &mut ClothSpec, size: f32) -> Setup {
+    cloth.center = [0.5 * size, 1.5, 0.0];
+    cloth.rotation = [0.0, 0.0, 0.0];
+    // Wind from any side, the pole's side included.
+    let speed = rng.range(2.0, 9.0);
+    let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
+    let wind = WindSpec {
+        velocity: [speed * yaw.cos(), rng.range(-0.5, 0.5), speed * yaw.sin()],
+        air_density: 1.2,
+        drag: 1.0,
+        lift: rng.range(0.1, 0.4),
+        gust: rng.range(0.0, 0.5),
+        gust_frequency: rng.range(0.3, 1.5),
+    };
+    Setup {
+        pins: vec![PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed }],
+        wind: Some(wind),
+        ..Setup::default()
+    }
+}
+
+/// Dropped tilted onto the ground, where it folds.
+fn fold(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
+    cloth.center = [0.0, rng.range(0.35, 0.8), 0.0];
+    cloth.rotation = [rng.range(-60.0, 60.0), rng.range(0.0, 90.0), rng.range(-60.0, 60.0)];
+    if kicked {
+        (cloth.velocity, cloth.spin) = kick(rng, 1.5, 3.0);
+    }
+    Setup { colliders: vec![ground()], ..Setup::default() }
+}
+
 /// The scenario of `family` for `seed` on an `n × n` grid, `steps` frames
 /// of `dt` seconds (one physics step per frame).
 pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Scenario {
@@ -126,106 +240,12 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
     };
     // Half the cloths start with a kick: up to 1.5 m/s and 2 rad/s.
     let kicked = rng.range(0.0, 1.0) < 0.5;
-    let kick = |rng: &mut Rng, speed: f32, spin: f32| {
-        let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
-        let s = rng.range(0.0, speed);
-        let v = [s * a.cos() * (1.0 - b * b).sqrt(), s * b, s * a.sin() * (1.0 - b * b).sqrt()];
-        (v, [rng.range(-spin, spin), rng.range(-spin, spin), rng.range(-spin, spin)])
+    let setup = match family {
+        Family::Hang => hang(&mut rng, &mut cloth, kicked),
+        Family::Drape => drape(&mut rng, &mut cloth, kicked),
+        Family::Flag => flag(&mut rng, &mut cloth, size),
+        Family::Fold => fold(&mut rng, &mut cloth, kicked),
     };
-    let mut pins = Vec::new();
-    let mut colliders = Vec::new();
-    let mut wind = None;
-    // A hanging cloth's swing about its pinned line (zero: none).
-    let mut swing = None;
-    match family {
-        Family::Hang => {
-            let region = rng.pick(&[
-                "corners:top",
-                "edge:top",
-                "corner:top-left",
-                "corner:top-right",
-                "edge:left",
-                "corners:bottom",
-            ]);
-            let amp = rng.range(0.0, 0.25);
-            let dir = rng.range(0.0, std::f32::consts::TAU);
-            // Swinging pins, or pins dragged at up to 0.4 m/s.
-            let motion = if rng.range(0.0, 1.0) < 0.7 {
-                MotionSpec::Oscillate {
-                    amplitude: [amp * dir.cos(), 0.3 * amp * rng.range(-1.0, 1.0), amp * dir.sin()],
-                    frequency: rng.range(0.3, 1.5),
-                }
-            } else {
-                let s = rng.range(0.0, 0.4);
-                MotionSpec::Linear { velocity: [s * dir.cos(), 0.3 * s * rng.range(-1.0, 1.0), s * dir.sin()] }
-            };
-            pins.push(PinSpec { nodes: None, region: Some(region.into()), motion });
-            cloth.rotation[0] = rng.range(-20.0, 20.0);
-            // The cloth starts moving with its pins (a velocity jump at the
-            // pins would be an impact no step size resolves); a kick is a
-            // swing about the pinned line (any axis through a single pin).
-            swing = Some(if kicked {
-                let (a, b) = (rng.range(0.0, std::f32::consts::TAU), rng.range(-1.0, 1.0));
-                let r = (1.0 - b * b).sqrt();
-                Vec3::new(r * a.cos(), b, r * a.sin()) * rng.range(0.5, 2.5)
-            } else {
-                Vec3::ZERO
-            });
-        }
-        Family::Drape => {
-            cloth.orientation = Orientation::Horizontal;
-            let r = rng.range(0.15, 0.35);
-            let (ox, oz) = (rng.range(-0.3, 0.3), rng.range(-0.3, 0.3));
-            cloth.center = [ox * 0.5, 2.0 * r + rng.range(0.05, 0.3), oz * 0.5];
-            cloth.rotation = [rng.range(-10.0, 10.0), rng.range(0.0, 90.0), rng.range(-10.0, 10.0)];
-            let mut c = ground();
-            if rng.range(0.0, 1.0) < 0.6 {
-                c.kind = ShapeKind::Sphere;
-                c.center = Some([ox, r, oz]);
-            } else {
-                c.kind = ShapeKind::Capsule;
-                let half = rng.range(0.2, 0.5);
-                let a = rng.range(0.0, std::f32::consts::PI);
-                c.a = Some([ox - half * a.cos(), r, oz - half * a.sin()]);
-                c.b = Some([ox + half * a.cos(), r, oz + half * a.sin()]);
-            }
-            c.normal = None;
-            c.offset = None;
-            c.radius = Some(r);
-            c.friction = rng.range(0.2, 0.6);
-            colliders.push(c);
-            colliders.push(ground());
-            if kicked {
-                let (v, spin) = kick(&mut rng, 1.0, 1.0);
-                cloth.velocity = [v[0], -v[1].abs(), v[2]];
-                cloth.spin = spin;
-            }
-        }
-        Family::Flag => {
-            cloth.center = [0.5 * size, 1.5, 0.0];
-            cloth.rotation = [0.0, 0.0, 0.0];
-            pins.push(PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed });
-            // Wind from any side, the pole's side included.
-            let speed = rng.range(2.0, 9.0);
-            let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
-            wind = Some(WindSpec {
-                velocity: [speed * yaw.cos(), rng.range(-0.5, 0.5), speed * yaw.sin()],
-                air_density: 1.2,
-                drag: 1.0,
-                lift: rng.range(0.1, 0.4),
-                gust: rng.range(0.0, 0.5),
-                gust_frequency: rng.range(0.3, 1.5),
-            });
-        }
-        Family::Fold => {
-            cloth.center = [0.0, rng.range(0.35, 0.8), 0.0];
-            cloth.rotation = [rng.range(-60.0, 60.0), rng.range(0.0, 90.0), rng.range(-60.0, 60.0)];
-            colliders.push(ground());
-            if kicked {
-                (cloth.velocity, cloth.spin) = kick(&mut rng, 1.5, 3.0);
-            }
-        }
-    }
     let mut scn = Scenario {
         name: format!("{}-{seed}", family.name()),
         cloth,
@@ -233,13 +253,13 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
         time: TimeSpec { dt, substeps: 1, steps },
         solver: SolverSpec::default(),
         gravity: [0.0, -9.81, 0.0],
-        pins,
-        colliders,
-        wind,
+        pins: setup.pins,
+        colliders: setup.colliders,
+        wind: setup.wind,
         self_contact: SelfContactSpec::default(),
         output: OutputSpec { every: 0 },
     };
-    if let Some(spin) = swing {
+    if let Some(spin) = setup.swing {
         (scn.cloth.velocity, scn.cloth.spin) = start_with_pins(&scn, spin);
     }
     lift_clear(&mut scn);
