@@ -1,6 +1,6 @@
 //! The `weft` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -191,34 +191,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Simulate { scenario, out, corrected, int8, quiet } => {
-            let scn = Scenario::load(&scenario)?;
-            let net = if corrected { Some(quantize::load(&int8)?) } else { None };
-            let out = out.unwrap_or_else(|| {
-                PathBuf::from("out").join(scenario.file_stem().map(|s| s.to_os_string()).unwrap_or_default())
-            });
-            let t0 = std::time::Instant::now();
-            let mut corrector: Box<dyn Corrector> = match &net {
-                Some(n) => Box::new(corrector::Int8::new(n)),
-                None => Box::new(corrector::Plain),
-            };
-            let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut())?;
-            let last = s.frames.last().cloned().unwrap_or_default();
-            println!(
-                "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; output in {}",
-                if scn.name.is_empty() { "scenario" } else { &scn.name },
-                scn.time.steps,
-                s.nodes,
-                t0.elapsed().as_secs_f32(),
-                s.cg_iterations_mean,
-                s.cg_not_converged,
-                s.cg_stagnated,
-                last.max_strain,
-                s.strain_limit_unfinished,
-                s.energy_check_failed,
-                s.energy_rose,
-                s.dropped_pairs,
-                out.display()
-            );
+            simulate(&scenario, out, corrected, &int8, quiet)?
         }
         Command::Generate {
             out,
@@ -282,5 +255,39 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", render::demo(&net, case, &out)?);
         }
     }
+    Ok(())
+}
+
+/// `weft simulate`: runs a scenario file, writes its frames and summary,
+/// prints what it counted.
+fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: &Path, quiet: bool) -> Result<()> {
+    let scn = Scenario::load(scenario)?;
+    let net = if corrected { Some(quantize::load(int8)?) } else { None };
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from("out").join(scenario.file_stem().map(|s| s.to_os_string()).unwrap_or_default())
+    });
+    let t0 = std::time::Instant::now();
+    let mut corrector: Box<dyn Corrector> = match &net {
+        Some(n) => Box::new(corrector::Int8::new(n)),
+        None => Box::new(corrector::Plain),
+    };
+    let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut())?;
+    let last = s.frames.last().cloned().unwrap_or_default();
+    println!(
+        "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; output in {}",
+        if scn.name.is_empty() { "scenario" } else { &scn.name },
+        scn.time.steps,
+        s.nodes,
+        t0.elapsed().as_secs_f32(),
+        s.cg_iterations_mean,
+        s.cg_not_converged,
+        s.cg_stagnated,
+        last.max_strain,
+        s.strain_limit_unfinished,
+        s.energy_check_failed,
+        s.energy_rose,
+        s.dropped_pairs,
+        out.display()
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@ use candle_core::Device;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
-use crate::learn::dataset;
+use crate::learn::dataset::{self, Trajectory};
 use crate::learn::families::Rng;
 use crate::learn::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
 use crate::learn::samples::{draw, picks, samples};
@@ -132,30 +132,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
     let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None, 0)?;
 
-    let (mut model, start) = if opts.resume && opts.out.with_extension("json").exists() {
-        let m = Trained::load(&opts.out, &dev)?;
-        let s = m.meta.steps;
-        (m, s)
-    } else {
-        // Normalisation from noisy training samples.
-        let picks = picks(&train, 256, &mut rng, 1_000_000);
-        let mut graphs = samples(&train, &picks, &opts.config, opts.noise, None, 0)?;
-        augment(&mut graphs, opts.augment, &mut rng);
-        let stats = gnn::normalizer(&graphs);
-        let meta = ModelMeta {
-            format: MODEL_FORMAT.into(),
-            config: opts.config,
-            normalizer: stats,
-            noise: opts.noise,
-            steps: 0,
-            train_loss: f32::NAN,
-            val_loss: f32::NAN,
-            parameters: 0,
-            gain: 1.0,
-            val_rollout: None,
-        };
-        (Trained::new(meta, &dev)?, 0)
-    };
+    let (mut model, start) = initial_model(opts, &train, &mut rng, &dev)?;
     model.meta.parameters = model.parameters();
     model.meta.noise = opts.noise;
     let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
@@ -166,12 +143,10 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
 
     let best_path = best_stem(&opts.out);
     // (step, error) of the best model so far, this run's or a resumed one's.
-    let mut best = (0usize, f32::INFINITY);
-    if opts.resume {
-        if let Ok(b) = Trained::load(&best_path, &dev) {
-            best = (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY));
-        }
-    }
+    let mut best = match opts.resume.then(|| Trained::load(&best_path, &dev).ok()).flatten() {
+        Some(b) => (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY)),
+        None => (0usize, f32::INFINITY),
+    };
     let bar = crate::progress_bar(opts.steps as u64, "steps", opts.progress);
     bar.set_position(start as u64);
     let mut log = TrainLog::default();
@@ -185,20 +160,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         let f = step as f32 / opts.steps.max(1) as f32;
         let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
         opt.set_learning_rate(lr as f64);
-        let picks: Vec<_> = (0..opts.batch)
-            .map(|_| {
-                let (k, t) = draw(&train, &mut step_rng);
-                (k, t, step_rng.next_u64())
-            })
-            .collect();
-        let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then_some(Unroll {
-            gnn: Some(&model.gnn),
-            norm: &model.meta.normalizer,
-            steps: opts.unroll_steps,
-        });
-        let mut graphs = samples(&train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
-        augment(&mut graphs, opts.augment, &mut step_rng);
-        let batch = Batch::weighted(&graphs, &model.meta.normalizer, &dev, opts.relative_floor)?;
+        let batch = training_batch(opts, &train, &model, step, &mut step_rng, &dev)?;
         let loss = model.gnn.loss(&batch)?;
         opt.backward_step(&loss)?;
         acc += loss.to_scalar::<f32>()?;
@@ -215,11 +177,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             model.meta.train_loss = tr;
             model.meta.val_loss = v;
             if opts.rollout_every > 0 && ((step + 1) % opts.rollout_every == 0 || last) {
-                let errs = val_set
-                    .iter()
-                    .map(|t| gnn::corrected_error(t, &model, opts.rollout_frames))
-                    .collect::<Result<Vec<_>>>()?;
-                let e = crate::learn::metrics::mean(&errs);
+                let e = rollout_error(opts, val_set, &model)?;
                 log.rollouts.push((step + 1, e));
                 model.meta.val_rollout = Some(e);
                 if e < best.1 {
@@ -238,6 +196,70 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         model = chosen;
     }
     log.seconds = t0.elapsed().as_secs_f32();
+    append_log(opts, &log)?;
+    Ok((model, log))
+}
+
+/// The model to start from: the checkpoint at `out` when resuming, else a
+/// new one normalised on noisy training samples; and its step.
+fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: &Device) -> Result<(Trained, usize)> {
+    if opts.resume && opts.out.with_extension("json").exists() {
+        let m = Trained::load(&opts.out, dev)?;
+        let s = m.meta.steps;
+        return Ok((m, s));
+    }
+    let picks = picks(train, 256, rng, 1_000_000);
+    let mut graphs = samples(train, &picks, &opts.config, opts.noise, None, 0)?;
+    augment(&mut graphs, opts.augment, rng);
+    let meta = ModelMeta {
+        format: MODEL_FORMAT.into(),
+        config: opts.config,
+        normalizer: gnn::normalizer(&graphs),
+        noise: opts.noise,
+        steps: 0,
+        train_loss: f32::NAN,
+        val_loss: f32::NAN,
+        parameters: 0,
+        gain: 1.0,
+        val_rollout: None,
+    };
+    Ok((Trained::new(meta, dev)?, 0))
+}
+
+/// The batch of training step `step`: random frames, from step
+/// `unroll_after` on partly started from rollouts of the current model.
+fn training_batch(
+    opts: &TrainOptions,
+    train: &[Trajectory],
+    model: &Trained,
+    step: usize,
+    rng: &mut Rng,
+    dev: &Device,
+) -> Result<Batch> {
+    let picks: Vec<_> = (0..opts.batch)
+        .map(|_| {
+            let (k, t) = draw(train, rng);
+            (k, t, rng.next_u64())
+        })
+        .collect();
+    let unroll = (opts.unroll_steps > 0 && step >= opts.unroll_after).then_some(Unroll {
+        gnn: Some(&model.gnn),
+        norm: &model.meta.normalizer,
+        steps: opts.unroll_steps,
+    });
+    let mut graphs = samples(train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
+    augment(&mut graphs, opts.augment, rng);
+    Batch::weighted(&graphs, &model.meta.normalizer, dev, opts.relative_floor)
+}
+
+/// Mean corrected rollout error over the validation trajectories.
+fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Result<f32> {
+    let errs = val.iter().map(|t| gnn::corrected_error(t, model, opts.rollout_frames)).collect::<Result<Vec<_>>>()?;
+    Ok(crate::learn::metrics::mean(&errs))
+}
+
+/// Appends this run's log to `out.log.json` (a fresh log unless resuming).
+fn append_log(opts: &TrainOptions, log: &TrainLog) -> Result<()> {
     let log_path = opts.out.with_extension("log.json");
     let mut all: TrainLog = std::fs::read_to_string(&log_path)
         .ok()
@@ -248,7 +270,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     all.rollouts.extend(log.rollouts.iter().copied());
     all.seconds += log.seconds;
     std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
-    Ok((model, log))
+    Ok(())
 }
 
 /// What `weft train` prints: steps, speed, losses, and the validation
