@@ -251,14 +251,12 @@ impl<'a> State<'a> {
             (Default::default(), Default::default())
         };
         let blocks = take(&mut mat3, mat3_blocks(counts), "mat3", mcap, need.mat3)?;
-        if flags.len() < n {
-            return Err(StateError::Capacity { what: "flags", capacity: flags.len(), needed: n });
-        }
-        if order.len() < n {
-            return Err(StateError::Capacity { what: "order", capacity: order.len(), needed: n });
-        }
-        if cells.len() < 2 {
-            return Err(StateError::Capacity { what: "cells", capacity: cells.len(), needed: 2 });
+        for (what, capacity, needed) in
+            [("flags", flags.len(), n), ("order", order.len(), n), ("cells", cells.len(), 2)]
+        {
+            if capacity < needed {
+                return Err(StateError::Capacity { what, capacity, needed });
+            }
         }
         let short = StateError::Capacity { what: "solver", capacity: solver.len(), needed: need.solver };
         let (stencil_pool, mg_pool) = solver.split_at_mut(stencil::floats(counts.grid).min(solver.len()));

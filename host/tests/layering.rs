@@ -1,8 +1,8 @@
-//! The crates' module structure: no import circle between the modules of
-//! `weft-core` or of `weft-host`, and the host's floors import downwards
-//! only (`view` → `learn` → `sim`, never back). Read from the sources: a
-//! module's imports are the `crate::…` and `super::…` paths outside
-//! comments.
+//! The crates' structure, read from their sources: no import circle
+//! between the modules of `weft-core` or of `weft-host`, the host's floors
+//! import downwards only (`view` → `learn` → `sim`, never back), and no
+//! function outside tests is longer than 80 lines. A module's imports are
+//! the `crate::…` and `super::…` paths outside comments.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -159,4 +159,41 @@ fn the_checks_find_a_circle() {
     assert_eq!(circle(&g), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
     let host = imports(&modules(&src("host")));
     assert!(host["learn::eval"].contains("learn::dataset"), "{:?}", host["learn::eval"]);
+}
+
+/// Lines of each function (outside `#[cfg(test)]` modules): from its `fn`
+/// line to the closing brace at the same indentation.
+fn long_functions(src: &Path, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for (module, file) in modules(src) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().take_while(|l| l.trim() != "#[cfg(test)]").collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = line.len() - body.len();
+            let words: Vec<&str> = body.split_whitespace().collect();
+            let Some(at) = words.iter().position(|w| *w == "fn") else { continue };
+            let prefix_ok = words[..at].iter().all(|w| ["pub", "pub(crate)", "const", "unsafe", "async"].contains(w));
+            if !prefix_ok || body.ends_with(';') {
+                continue;
+            }
+            let close = " ".repeat(indent) + "}";
+            if let Some(end) = lines[i..].iter().position(|l| l.trim_end() == close) {
+                if end + 1 > limit {
+                    out.push(format!("{module}: {} ({} lines)", words[at + 1], end + 1));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn functions_fit_a_reader() {
+    for krate in ["core", "host"] {
+        let long = long_functions(&src(krate), 80);
+        assert!(long.is_empty(), "{krate}: functions over 80 lines: {long:?}");
+    }
+    // The check measures: the host has functions over 40 lines.
+    assert!(!long_functions(&src("host"), 40).is_empty());
 }

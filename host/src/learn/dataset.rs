@@ -511,8 +511,6 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
     write_index(out, &start)?;
     let jobs = jobs(spec, shard);
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
-    /// The entry, its convergence check, whether it was kept from before.
-    type Job = (IndexEntry, Option<Convergence>, bool);
     // The index grows as trajectories finish, so that a run stopped
     // part-way leaves a data set that loads.
     let partial = std::sync::Mutex::new(start);
@@ -528,30 +526,7 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
     let results: Vec<Result<Job, String>> = jobs
         .par_iter()
         .map(|&(family, seed)| {
-            let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
-            let r = (|| -> Result<Job> {
-                let split = split_of(spec, family, seed).to_string();
-                let file = format!("{}_{seed:04}.safetensors", family.name());
-                let checked =
-                    previous.as_ref().and_then(|p| p.convergence.iter().find(|c| c.family == family && c.seed == seed));
-                let wants_check = spec.check_convergence && seed == spec.seed;
-                if let Some(t) = reusable(previous.as_ref(), spec, out, &file, &scn) {
-                    let check = match (wants_check, checked) {
-                        (true, None) => Some(convergence(&scn, spec, family, seed, &t.x)?),
-                        (true, Some(c)) => Some(c.clone()),
-                        (false, _) => None,
-                    };
-                    let entry = IndexEntry { file, family, seed, split, fine_seconds: t.fine_seconds };
-                    return Ok((entry, check, true));
-                }
-                let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-                let check = if wants_check { Some(convergence(&scn, spec, family, seed, &x)?) } else { None };
-                let t =
-                    Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
-                write_trajectory(&out.join(&file), &t, spec)?;
-                Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check, false))
-            })()
-            .and_then(|job| record(&job).map(|()| job));
+            let r = one_job(spec, previous.as_ref(), out, family, seed).and_then(|job| record(&job).map(|()| job));
             bar.inc(1);
             r.map_err(|e| format!("{}-{seed}: {e:#}", family.name()))
         })
@@ -578,6 +553,35 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
     index.wall_seconds = t0.elapsed().as_secs_f32();
     write_index(out, &index)?;
     Ok(index)
+}
+
+/// A generated trajectory: its entry, its convergence check, whether it
+/// was kept from before.
+type Job = (IndexEntry, Option<Convergence>, bool);
+
+/// One trajectory of `generate`: kept from an earlier run in `out` when it
+/// matches, else simulated and written; with its convergence check when
+/// its seed is the spec's first.
+fn one_job(spec: &DatasetSpec, previous: Option<&Index>, out: &Path, family: Family, seed: u64) -> Result<Job> {
+    let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
+    let split = split_of(spec, family, seed).to_string();
+    let file = format!("{}_{seed:04}.safetensors", family.name());
+    let checked = previous.and_then(|p| p.convergence.iter().find(|c| c.family == family && c.seed == seed));
+    let wants_check = spec.check_convergence && seed == spec.seed;
+    if let Some(t) = reusable(previous, spec, out, &file, &scn) {
+        let check = match (wants_check, checked) {
+            (true, None) => Some(convergence(&scn, spec, family, seed, &t.x)?),
+            (true, Some(c)) => Some(c.clone()),
+            (false, _) => None,
+        };
+        let entry = IndexEntry { file, family, seed, split, fine_seconds: t.fine_seconds };
+        return Ok((entry, check, true));
+    }
+    let (x, v, secs) = fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+    let check = if wants_check { Some(convergence(&scn, spec, family, seed, &x)?) } else { None };
+    let t = Trajectory { scenario: scn.clone(), family, seed, split: split.clone(), x, v, fine_seconds: secs };
+    write_trajectory(&out.join(&file), &t, spec)?;
+    Ok((IndexEntry { file, family, seed, split, fine_seconds: secs }, check, false))
 }
 
 /// Writes `index.json` in `dir` whole or not at all (through a temporary

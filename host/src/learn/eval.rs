@@ -178,7 +178,6 @@ pub fn command(
     horizons: bool,
     out: &Path,
 ) -> Result<(String, Option<Report>)> {
-    use std::fmt::Write;
     let trained = if model.with_extension("json").exists() {
         Some(Trained::load(model, &candle_core::Device::Cpu)?)
     } else {
@@ -214,6 +213,13 @@ pub fn command(
     let rep = report(rollouts, steps);
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
+    let text = summary(&rep, steps, out);
+    Ok((text, Some(rep)))
+}
+
+/// What `weft eval` prints: the overall line, the tables, the failures.
+fn summary(rep: &Report, steps: usize, out: &Path) -> String {
+    use std::fmt::Write;
     let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
         format!(
             "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
@@ -244,13 +250,13 @@ pub fn command(
         rep.cost_fine,
         out.display()
     );
-    text.push_str(&tables(&rep, PARETO_BUDGET));
+    text.push_str(&tables(rep, PARETO_BUDGET));
     for r in &rep.rollouts {
         for f in &r.failures {
             let _ = writeln!(text, "{}: {f}", r.name);
         }
     }
-    Ok((text, Some(rep)))
+    text
 }
 
 impl Source {

@@ -47,10 +47,11 @@ pub const DEVICE_PER_STEP: f64 = 16.40e6 - 22.1 * DEVICE_PER_CG_ITERATION;
 pub const DEVICE_PER_NETWORK: f64 = 18.80e6 + 0.51e6 + 0.03e6;
 
 /// A way to step the coarse cloth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Column {
     /// Backward Euler, one step per frame (the yardstick).
+    #[default]
     Plain,
     /// Corrected by the float network.
     Float,
@@ -321,66 +322,85 @@ pub fn report(
         }
     }
     let bar = crate::progress_bar((trajs.len() * Column::ALL.len()) as u64, "horizon rollouts", progress);
-    // Per family and column: windows, CG sums, seconds.
-    let mut acc: Vec<(String, Column, Windows, f64, f64, usize)> = Vec::new();
+    let mut acc: Vec<Sums> = Vec::new();
     for t in trajs {
         for col in Column::ALL {
             bar.inc(1);
             let Some(run) = run_column(t, col, float, int8)? else { continue };
             let key = family(t);
-            let i = match acc.iter().position(|a| a.0 == key && a.1 == col) {
+            let i = match acc.iter().position(|a| a.family == key && a.col == col) {
                 Some(i) => i,
                 None => {
-                    acc.push((key, col, Default::default(), 0.0, 0.0, 0));
+                    acc.push(Sums { family: key, col, ..Sums::default() });
                     acc.len() - 1
                 }
             };
-            let a = &mut acc[i];
-            for (wk, rk) in a.2.iter_mut().zip(&run.windows) {
-                wk.extend_from_slice(rk);
-            }
-            (a.3, a.4, a.5) = (a.3 + run.cg_per_frame, a.4 + run.seconds_per_frame, a.5 + 1);
+            acc[i].add(&run.windows, run.cg_per_frame, run.seconds_per_frame);
         }
     }
     bar.finish_and_clear();
-    let cells = |col: Column, w: &Windows, cg: f64, secs: f64, n: usize, substeps: u32| Cells {
-        error: [0, 1, 2].map(|k| mean(&w[k])),
-        windows: [0, 1, 2].map(|k| w[k].len()),
-        cg_per_frame: cg / n.max(1) as f64,
-        device_per_frame: cg / n.max(1) as f64 * DEVICE_PER_CG_ITERATION
-            + col.steps_per_frame(substeps) * DEVICE_PER_STEP
-            + col.network_calls_per_frame(substeps) * DEVICE_PER_NETWORK,
-        seconds_per_frame: secs / n.max(1) as f64,
-    };
     let substeps = trajs.first().map_or(1, |t| t.scenario.time.substeps);
     let mut rep = Report::default();
     for fam in &families {
-        let floor = floors.families.iter().find(|f| f.family.name() == fam).map(|f| f.floor);
-        if let Some(f) = floor {
-            rep.floors.push((fam.clone(), f));
+        if let Some(f) = floors.families.iter().find(|f| f.family.name() == fam) {
+            rep.floors.push((fam.clone(), f.floor));
         }
-        for a in acc.iter().filter(|a| &a.0 == fam) {
-            rep.rows.push((fam.clone(), a.1, cells(a.1, &a.2, a.3, a.4, a.5, substeps)));
+        for a in acc.iter().filter(|a| &a.family == fam) {
+            rep.rows.push((fam.clone(), a.col, a.cells(substeps)));
         }
     }
     // Overall: every measurable family's windows.
     for col in Column::ALL {
-        let mut w: Windows = Default::default();
-        let (mut cg, mut secs, mut n) = (0.0, 0.0, 0);
-        for a in acc.iter().filter(|a| a.1 == col) {
-            let plain = rep.rows.iter().find(|r| r.0 == a.0 && r.1 == Column::Plain).map(|r| r.2.error);
-            for (k, wk) in w.iter_mut().enumerate() {
-                if measurable(&rep, &a.0, k, plain) {
-                    wk.extend_from_slice(&a.2[k]);
+        let mut all = Sums { family: "overall".into(), col, ..Sums::default() };
+        for a in acc.iter().filter(|a| a.col == col) {
+            let plain = rep.rows.iter().find(|r| r.0 == a.family && r.1 == Column::Plain).map(|r| r.2.error);
+            for (k, wk) in all.windows.iter_mut().enumerate() {
+                if measurable(&rep, &a.family, k, plain) {
+                    wk.extend_from_slice(&a.windows[k]);
                 }
             }
-            (cg, secs, n) = (cg + a.3, secs + a.4, n + a.5);
+            (all.cg, all.seconds, all.runs) = (all.cg + a.cg, all.seconds + a.seconds, all.runs + a.runs);
         }
-        if n > 0 {
-            rep.rows.push(("overall".into(), col, cells(col, &w, cg, secs, n, substeps)));
+        if all.runs > 0 {
+            rep.rows.push(("overall".into(), col, all.cells(substeps)));
         }
     }
     Ok(rep)
+}
+
+/// One family's (or the overall) sums of one column over its rollouts.
+#[derive(Default)]
+struct Sums {
+    family: String,
+    col: Column,
+    windows: Windows,
+    /// CG iterations and seconds per frame, summed over the rollouts.
+    cg: f64,
+    seconds: f64,
+    runs: usize,
+}
+
+impl Sums {
+    fn add(&mut self, windows: &Windows, cg: f64, seconds: f64) {
+        for (wk, rk) in self.windows.iter_mut().zip(windows) {
+            wk.extend_from_slice(rk);
+        }
+        (self.cg, self.seconds, self.runs) = (self.cg + cg, self.seconds + seconds, self.runs + 1);
+    }
+
+    /// The report's cells, with the device cost from the stage model.
+    fn cells(&self, substeps: u32) -> Cells {
+        let n = self.runs.max(1) as f64;
+        Cells {
+            error: [0, 1, 2].map(|k| mean(&self.windows[k])),
+            windows: [0, 1, 2].map(|k| self.windows[k].len()),
+            cg_per_frame: self.cg / n,
+            device_per_frame: self.cg / n * DEVICE_PER_CG_ITERATION
+                + self.col.steps_per_frame(substeps) * DEVICE_PER_STEP
+                + self.col.network_calls_per_frame(substeps) * DEVICE_PER_NETWORK,
+            seconds_per_frame: self.seconds / n,
+        }
+    }
 }
 
 /// Whether family `fam`'s horizon `k` is measurable: its floor (when known)
