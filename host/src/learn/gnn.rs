@@ -22,11 +22,9 @@ use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
 use weft_core::gnn::int8::Part;
-use weft_core::physics;
 use weft_core::prelude::*;
 
 use crate::sim::corrector::Corrector;
-use crate::sim::storage::VecStateStorage;
 
 use crate::learn::dataset::Trajectory;
 use crate::learn::families::Rng;
@@ -234,46 +232,75 @@ pub fn sample(
     }
     let ahead = unroll.map_or(0, |u| u.steps.min(t));
     let t0 = t - ahead;
-    scn.with_model(|model| {
-        let n = model.mesh.node_count();
-        let mut storage = VecStateStorage::new(model, cfg.pairs_per_node * n);
-        let mut state = State::new(model, storage.storage())?;
-        let pinned = state.pinned().to_vec();
-        let jitter = |p: Vec3, s: f32, rng: &mut Rng| p + Vec3::new(rng.normal(), rng.normal(), rng.normal()) * s;
-        let x: Vec<Vec3> = traj.x[t0]
-            .iter()
-            .zip(&pinned)
-            .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.position, rng) })
-            .collect();
-        let v: Vec<Vec3> = frame_velocity(traj, t0)
-            .iter()
-            .zip(&pinned)
-            .map(|(p, &pin)| if pin != 0 { *p } else { jitter(*p, noise.velocity, rng) })
-            .collect();
-        state.set_positions(&x)?;
-        state.set_velocities(&v)?;
-        state.set_steps(t0 as u64 * scn.time.substeps as u64)?;
-        if let Some(u) = unroll {
-            let mut corrector = UnrollCorrector { unroll: u, cfg };
-            for _ in 0..ahead {
-                physics::step(model, &mut state).context("coarse step")?;
-                if corrector.correct(model, &mut state).is_err() {
-                    break; // a non-finite correction: train from where it went wrong
-                }
-            }
+    // The start: the fine state at frame t0, jittered at the free nodes.
+    let pinned = scn.with_model(|model| {
+        let mut flags = vec![0u8; model.mesh.node_count()];
+        model.scene.mark_pinned(&mut flags);
+        Ok(flags)
+    })?;
+    let jitter = |p: &Vec3, &pin: &u8, s: f32, rng: &mut Rng| {
+        if pin != 0 {
+            *p
+        } else {
+            *p + Vec3::new(rng.normal(), rng.normal(), rng.normal()) * s
         }
-        physics::step(model, &mut state).context("coarse step")?;
-        let mut g = graph_of(model, &mut state, cfg)?;
-        let v_next = frame_velocity(traj, t + 1);
-        g.targets = (0..n)
-            .map(|i| {
-                let dx = traj.x[t + 1][i] - state.positions()[i];
-                let dv = v_next[i] - state.velocities()[i];
-                [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
-            })
-            .collect();
-        Ok(g)
-    })
+    };
+    let x: Vec<Vec3> = traj.x[t0].iter().zip(&pinned).map(|(p, pin)| jitter(p, pin, noise.position, rng)).collect();
+    let v0 = frame_velocity(traj, t0);
+    let v: Vec<Vec3> = v0.iter().zip(&pinned).map(|(p, pin)| jitter(p, pin, noise.velocity, rng)).collect();
+    // `ahead` corrected steps, then the step whose correction is learned,
+    // through the one rollout loop.
+    let mut rollout = scn.clone();
+    rollout.time.steps = ahead as u32 + 1;
+    let mut sampler = Sampler { unroll, cfg, ahead, step: 0, failed: false, sample: None };
+    let restart = crate::sim::Restart { x: &x, v: &v, frame: t0 as u32 };
+    crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
+    let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
+    let v_next = frame_velocity(traj, t + 1);
+    g.targets = (0..xs.len())
+        .map(|i| {
+            let dx = traj.x[t + 1][i] - xs[i];
+            let dv = v_next[i] - vs[i];
+            [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
+        })
+        .collect();
+    Ok(g)
+}
+
+/// The corrector of a training sample's rollout: the current network on
+/// the first `ahead` steps (none after a correction that failed: the sample
+/// is taken from where it went wrong), then, after the sampled step, its
+/// graph and state instead of a correction.
+struct Sampler<'u> {
+    unroll: Option<&'u Unroll<'u>>,
+    cfg: &'u GnnConfig,
+    ahead: usize,
+    step: usize,
+    failed: bool,
+    sample: Option<(Graph, Vec<Vec3>, Vec<Vec3>)>,
+}
+
+impl Corrector for Sampler<'_> {
+    fn pairs(&self, nodes: usize) -> usize {
+        self.cfg.pairs_per_node * nodes
+    }
+    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
+        self.step += 1;
+        if self.step > self.ahead {
+            let g = graph_of(model, state, self.cfg)?;
+            self.sample = Some((g, state.positions().to_vec(), state.velocities().to_vec()));
+            return Ok(0);
+        }
+        match self.unroll {
+            Some(u) if !self.failed => {
+                let mut net = UnrollCorrector { unroll: u, cfg: self.cfg };
+                let r = net.correct(model, state);
+                self.failed = r.is_err();
+                Ok(r.unwrap_or(0))
+            }
+            _ => Ok(0),
+        }
+    }
 }
 
 /// Normalisation statistics from a set of samples.
