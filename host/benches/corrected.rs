@@ -13,6 +13,7 @@ use weft_core::physics::step;
 use weft_core::prelude::*;
 use weft_host::learn::families::{self, Family};
 use weft_host::learn::gnn::{graph_of, Batch, GnnConfig, Trained};
+use weft_host::sim::corrector::Corrector;
 use weft_host::sim::storage::VecStateStorage;
 
 /// A state's positions, velocities and time, to restart every iteration
@@ -39,7 +40,6 @@ fn bench(c: &mut Criterion) {
     let cfg = GnnConfig { radius: 0.03, ..GnnConfig::default() };
     // Cost does not depend on the weights' values.
     let model_f = Trained::untrained(cfg, &Device::Cpu).unwrap();
-    let dev = Device::Cpu;
     let mut g = c.benchmark_group("host_step");
     scn.with_model(|model| {
         let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);
@@ -64,13 +64,14 @@ fn bench(c: &mut Criterion) {
                 black_box(weft_core::step::step(model, &mut state, net.check().unwrap(), &mut scratch).unwrap())
             })
         });
+        // The float network's corrected step as the rollout loop runs it
+        // (`sim::run`: the physics step, then the corrector).
+        let mut float = weft_host::learn::gnn::Float(&model_f);
         g.bench_function("corrected_16x16", |b| {
             b.iter(|| {
                 start.restore(&mut state);
                 step(model, &mut state).unwrap();
-                let graph = graph_of(model, &mut state, &cfg).unwrap();
-                let (dx, dv) = model_f.gnn.correct(&graph, &model_f.meta.normalizer, &dev).unwrap();
-                state.apply_correction(&dx, &dv).unwrap();
+                black_box(float.correct(model, &mut state).unwrap())
             })
         });
         Ok(())
