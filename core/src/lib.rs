@@ -71,6 +71,6 @@ pub mod prelude {
     pub use crate::model::{
         Collider, Integrator, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
     };
-    pub use crate::physics::{step, StepError, StepReport};
+    pub use crate::physics::{self, StepError, StepReport};
     pub use crate::state::{State, StateSizes};
 }

@@ -28,7 +28,7 @@ fn main() -> anyhow::Result<()> {
         for frame in 0..frames {
             let (mut fcg, mut fsub) = (0, 0);
             for _ in 0..fine.time.substeps {
-                let r = step(model, &mut state)?;
+                let r = physics::step(model, &mut state)?;
                 fcg += r.cg_iterations;
                 fsub += r.substeps;
                 pairs += r.pairs as u64;

@@ -141,9 +141,9 @@ fn rows8(weights: &[i8], stride: usize, col: usize, p: [u32; 4], acc: &mut [i32]
 }
 
 /// `acc[o] += Σ_k W[o, col + k] · x[k]` for every output `o` of a row-major
-/// weight matrix with `stride` columns, `packed = pack(x)`. Blocks of 16
-/// and 32 inputs (the latent widths) take unrolled kernels; otherwise two
-/// rows per pass share the packed activations.
+/// weight matrix with `stride` columns, `packed = pack(x)`. Inputs in a
+/// multiple of 8 (the latent widths among them) go through [`rows8`], eight
+/// at a time; otherwise two rows per pass share the packed activations.
 #[inline]
 pub fn accumulate(weights: &[i8], stride: usize, col: usize, packed: &[u32], x: &[i8], acc: &mut [i32]) {
     let len = x.len();

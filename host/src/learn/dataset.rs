@@ -10,7 +10,7 @@
 //! | `x` | `[frames + 1, n·n, 3]` f32 | restricted fine positions (m) |
 //! | `v` | `[frames + 1, n·n, 3]` f32 | restricted fine velocities (m/s) |
 //!
-//! and metadata (strings): `format` = `weft-trajectory-2`, `family`,
+//! and metadata (strings): `format` = [`FORMAT`], `family`,
 //! `seed`, `split` (`train`, `val`, `test`, or `heldout` for the family kept
 //! out of training), `k`, `time_substeps`, `fine_seconds` (wall time of the
 //! fine simulation) and `scenario` — the coarse scenario as TOML, from which
