@@ -162,14 +162,29 @@ pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize, edges: usize) -> (
     (diag, precond, off)
 }
 
-/// Solver and search scratch.
+/// Solver and search scratch. The step's vectors hold, stage by stage
+/// ([`crate::physics`]'s `substep`):
 pub(crate) struct Workspace<'a> {
+    /// All forces while the system is assembled; then the right-hand side
+    /// `b`, kept for the constraint impulses `(A Δv − b)·n`.
     pub force: &'a mut [Vec3],
+    /// External forces (gravity, wind), which the energy check charges.
     pub f_ext: &'a mut [Vec3],
+    /// The right-hand side, then CG's residual; after the solve the base
+    /// positions the candidate moves from. Between steps: the network's
+    /// position corrections ([`State::lend_to_network`]).
     pub r: &'a mut [Vec3],
+    /// CG's search direction; then the trial velocities of the energy check
+    /// and the candidate. Between steps: the velocity corrections.
     pub p: &'a mut [Vec3],
+    /// Products `A p`; after the solve `A Δv` for the impulses.
     pub q: &'a mut [Vec3],
+    /// The extrapolated velocity for BDF2's wind; then the velocity change
+    /// `Δv` (its constrained part, then the solution); at the end the
+    /// candidate's velocities.
     pub dv: &'a mut [Vec3],
+    /// The extrapolated or base positions; CG's preconditioner scratch; the
+    /// trial positions; at the end the candidate's positions.
     pub x_new: &'a mut [Vec3],
     /// Contact normal of each node held by a collider during a step.
     pub normal: &'a mut [Vec3],
@@ -179,7 +194,7 @@ pub(crate) struct Workspace<'a> {
     pub blocks: &'a mut [Mat3],
     /// Node flags ([`crate::flags`]): pinned; the contact and its collider only
     /// during a step (cleared when it ends).
-    pub pinned: &'a mut [u8],
+    pub flags: &'a mut [u8],
     pub cells: &'a mut [u32],
     pub order: &'a mut [NodeId],
     pub pairs: &'a mut [[NodeId; 2]],
@@ -290,7 +305,7 @@ impl<'a> State<'a> {
                 x_new,
                 normal,
                 blocks,
-                pinned: &mut flags[..n],
+                flags: &mut flags[..n],
                 cells,
                 order: &mut order[..n],
                 pairs,
@@ -337,7 +352,7 @@ impl<'a> State<'a> {
 
     /// Pinned-node flags of the last step (non-zero: pinned).
     pub fn pinned(&self) -> &[u8] {
-        self.ws.pinned
+        self.ws.flags
     }
 
     /// Finds the node pairs closer than `radius` with no static edge in the
@@ -357,7 +372,7 @@ impl<'a> State<'a> {
     pub fn apply_correction(&mut self, dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
         check(dx, self.x.len())?;
         check(dv, self.v.len())?;
-        add_correction(self.x, self.v, self.ws.pinned, dx, dv)?;
+        add_correction(self.x, self.v, self.ws.flags, dx, dv)?;
         self.ws.history = false;
         Ok(())
     }
@@ -372,7 +387,7 @@ impl<'a> State<'a> {
         NetworkLoan {
             x: self.x,
             v: self.v,
-            pinned: ws.pinned,
+            pinned: ws.flags,
             pairs: &ws.pairs[..ws.n_pairs],
             sums: bytemuck::cast_slice_mut(ws.blocks),
             dx: ws.r,
@@ -384,7 +399,7 @@ impl<'a> State<'a> {
     /// ([`State::lend_to_network`]) to the free nodes; a non-finite one
     /// leaves the state as it was.
     pub fn apply_lent_correction(&mut self) -> Result<(), StateError> {
-        add_correction(self.x, self.v, self.ws.pinned, self.ws.r, self.ws.p)?;
+        add_correction(self.x, self.v, self.ws.flags, self.ws.r, self.ws.p)?;
         self.ws.history = false;
         Ok(())
     }

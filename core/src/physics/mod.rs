@@ -516,7 +516,7 @@ fn constrain(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients) ->
         margin,
         ws.x_new,
         v,
-        ws.pinned,
+        ws.flags,
         ws.normal,
         ws.dv,
     );
@@ -524,7 +524,7 @@ fn constrain(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients) ->
     // tangent plane exactly (and keeps its normal stiffness apart).
     let (_, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, pc) in precond.iter_mut().enumerate() {
-        if flags::on_plane(ws.pinned[i]) {
+        if flags::on_plane(ws.flags[i]) {
             *pc = solver::plane_inverse(*pc, ws.normal[i]);
         }
     }
@@ -566,7 +566,7 @@ fn solve(
     // Residuals are measured against the right-hand side, not against the
     // residual of the starting guess.
     let mut solve = solver::Solve {
-        reference: solver::System { flags: ws.pinned, ..operator }.rhs_norm(ws.force),
+        reference: solver::System { flags: ws.flags, ..operator }.rhs_norm(ws.force),
         ..solver::Solve::default()
     };
     let mut released = 0;
@@ -575,7 +575,7 @@ fn solve(
     let mut constraints_changed = true;
     for pass in 0..=MAX_RELEASES {
         probe.enter(Stage::Solve);
-        let system = solver::System { flags: ws.pinned, ..operator };
+        let system = solver::System { flags: ws.flags, ..operator };
         // r = b − A Δv: the constrained part of Δv, and after a release the
         // previous solution as the starting guess.
         if pass > 0 || held > 0 || !model.scene.pins.is_empty() {
@@ -599,7 +599,7 @@ fn solve(
         }
         // Constraint impulses λ = (A Δv − b)·n; a collider cannot pull.
         system.apply(ws.dv, ws.q);
-        let newly = release(ws.pinned, ws.normal, ws.q, ws.force);
+        let newly = release(ws.flags, ws.normal, ws.q, ws.force);
         released += newly;
         constraints_changed = newly > 0;
         if newly == 0 && !early {
@@ -611,7 +611,7 @@ fn solve(
     // `force` = b, kept until the candidate is made).
     let mut work = 0.0;
     if held > released {
-        solver::System { flags: ws.pinned, ..operator }.apply(ws.dv, ws.q);
+        solver::System { flags: ws.flags, ..operator }.apply(ws.dv, ws.q);
         work = constraint_work(model, v, ws);
     }
     (solve, work)
@@ -634,7 +634,7 @@ fn release(node_flags: &mut [u8], normal: &[Vec3], a_dv: &[Vec3], b: &[Vec3]) ->
 /// `ws.force` = b) may do over the step: pushing a node out of a collider.
 fn constraint_work(model: &Model, v: &[Vec3], ws: &Workspace) -> f32 {
     let mut work = 0.0;
-    for (i, &f) in ws.pinned.iter().enumerate() {
+    for (i, &f) in ws.flags.iter().enumerate() {
         let Some(col) = contact::holder(model.scene.colliders, f) else { continue };
         let n = ws.normal[i];
         let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
@@ -661,8 +661,8 @@ fn check_energy(
     allowed: u32,
 ) -> (bool, f32) {
     let mut scale = 1.0;
-    let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.pinned, normal: ws.normal };
-    trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+    let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.flags, normal: ws.normal };
+    trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
     let (mut psi, noise1) = check.after(ws.p, ws.x_new);
     let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
     // The solve's own inexactness may cost up to its error energy.
@@ -676,7 +676,7 @@ fn check_energy(
     while !passed && halvings < allowed {
         halvings += 1;
         scale *= 0.5;
-        trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
+        trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
         psi = check.after(ws.p, ws.x_new).0;
         passed = psi <= psi0 + tol;
     }
@@ -691,8 +691,8 @@ fn check_energy(
 /// normal. Returns whether the strain limiter left an edge over its limit.
 fn make_candidate(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients, scale: f32) -> bool {
     let colliders = model.scene.colliders;
-    trial(scale, v, ws.dv, ws.pinned, ws.normal, ws.p);
-    for (i, &f) in ws.pinned.iter().enumerate() {
+    trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
+    for (i, &f) in ws.flags.iter().enumerate() {
         if let Some(col) = contact::holder(colliders, f) {
             let n = ws.normal[i];
             let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
@@ -706,7 +706,7 @@ fn make_candidate(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficient
     match model.params.strain_limit {
         Some(limit) => {
             strain_unfinished =
-                limit::limit_stretch(model, limit, k.h, ws.pinned, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
+                limit::limit_stretch(model, limit, k.h, ws.flags, ws.normal, ws.r, ws.p, ws.x_new).unfinished;
         }
         None => {
             for ((xn, xi), u) in ws.x_new.iter_mut().zip(ws.r.iter()).zip(ws.p.iter()) {
@@ -716,7 +716,7 @@ fn make_candidate(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficient
     }
     for (i, dv) in ws.dv.iter_mut().enumerate() {
         let u = ws.p[i];
-        *dv = match contact::holder(colliders, ws.pinned[i]) {
+        *dv = match contact::holder(colliders, ws.flags[i]) {
             Some(col) => u - ws.normal[i] * (u - col.velocity).dot(ws.normal[i]),
             None => u,
         };
@@ -761,7 +761,7 @@ fn finish(
             report.pairs = found.pairs;
             report.dropped_pairs += found.dropped;
             state.warnings.dropped_pairs += found.dropped as u64;
-            let pinned = &*ws.pinned;
+            let pinned = &*ws.flags;
             let inv_mass = |i: usize| if flags::pinned(pinned[i]) { 0.0 } else { 1.0 / model.mass(i) };
             let repelled = contact::repel(&ws.pairs[..found.pairs], sc.radius, h, inv_mass, ws.x_new, ws.dv);
             report.self_contacts += repelled;
@@ -771,19 +771,19 @@ fn finish(
                 for ((b, x), v) in ws.r.iter_mut().zip(ws.x_new.iter()).zip(ws.dv.iter()) {
                     *b = *x - *v * h;
                 }
-                let limited = limit::limit_stretch(model, limit, h, ws.pinned, ws.normal, ws.r, ws.dv, ws.x_new);
+                let limited = limit::limit_stretch(model, limit, h, ws.flags, ws.normal, ws.r, ws.dv, ws.x_new);
                 report.strain_unfinished |= limited.unfinished;
             }
         }
     }
     let colliders = model.scene.colliders;
     if !colliders.is_empty() {
-        let motion = contact::StepMotion { colliders, t: t0, h, tol: SWEEP_TOLERANCE, flags: ws.pinned, x0: state.x };
+        let motion = contact::StepMotion { colliders, t: t0, h, tol: SWEEP_TOLERANCE, flags: ws.flags, x0: state.x };
         report.contacts += contact::sweep_nodes(&motion, ws.x_new, ws.dv);
         report.contacts += contact::collide_edges(mesh, &motion, ws.x_new, ws.dv);
     }
-    report.contacts += contact::collide(colliders, t1, ws.pinned, ws.x_new, ws.dv);
-    for f in ws.pinned.iter_mut() {
+    report.contacts += contact::collide(colliders, t1, ws.flags, ws.x_new, ws.dv);
+    for f in ws.flags.iter_mut() {
         *f = flags::without_contact(*f);
     }
     if !(ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite())) {
@@ -874,7 +874,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     if state.x.len() != n || state.ws.blocks.len() != crate::state::mat3_blocks(model.mesh.counts()) {
         return Err(StepError::MeshMismatch);
     }
-    model.scene.mark_pinned(state.ws.pinned);
+    model.scene.mark_pinned(state.ws.flags);
     let h = model.params.dt;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
