@@ -8,59 +8,51 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use weft_core::prelude::*;
 
+use crate::learn::columns::Column;
 use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{corrected_error, corrected_rollout, Trained};
+use crate::learn::gnn::{corrected_error, Trained};
 use crate::learn::metrics::{mean, rmse};
-use crate::sim::corrector::{Int8, Plain};
+use crate::sim::corrector::Plain;
 use crate::sim::rollout;
 use crate::sim::scenario::Scenario;
 use weft_weights::format::NetworkData;
 
-/// One rollout's errors and costs.
+/// One column's rollout of one trajectory.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Run {
+    pub column: Column,
+    /// Position RMSE (m) over the coarse nodes per frame, against the fine
+    /// reference restricted to them.
+    pub rmse: Vec<f32>,
+    /// Its mean over the frames.
+    pub mean: f32,
+    /// Seconds per frame on this host.
+    pub cost: f64,
+}
+
+/// One trajectory's runs, every column evaluated.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Rollout {
     pub name: String,
     pub family: String,
     pub split: String,
-    /// Position RMSE (m) over the coarse nodes per step, against the fine
-    /// reference restricted to them.
-    pub rmse_plain: Vec<f32>,
-    pub rmse_corrected: Vec<f32>,
-    pub rmse_fine2: Vec<f32>,
-    /// The plain coarse mesh with two physics steps of `dt / 2` per frame.
-    #[serde(default)]
-    pub rmse_half_dt: Vec<f32>,
-    /// The plain coarse mesh with four physics steps of `dt / 4` per frame.
-    #[serde(default)]
-    pub rmse_quarter_dt: Vec<f32>,
-    /// Corrected by the int8 network of `weft_core::gnn::int8`.
-    pub rmse_int8: Vec<f32>,
-    /// Mean over steps.
-    pub mean_plain: f32,
-    pub mean_corrected: f32,
-    pub mean_fine2: f32,
-    #[serde(default)]
-    pub mean_half_dt: f32,
-    #[serde(default)]
-    pub mean_quarter_dt: f32,
-    pub mean_int8: f32,
-    /// Seconds per coarse step.
-    pub cost_plain: f64,
-    pub cost_corrected: f64,
-    pub cost_fine2: f64,
-    #[serde(default)]
-    pub cost_half_dt: f64,
-    #[serde(default)]
-    pub cost_quarter_dt: f64,
-    pub cost_int8: f64,
+    pub runs: Vec<Run>,
+    /// Seconds per frame of the fine reference.
     pub cost_fine: f64,
     /// Set when a rollout stopped early (non-finite state).
     pub failures: Vec<String>,
 }
 
-/// Evaluates one trajectory (its fine reference is `traj.x`).
+impl Rollout {
+    /// The run of `column`, if it was evaluated.
+    pub fn run(&self, column: Column) -> Option<&Run> {
+        self.runs.iter().find(|r| r.column == column)
+    }
+}
+
+/// Evaluates one trajectory (its fine reference is `traj.x`) in every
+/// column whose model is given.
 pub fn evaluate(
     traj: &Trajectory,
     model: Option<&Trained>,
@@ -69,8 +61,6 @@ pub fn evaluate(
 ) -> Result<Rollout> {
     let scn = &traj.scenario;
     let steps = steps.min(traj.x.len() - 1);
-    let n = traj.x[0].len();
-    let all: Vec<usize> = (0..n).collect();
     let mut r = Rollout {
         name: scn.name.clone(),
         family: traj.family.name().into(),
@@ -78,43 +68,21 @@ pub fn evaluate(
         cost_fine: traj.fine_seconds as f64 / (traj.x.len() - 1) as f64,
         ..Rollout::default()
     };
-    let errors = |xs: &[Vec<Vec3>]| -> Vec<f32> { xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect() };
-
-    let (xs, cost, fail) = rollout(scn, steps, &all, &mut Plain)?;
-    (r.rmse_plain, r.cost_plain) = (errors(&xs), cost);
-    r.failures.extend(fail.map(|f| format!("plain: {f}")));
-
-    let fine2 = scn.refined(2, 1);
-    let map: Vec<usize> = (0..n).map(|i| scn.refine_node(i, 2)).collect();
-    let (xs, cost, fail) = rollout(&fine2, steps, &map, &mut Plain)?;
-    (r.rmse_fine2, r.cost_fine2) = (errors(&xs), cost);
-    r.failures.extend(fail.map(|f| format!("fine2: {f}")));
-
-    let (xs, cost, fail) = rollout(&scn.refined(1, 2), steps, &all, &mut Plain)?;
-    (r.rmse_half_dt, r.cost_half_dt) = (errors(&xs), cost);
-    r.failures.extend(fail.map(|f| format!("half dt: {f}")));
-
-    let (xs, cost, fail) = rollout(&scn.refined(1, 4), steps, &all, &mut Plain)?;
-    (r.rmse_quarter_dt, r.cost_quarter_dt) = (errors(&xs), cost);
-    r.failures.extend(fail.map(|f| format!("quarter dt: {f}")));
-
-    if let Some(m) = model {
-        let (xs, cost, fail) = corrected_rollout(scn, steps, m)?;
-        (r.rmse_corrected, r.cost_corrected) = (errors(&xs), cost);
-        r.failures.extend(fail.map(|f| format!("corrected: {f}")));
+    for column in Column::ALL {
+        let Some(mut corrector) = column.corrector(model, int8) else { continue };
+        let (xs, cost, fail) = rollout(&column.scenario(scn), steps, &column.nodes(scn), corrector.as_mut())?;
+        let rmse: Vec<f32> = xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect();
+        r.runs.push(Run { column, mean: mean(&rmse), rmse, cost });
+        r.failures.extend(fail.map(|f| format!("{}: {f}", column.label())));
     }
-    if let Some(net) = int8 {
-        let (xs, cost, fail) = rollout(scn, steps, &all, &mut Int8::new(net))?;
-        (r.rmse_int8, r.cost_int8) = (errors(&xs), cost);
-        r.failures.extend(fail.map(|f| format!("int8: {f}")));
-    }
-    r.mean_plain = mean(&r.rmse_plain);
-    r.mean_int8 = mean(&r.rmse_int8);
-    r.mean_corrected = mean(&r.rmse_corrected);
-    r.mean_fine2 = mean(&r.rmse_fine2);
-    r.mean_half_dt = mean(&r.rmse_half_dt);
-    r.mean_quarter_dt = mean(&r.rmse_quarter_dt);
     Ok(r)
+}
+
+/// The plain rollout's mean error over `steps` frames.
+fn plain_error(traj: &Trajectory, steps: usize) -> Result<f32> {
+    let scn = &traj.scenario;
+    let (xs, _, _) = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
+    Ok(mean(&xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect::<Vec<_>>()))
 }
 
 /// What `weft eval` rolls out: the trajectories of a data set split, or a
@@ -210,7 +178,8 @@ pub fn command(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let rep = report(rollouts, steps);
+    let resolution = trajs.first().map_or([0, 0], |t| t.scenario.cloth.resolution);
+    let rep = report(rollouts, steps, resolution);
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
     let text = summary(&rep, steps, out);
@@ -220,36 +189,16 @@ pub fn command(
 /// What `weft eval` prints: the overall line, the tables, the failures.
 fn summary(rep: &Report, steps: usize, out: &Path) -> String {
     use std::fmt::Write;
-    let int8_part = if rep.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
-        format!(
-            "int8 {:.4} m ({:.3}× plain, {:.3}× float)",
-            rep.overall_int8, rep.ratio_int8_plain, rep.ratio_int8_corrected
-        )
-    } else {
-        "no int8 column".into()
-    };
     let mut text = String::new();
-    let _ = writeln!(
+    let _ = write!(
         text,
-        "{} rollouts × {steps} steps: mean position RMSE plain {:.4} m, corrected {:.4} m ({:.3}× plain), \
-         {int8_part}, 2× finer {:.4} m, plain at dt/2 {:.4} m, at dt/4 {:.4} m; \
-         s/step plain {:.2e}, corrected {:.2e}, int8 {:.2e}, 2× finer {:.2e}, dt/2 {:.2e}, dt/4 {:.2e}, fine {:.2e}; wrote {}",
-        rep.rollouts.len(),
-        rep.overall_plain,
-        rep.overall_corrected,
-        rep.ratio_corrected_plain,
-        rep.overall_fine2,
-        rep.overall_half_dt,
-        rep.overall_quarter_dt,
-        rep.cost_plain,
-        rep.cost_corrected,
-        rep.cost_int8,
-        rep.cost_fine2,
-        rep.cost_half_dt,
-        rep.cost_quarter_dt,
-        rep.cost_fine,
-        out.display()
+        "{} rollouts × {steps} frames, mean position RMSE and host seconds per frame:",
+        rep.rollouts.len()
     );
+    for c in &rep.columns {
+        let _ = write!(text, " {} {:.4} m ({:.2e} s);", c.column.label(), c.overall, c.cost);
+    }
+    let _ = writeln!(text, " fine reference {:.2e} s; wrote {}", rep.cost_fine, out.display());
     text.push_str(&tables(rep, PARETO_BUDGET));
     for r in &rep.rollouts {
         for f in &r.failures {
@@ -279,8 +228,7 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps:
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
-    let plain =
-        mean(&trajs.iter().map(|t| evaluate(t, None, None, steps).map(|r| r.mean_plain)).collect::<Result<Vec<_>>>()?);
+    let plain = mean(&trajs.iter().map(|t| plain_error(t, steps)).collect::<Result<Vec<_>>>()?);
     let mut best = (f32::INFINITY, 1.0f32);
     for &g in gains {
         trained.meta.gain = g;
@@ -300,49 +248,30 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps:
     Ok(out)
 }
 
+/// One column over all rollouts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ColumnStats {
+    pub column: Column,
+    /// Per-frame RMSE averaged over the rollouts.
+    pub per_frame: Vec<f32>,
+    /// Averaged over frames and rollouts.
+    pub overall: f32,
+    /// Mean seconds per frame.
+    pub cost: f64,
+}
+
 /// Everything `weft eval` writes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub steps: usize,
+    /// Coarse nodes per side of the evaluated cloths.
+    pub resolution: [usize; 2],
     pub rollouts: Vec<Rollout>,
-    /// Per-step RMSE averaged over the rollouts.
-    pub mean_rmse_plain: Vec<f32>,
-    pub mean_rmse_corrected: Vec<f32>,
-    pub mean_rmse_fine2: Vec<f32>,
-    #[serde(default)]
-    pub mean_rmse_half_dt: Vec<f32>,
-    #[serde(default)]
-    pub mean_rmse_quarter_dt: Vec<f32>,
-    pub mean_rmse_int8: Vec<f32>,
-    /// Averages over steps and rollouts.
-    pub overall_plain: f32,
-    pub overall_corrected: f32,
-    pub overall_fine2: f32,
-    #[serde(default)]
-    pub overall_half_dt: f32,
-    #[serde(default)]
-    pub overall_quarter_dt: f32,
-    pub overall_int8: f32,
-    /// corrected / plain.
-    pub ratio_corrected_plain: f32,
-    pub ratio_corrected_fine2: f32,
-    #[serde(default)]
-    pub ratio_corrected_half_dt: f32,
-    pub ratio_int8_plain: f32,
-    /// int8 corrected / float corrected.
-    pub ratio_int8_corrected: f32,
-    /// Mean seconds per coarse step.
-    pub cost_plain: f64,
-    pub cost_corrected: f64,
-    pub cost_fine2: f64,
-    #[serde(default)]
-    pub cost_half_dt: f64,
-    #[serde(default)]
-    pub cost_quarter_dt: f64,
-    pub cost_int8: f64,
+    /// Every evaluated column, in [`Column::ALL`]'s order.
+    pub columns: Vec<ColumnStats>,
+    /// Mean seconds per frame of the fine reference.
     pub cost_fine: f64,
     /// The same means per family (and the rollouts' count).
-    #[serde(default)]
     pub families: Vec<FamilyRow>,
 }
 
@@ -351,35 +280,31 @@ pub struct Report {
 pub struct FamilyRow {
     pub family: String,
     pub rollouts: usize,
-    pub plain: f32,
-    pub corrected: f32,
-    pub int8: f32,
-    pub fine2: f32,
-    pub half_dt: f32,
-    pub quarter_dt: f32,
+    pub means: Vec<(Column, f32)>,
 }
 
 impl FamilyRow {
     /// The column means of `rollouts`, named `family`.
     fn of(family: &str, rollouts: &[&Rollout]) -> FamilyRow {
-        let col = |pick: fn(&Rollout) -> f32| mean(&rollouts.iter().map(|r| pick(r)).collect::<Vec<_>>());
-        FamilyRow {
-            family: family.to_string(),
-            rollouts: rollouts.len(),
-            plain: col(|r| r.mean_plain),
-            corrected: col(|r| r.mean_corrected),
-            int8: col(|r| r.mean_int8),
-            fine2: col(|r| r.mean_fine2),
-            half_dt: col(|r| r.mean_half_dt),
-            quarter_dt: col(|r| r.mean_quarter_dt),
-        }
+        let means = Column::ALL
+            .into_iter()
+            .filter_map(|c| {
+                let m: Vec<f32> = rollouts.iter().filter_map(|r| r.run(c)).map(|r| r.mean).collect();
+                (!m.is_empty()).then(|| (c, mean(&m)))
+            })
+            .collect();
+        FamilyRow { family: family.to_string(), rollouts: rollouts.len(), means }
+    }
+
+    pub fn mean(&self, column: Column) -> Option<f32> {
+        self.means.iter().find(|m| m.0 == column).map(|m| m.1)
     }
 }
 
 /// One plain alternative against the corrected step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Alternative {
-    pub name: &'static str,
+    pub column: Column,
     /// Mean position RMSE (m).
     pub error: f32,
     /// Seconds per frame over the corrected step's ([`Report::corrected_step`]).
@@ -390,15 +315,21 @@ pub struct Alternative {
 }
 
 impl Report {
+    /// The stats of `column`, if it was evaluated.
+    pub fn column(&self, column: Column) -> Option<&ColumnStats> {
+        self.columns.iter().find(|c| c.column == column)
+    }
+
     /// The corrected step the alternatives are held against: the int8
     /// network's (what the device runs) when it was evaluated, else the
-    /// float one's; `(name, mean error, seconds per frame)`.
-    pub fn corrected_step(&self) -> (&'static str, f32, f64) {
-        if self.rollouts.iter().any(|r| !r.rmse_int8.is_empty()) {
-            ("int8-corrected", self.overall_int8, self.cost_int8)
-        } else {
-            ("float-corrected", self.overall_corrected, self.cost_corrected)
-        }
+    /// float one's.
+    pub fn corrected_step(&self) -> Option<&ColumnStats> {
+        self.column(Column::Int8).or_else(|| self.column(Column::Float))
+    }
+
+    /// `a`'s overall error over `b`'s.
+    pub fn ratio(&self, a: Column, b: Column) -> Option<f32> {
+        Some(self.column(a)?.overall / self.column(b)?.overall)
     }
 
     /// The plain alternatives against the corrected step
@@ -406,65 +337,62 @@ impl Report {
     /// it beats the corrected step at less than `budget` times its cost (the
     /// goal: none does for `budget` 3).
     pub fn pareto(&self, budget: f64) -> Vec<Alternative> {
-        let (_, corrected, cost) = self.corrected_step();
-        let base = cost.max(f64::MIN_POSITIVE);
-        [
-            ("plain", self.overall_plain, self.cost_plain),
-            ("2× finer mesh", self.overall_fine2, self.cost_fine2),
-            ("dt / 2", self.overall_half_dt, self.cost_half_dt),
-            ("dt / 4", self.overall_quarter_dt, self.cost_quarter_dt),
-        ]
-        .into_iter()
-        .map(|(name, error, cost)| {
-            let cost_ratio = cost / base;
-            Alternative { name, error, cost_ratio, beats_corrected: cost_ratio < budget && error <= corrected }
-        })
-        .collect()
+        let Some(corrected) = self.corrected_step() else { return Vec::new() };
+        let base = corrected.cost.max(f64::MIN_POSITIVE);
+        self.columns
+            .iter()
+            .filter(|c| !c.column.corrected())
+            .map(|c| {
+                let cost_ratio = c.cost / base;
+                Alternative {
+                    column: c.column,
+                    error: c.overall,
+                    cost_ratio,
+                    beats_corrected: cost_ratio < budget && c.overall <= corrected.overall,
+                }
+            })
+            .collect()
     }
 }
 
-/// The per-family table (mean position RMSE, and corrected / plain) and
-/// the plain alternatives against the corrected step, as `weft eval` prints
-/// them.
+/// The per-family table (mean position RMSE of every column, and each one
+/// over plain) and the plain alternatives against the corrected step, as
+/// `weft eval` prints them.
 pub fn tables(rep: &Report, budget: f64) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "family        n    plain (m)  corrected  int8     corrected/plain  int8/plain  2× finer  dt/2     dt/4"
-    );
-    let row = |s: &mut String, name: &str, n: usize, c: [f32; 6]| {
-        let _ = writeln!(
-            s,
-            "{name:<12} {n:>3}  {:>9.4}  {:>9.4}  {:>7.4}  {:>15.3}  {:>10.3}  {:>8.4}  {:>7.4}  {:>7.4}",
-            c[0],
-            c[1],
-            c[2],
-            c[1] / c[0],
-            c[2] / c[0],
-            c[3],
-            c[4],
-            c[5]
-        );
+    let cols: Vec<Column> = rep.columns.iter().map(|c| c.column).collect();
+    let _ = write!(s, "{:<12} {:>3}", "family", "n");
+    for c in &cols {
+        let _ = write!(s, "  {:>16}", format!("{} (m)", c.label()));
+    }
+    let _ = writeln!(s, "  × plain");
+    let row = |s: &mut String, name: &str, n: usize, value: &dyn Fn(Column) -> Option<f32>| {
+        let _ = write!(s, "{name:<12} {n:>3}");
+        let plain = value(Column::Plain);
+        let mut ratios = Vec::new();
+        for &c in &cols {
+            let v = value(c);
+            let _ = write!(s, "  {:>16}", v.map_or("—".into(), |v| format!("{v:.4}")));
+            if let (Some(v), Some(p), false) = (v, plain, c == Column::Plain) {
+                ratios.push(format!("{} {:.3}", c.label(), v / p));
+            }
+        }
+        let _ = writeln!(s, "  {}", ratios.join(", "));
     };
     for f in &rep.families {
-        row(&mut s, &f.family, f.rollouts, [f.plain, f.corrected, f.int8, f.fine2, f.half_dt, f.quarter_dt]);
+        row(&mut s, &f.family, f.rollouts, &|c| f.mean(c));
     }
-    let all = [
-        rep.overall_plain,
-        rep.overall_corrected,
-        rep.overall_int8,
-        rep.overall_fine2,
-        rep.overall_half_dt,
-        rep.overall_quarter_dt,
-    ];
-    row(&mut s, "all", rep.rollouts.len(), all);
-    let (name, error, cost) = rep.corrected_step();
-    let _ = writeln!(
-        s,
-        "plain alternatives against the {name} step ({error:.4} m, {:.2} ms per frame on this host):",
-        cost * 1e3
-    );
+    row(&mut s, "all", rep.rollouts.len(), &|c| rep.column(c).map(|c| c.overall));
+    if let Some(corrected) = rep.corrected_step() {
+        let _ = writeln!(
+            s,
+            "plain alternatives against the {} step ({:.4} m, {:.2} ms per frame on this host):",
+            corrected.column.label(),
+            corrected.overall,
+            corrected.cost * 1e3
+        );
+    }
     for a in rep.pareto(budget) {
         let verdict = if a.beats_corrected {
             format!("as accurate at under {budget}× the cost: the correction does not pay")
@@ -476,89 +404,82 @@ pub fn tables(rep: &Report, budget: f64) -> String {
         let _ = writeln!(
             s,
             "  {:<14} {:.4} m at {:.2}× the corrected step's cost: {verdict}",
-            a.name, a.error, a.cost_ratio
+            a.column.label(),
+            a.error,
+            a.cost_ratio
         );
     }
     s
 }
 
-fn per_step(rollouts: &[Rollout], pick: impl Fn(&Rollout) -> &Vec<f32>) -> Vec<f32> {
-    let len = rollouts.iter().map(|r| pick(r).len()).max().unwrap_or(0);
-    (0..len)
-        .map(|t| {
-            let vals: Vec<f32> = rollouts.iter().filter_map(|r| pick(r).get(t).copied()).collect();
-            mean(&vals)
-        })
-        .collect()
+/// The per-frame mean of `column` over the rollouts that ran it.
+fn per_frame(rollouts: &[Rollout], column: Column) -> Vec<f32> {
+    let runs: Vec<&Run> = rollouts.iter().filter_map(|r| r.run(column)).collect();
+    let len = runs.iter().map(|r| r.rmse.len()).max().unwrap_or(0);
+    (0..len).map(|t| mean(&runs.iter().filter_map(|r| r.rmse.get(t).copied()).collect::<Vec<_>>())).collect()
 }
 
-pub fn report(rollouts: Vec<Rollout>, steps: usize) -> Report {
-    let m = |f: fn(&Rollout) -> f64| rollouts.iter().map(f).sum::<f64>() / rollouts.len().max(1) as f64;
-    let mut rep = Report {
-        steps,
-        mean_rmse_plain: per_step(&rollouts, |r| &r.rmse_plain),
-        mean_rmse_corrected: per_step(&rollouts, |r| &r.rmse_corrected),
-        mean_rmse_fine2: per_step(&rollouts, |r| &r.rmse_fine2),
-        mean_rmse_half_dt: per_step(&rollouts, |r| &r.rmse_half_dt),
-        mean_rmse_quarter_dt: per_step(&rollouts, |r| &r.rmse_quarter_dt),
-        mean_rmse_int8: per_step(&rollouts, |r| &r.rmse_int8),
-        cost_plain: m(|r| r.cost_plain),
-        cost_corrected: m(|r| r.cost_corrected),
-        cost_fine2: m(|r| r.cost_fine2),
-        cost_half_dt: m(|r| r.cost_half_dt),
-        cost_quarter_dt: m(|r| r.cost_quarter_dt),
-        cost_int8: m(|r| r.cost_int8),
-        cost_fine: m(|r| r.cost_fine),
-        ..Report::default()
-    };
+/// The report of `rollouts` of `steps` frames of cloths `resolution` nodes
+/// a side.
+pub fn report(rollouts: Vec<Rollout>, steps: usize, resolution: [usize; 2]) -> Report {
     let all = FamilyRow::of("all", &rollouts.iter().collect::<Vec<_>>());
-    (rep.overall_plain, rep.overall_corrected, rep.overall_int8) = (all.plain, all.corrected, all.int8);
-    (rep.overall_fine2, rep.overall_half_dt, rep.overall_quarter_dt) = (all.fine2, all.half_dt, all.quarter_dt);
+    let columns = all
+        .means
+        .iter()
+        .map(|&(column, overall)| {
+            let costs: Vec<f64> = rollouts.iter().filter_map(|r| r.run(column)).map(|r| r.cost).collect();
+            ColumnStats {
+                column,
+                per_frame: per_frame(&rollouts, column),
+                overall,
+                cost: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+            }
+        })
+        .collect();
     let mut names: Vec<&str> = rollouts.iter().map(|r| r.family.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    rep.families = names
+    let families = names
         .iter()
-        .map(|&f| FamilyRow::of(f, &rollouts.iter().filter(|r| r.family == f).collect::<Vec<_>>()))
+        .map(|name| FamilyRow::of(name, &rollouts.iter().filter(|r| r.family == *name).collect::<Vec<_>>()))
         .collect();
-    rep.ratio_int8_plain = rep.overall_int8 / rep.overall_plain;
-    rep.ratio_int8_corrected = rep.overall_int8 / rep.overall_corrected;
-    rep.ratio_corrected_plain = rep.overall_corrected / rep.overall_plain;
-    rep.ratio_corrected_fine2 = rep.overall_corrected / rep.overall_fine2;
-    rep.ratio_corrected_half_dt = rep.overall_corrected / rep.overall_half_dt;
-    rep.rollouts = rollouts;
-    rep
+    let cost_fine = rollouts.iter().map(|r| r.cost_fine).sum::<f64>() / rollouts.len().max(1) as f64;
+    Report { steps, resolution, rollouts, columns, cost_fine, families }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn stats(column: Column, overall: f32, cost: f64) -> ColumnStats {
+        ColumnStats { column, overall, cost, ..ColumnStats::default() }
+    }
+
     #[test]
     fn an_alternative_beats_the_corrected_step_only_when_cheaper_than_the_budget_and_as_accurate() {
         let rep = Report {
-            rollouts: vec![Rollout { rmse_int8: vec![0.05], ..Rollout::default() }],
-            overall_int8: 0.05,
-            cost_int8: 1.0,
-            overall_corrected: 0.04,
-            cost_corrected: 10.0,
-            overall_plain: 0.08,
-            cost_plain: 0.5,
-            overall_half_dt: 0.05,
-            cost_half_dt: 1.2,
-            overall_quarter_dt: 0.03,
-            cost_quarter_dt: 3.5,
-            overall_fine2: 0.02,
-            cost_fine2: 2.0,
+            columns: vec![
+                stats(Column::Plain, 0.08, 0.5),
+                stats(Column::Float, 0.04, 10.0),
+                stats(Column::Int8, 0.05, 1.0),
+                stats(Column::HalfDt, 0.05, 1.2),
+                stats(Column::QuarterDt, 0.03, 3.5),
+                stats(Column::Fine2, 0.02, 2.0),
+            ],
             ..Report::default()
         };
         // Held against the int8 step (0.05 m, 1 s), budget 3.
-        let beats: Vec<(&str, bool)> = rep.pareto(3.0).iter().map(|a| (a.name, a.beats_corrected)).collect();
-        assert_eq!(beats, [("plain", false), ("2× finer mesh", true), ("dt / 2", true), ("dt / 4", false)]);
-        let float = Report { rollouts: vec![Rollout::default()], ..rep };
-        assert_eq!(float.corrected_step().0, "float-corrected");
+        assert_eq!(rep.corrected_step().map(|c| c.column), Some(Column::Int8));
+        let beats: Vec<(Column, bool)> = rep.pareto(3.0).iter().map(|a| (a.column, a.beats_corrected)).collect();
+        assert_eq!(
+            beats,
+            [(Column::Plain, false), (Column::HalfDt, true), (Column::QuarterDt, false), (Column::Fine2, true)]
+        );
+        let mut float = rep.clone();
+        float.columns.retain(|c| c.column != Column::Int8);
+        assert_eq!(float.corrected_step().map(|c| c.column), Some(Column::Float));
         // Held against the float step (0.04 m, 10 s): all cost under 30 s.
         let beats: Vec<bool> = float.pareto(3.0).iter().map(|a| a.beats_corrected).collect();
-        assert_eq!(beats, [false, true, false, true]);
+        assert_eq!(beats, [false, false, true, true]);
     }
 }

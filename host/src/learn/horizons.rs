@@ -18,12 +18,13 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::prelude::Vec3;
 
+use crate::learn::columns::Column;
 use crate::learn::dataset::{self, Frames, Trajectory, PERTURBATION};
 use crate::learn::families::Family;
-use crate::learn::gnn::{self, Trained};
+use crate::learn::gnn::Trained;
 use crate::learn::metrics::{mean, rmse};
-use crate::sim::corrector::{Corrector, Int8, Plain};
-use crate::sim::scenario::{IntegratorSpec, Scenario};
+use crate::sim::corrector::Plain;
+
 use crate::sim::{self, Restart};
 use weft_weights::format::NetworkData;
 
@@ -45,83 +46,6 @@ pub const DEVICE_PER_STEP: f64 = 16.40e6 - 22.1 * DEVICE_PER_CG_ITERATION;
 /// forward, dynamic edges and correction (the same QEMU run: 18.80 M,
 /// 0.51 M and 0.03 M).
 pub const DEVICE_PER_NETWORK: f64 = 18.80e6 + 0.51e6 + 0.03e6;
-
-/// A way to step the coarse cloth.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Column {
-    /// Backward Euler, one step per frame (the yardstick).
-    #[default]
-    Plain,
-    /// Corrected by the float network.
-    Float,
-    /// Corrected by the int8 network (what the device runs).
-    Int8,
-    /// Backward Euler, two steps of `dt / 2` per frame.
-    HalfDt,
-    /// Backward Euler, four steps of `dt / 4` per frame.
-    QuarterDt,
-    /// BDF2, one step per frame (a restart's first step is backward Euler).
-    Bdf2,
-}
-
-impl Column {
-    pub const ALL: [Column; 6] =
-        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Column::Plain => "plain",
-            Column::Float => "float",
-            Column::Int8 => "int8",
-            Column::HalfDt => "plain dt/2",
-            Column::QuarterDt => "plain dt/4",
-            Column::Bdf2 => "plain BDF2",
-        }
-    }
-
-    /// The scenario this column steps.
-    fn scenario(self, scn: &Scenario) -> Scenario {
-        let mut s = scn.clone();
-        match self {
-            Column::HalfDt => s.time.substeps *= 2,
-            Column::QuarterDt => s.time.substeps *= 4,
-            Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
-            Column::Plain | Column::Float | Column::Int8 => {}
-        }
-        s
-    }
-
-    /// The corrector after every physics step; `None` when the model this
-    /// column needs is missing.
-    fn corrector<'m>(
-        self,
-        float: Option<&'m Trained>,
-        int8: Option<&'m NetworkData>,
-    ) -> Option<Box<dyn Corrector + 'm>> {
-        match self {
-            Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
-            Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
-            _ => Some(Box::new(Plain)),
-        }
-    }
-
-    fn steps_per_frame(self, substeps: u32) -> f64 {
-        substeps as f64
-            * match self {
-                Column::HalfDt => 2.0,
-                Column::QuarterDt => 4.0,
-                _ => 1.0,
-            }
-    }
-
-    fn network_calls_per_frame(self, substeps: u32) -> f64 {
-        match self {
-            Column::Float | Column::Int8 => substeps as f64,
-            _ => 0.0,
-        }
-    }
-}
 
 /// Per horizon, the mean RMSE over the first `h` frames of every window.
 pub type Windows = [Vec<f32>; 3];
@@ -321,10 +245,10 @@ pub fn report(
             families.push(family(t));
         }
     }
-    let bar = crate::progress_bar((trajs.len() * Column::ALL.len()) as u64, "horizon rollouts", progress);
+    let bar = crate::progress_bar((trajs.len() * Column::HORIZONS.len()) as u64, "horizon rollouts", progress);
     let mut acc: Vec<Sums> = Vec::new();
     for t in trajs {
-        for col in Column::ALL {
+        for col in Column::HORIZONS {
             bar.inc(1);
             let Some(run) = run_column(t, col, float, int8)? else { continue };
             let key = family(t);
@@ -350,7 +274,7 @@ pub fn report(
         }
     }
     // Overall: every measurable family's windows.
-    for col in Column::ALL {
+    for col in Column::HORIZONS {
         let mut all = Sums { family: "overall".into(), col, ..Sums::default() };
         for a in acc.iter().filter(|a| a.col == col) {
             let plain = rep.rows.iter().find(|r| r.0 == a.family && r.1 == Column::Plain).map(|r| r.2.error);

@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use image::{Rgb, RgbImage};
 
+use crate::learn::columns::Column;
 use crate::learn::eval::Report;
 
 /// Line plot of the per-frame mean position RMSE of every column, with
@@ -12,18 +13,25 @@ use crate::learn::eval::Report;
 pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     use crate::view::canvas::{self, Series};
     let mut img = RgbImage::from_pixel(900, 480, Rgb([255, 255, 255]));
-    let mut series = vec![Series { name: "plain 16×16", values: &rep.mean_rmse_plain, color: Rgb([200, 40, 40]) }];
-    for (name, values, color) in [
-        ("corrected 16×16 (float)", &rep.mean_rmse_corrected, Rgb([40, 80, 220])),
-        ("corrected 16×16 (int8)", &rep.mean_rmse_int8, Rgb([240, 150, 20])),
-        ("plain 31×31", &rep.mean_rmse_fine2, Rgb([40, 160, 60])),
-        ("plain 16×16 at dt/2", &rep.mean_rmse_half_dt, Rgb([150, 60, 180])),
-        ("plain 16×16 at dt/4", &rep.mean_rmse_quarter_dt, Rgb([120, 120, 120])),
-    ] {
-        if !values.is_empty() {
-            series.push(Series { name, values, color });
-        }
-    }
+    let [nx, ny] = rep.resolution;
+    let labels: Vec<(Column, String)> = rep
+        .columns
+        .iter()
+        .map(|c| {
+            let mesh = match c.column {
+                Column::Fine2 => format!("{}×{}", 2 * nx - 1, 2 * ny - 1),
+                _ => format!("{nx}×{ny}"),
+            };
+            (c.column, format!("{} {mesh}", c.column.label()))
+        })
+        .collect();
+    let series = rep
+        .columns
+        .iter()
+        .zip(&labels)
+        .filter(|(c, _)| !c.per_frame.is_empty())
+        .map(|(c, (_, name))| Series { name, values: &c.per_frame, color: color(c.column) })
+        .collect();
     let title = format!("Position RMSE against the fine reference, mean of {} rollouts", rep.rollouts.len());
     let p = canvas::Plot {
         title: &title,
@@ -37,4 +45,17 @@ pub fn plot(rep: &Report, path: &Path) -> Result<()> {
     canvas::plot(&mut img, (0, 0, 900, 480), &p);
     img.save(path)?;
     Ok(())
+}
+
+/// Each column's line colour.
+fn color(column: Column) -> Rgb<u8> {
+    Rgb(match column {
+        Column::Plain => [200, 40, 40],
+        Column::Float => [40, 80, 220],
+        Column::Int8 => [240, 150, 20],
+        Column::HalfDt => [150, 60, 180],
+        Column::QuarterDt => [120, 120, 120],
+        Column::Bdf2 => [20, 170, 170],
+        Column::Fine2 => [40, 160, 60],
+    })
 }

@@ -1,0 +1,115 @@
+//! The ways to step the coarse cloth that `weft eval` compares ([`Column`]):
+//! plain, corrected by either network, and the plain alternatives that
+//! spend more compute instead. Each column knows its scenario, its
+//! corrector, its nodes and its cost structure; the evaluations, their
+//! tables, reports and plots iterate the columns.
+
+use serde::{Deserialize, Serialize};
+use weft_weights::format::NetworkData;
+
+use crate::learn::gnn::{self, Trained};
+use crate::sim::corrector::{Corrector, Int8, Plain};
+use crate::sim::scenario::{IntegratorSpec, Scenario};
+
+/// A way to step the coarse cloth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Column {
+    /// Backward Euler, one step per frame (the yardstick).
+    #[default]
+    Plain,
+    /// Corrected by the float network.
+    Float,
+    /// Corrected by the int8 network (what the device runs).
+    Int8,
+    /// Backward Euler, two steps of `dt / 2` per frame.
+    HalfDt,
+    /// Backward Euler, four steps of `dt / 4` per frame.
+    QuarterDt,
+    /// BDF2, one step per frame (a restart's first step is backward Euler).
+    Bdf2,
+    /// Backward Euler on a mesh twice as fine, one step per frame.
+    Fine2,
+}
+
+impl Column {
+    /// Every column, in the tables' order.
+    pub const ALL: [Column; 7] =
+        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2, Column::Fine2];
+    /// The columns measured at horizons: those whose rollouts start from
+    /// the reference restricted to the coarse nodes (not [`Column::Fine2`]).
+    pub const HORIZONS: [Column; 6] =
+        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Column::Plain => "plain",
+            Column::Float => "float",
+            Column::Int8 => "int8",
+            Column::HalfDt => "plain dt/2",
+            Column::QuarterDt => "plain dt/4",
+            Column::Bdf2 => "plain BDF2",
+            Column::Fine2 => "plain 2× finer",
+        }
+    }
+
+    /// Corrected by a network.
+    pub fn corrected(self) -> bool {
+        matches!(self, Column::Float | Column::Int8)
+    }
+
+    /// The scenario this column steps.
+    pub fn scenario(self, scn: &Scenario) -> Scenario {
+        let mut s = scn.clone();
+        match self {
+            Column::HalfDt => s.time.substeps *= 2,
+            Column::QuarterDt => s.time.substeps *= 4,
+            Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
+            Column::Fine2 => s = scn.refined(2, 1),
+            Column::Plain | Column::Float | Column::Int8 => {}
+        }
+        s
+    }
+
+    /// The nodes of this column's mesh that are the coarse mesh's.
+    pub fn nodes(self, scn: &Scenario) -> Vec<usize> {
+        let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
+        match self {
+            Column::Fine2 => (0..n).map(|i| scn.refine_node(i, 2)).collect(),
+            _ => (0..n).collect(),
+        }
+    }
+
+    /// The corrector after every physics step; `None` when the model this
+    /// column needs is missing.
+    pub fn corrector<'m>(
+        self,
+        float: Option<&'m Trained>,
+        int8: Option<&'m NetworkData>,
+    ) -> Option<Box<dyn Corrector + 'm>> {
+        match self {
+            Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
+            Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
+            _ => Some(Box::new(Plain)),
+        }
+    }
+
+    /// Physics steps per frame of a scenario with `substeps`.
+    pub fn steps_per_frame(self, substeps: u32) -> f64 {
+        substeps as f64
+            * match self {
+                Column::HalfDt => 2.0,
+                Column::QuarterDt => 4.0,
+                _ => 1.0,
+            }
+    }
+
+    /// Network calls per frame of a scenario with `substeps`.
+    pub fn network_calls_per_frame(self, substeps: u32) -> f64 {
+        if self.corrected() {
+            substeps as f64
+        } else {
+            0.0
+        }
+    }
+}
