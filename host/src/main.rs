@@ -6,7 +6,6 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use weft_host::learn::dataset::{self, DatasetSpec};
 use weft_host::learn::eval;
-use weft_host::learn::families::Family;
 use weft_host::learn::quantize;
 use weft_host::learn::train::{self, TrainOptions};
 use weft_host::sim;
@@ -46,40 +45,13 @@ enum Command {
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
         #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         out: PathBuf,
-        /// Trajectories per family (seeds from `seed`; below seed 70 every
-        /// seventh validates and every seventh tests, all others train).
-        #[arg(long, default_value_t = 14)]
-        per_family: u64,
-        /// Trajectories of the held-out family (0: `per_family`).
-        #[arg(long, default_value_t = 0)]
-        heldout_count: u64,
+        #[command(flatten)]
+        spec: DatasetSpec,
         /// Run only shard i of n (`--shard 2/8`, the jobs in turn); merge
         /// shards by copying their files into one folder and running the
         /// same command there without `--shard` (every file is kept).
         #[arg(long, default_value = "0/1")]
         shard: dataset::Shard,
-        /// Frames per trajectory.
-        #[arg(long, default_value_t = 200)]
-        steps: u32,
-        /// Coarse grid nodes per side.
-        #[arg(long, default_value_t = 16)]
-        coarse: usize,
-        /// Fine grid refinement factor.
-        #[arg(long, default_value_t = 4)]
-        k: usize,
-        /// Fine physics steps (BDF2) per coarse frame.
-        #[arg(long, default_value_t = 8)]
-        time_substeps: u32,
-        /// Family kept out of training.
-        #[arg(long, value_enum, default_value = "flag")]
-        heldout: Family,
-        /// Offset added to every seed.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Skip the time-convergence check of the fine reference (the first
-        /// seed of every family, run again at half the step).
-        #[arg(long)]
-        no_convergence_check: bool,
         #[arg(short, long)]
         quiet: bool,
     },
@@ -193,32 +165,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate { scenario, out, corrected, int8, quiet } => {
             simulate(&scenario, out, corrected, &int8, quiet)?
         }
-        Command::Generate {
-            out,
-            per_family,
-            heldout_count,
-            shard,
-            steps,
-            coarse,
-            k,
-            time_substeps,
-            heldout,
-            seed,
-            no_convergence_check,
-            quiet,
-        } => {
-            let spec = DatasetSpec {
-                coarse,
-                k,
-                time_substeps,
-                steps,
-                per_family,
-                heldout: Some(heldout),
-                heldout_count,
-                seed,
-                check_convergence: !no_convergence_check,
-                ..DatasetSpec::default()
-            };
+        Command::Generate { out, spec, shard, quiet } => {
             let index = dataset::generate(&spec, shard, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }

@@ -33,52 +33,54 @@ use crate::sim::scenario::Scenario;
 /// so that `weft generate` does not keep references an older one made.
 pub const FORMAT: &str = "weft-trajectory-3";
 
-/// What `weft generate` builds.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+/// What `weft generate` builds (its command-line options, whose defaults
+/// are [`DatasetSpec::default`]'s).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, clap::Args)]
 pub struct DatasetSpec {
     /// Coarse grid nodes per side.
+    #[arg(long, default_value_t = 16)]
     pub coarse: usize,
     /// Refinement factor of the fine grid.
+    #[arg(long, default_value_t = 4)]
     pub k: usize,
-    /// Fine physics steps per coarse frame.
+    /// Fine physics steps (BDF2) per coarse frame.
+    #[arg(long, default_value_t = 8)]
     pub time_substeps: u32,
     /// Frames per trajectory.
+    #[arg(long, default_value_t = 200)]
     pub steps: u32,
     /// Coarse frame time (s).
+    #[arg(skip = 1.0 / 60.0)]
     pub dt: f32,
-    /// Trajectories per family (seeds `0..per_family`).
+    /// Trajectories per family (seeds from `seed`; below seed 70 every
+    /// seventh validates and every seventh tests, all others train).
+    #[arg(long, default_value_t = 14)]
     pub per_family: u64,
     /// Family kept out of training.
+    #[arg(long, value_enum, default_value = "flag")]
     pub heldout: Option<Family>,
-    /// Trajectories of the held-out family (all `per_family` when 0).
+    /// Trajectories of the held-out family (0: `per_family`).
     #[serde(default)]
+    #[arg(long, default_value_t = 0)]
     pub heldout_count: u64,
     /// Offset added to every seed.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Integrator of the fine reference.
     #[serde(default)]
+    #[arg(skip = crate::sim::scenario::IntegratorSpec::Bdf2)]
     pub fine_integrator: crate::sim::scenario::IntegratorSpec,
     /// Check the fine reference's time convergence on the first seed of
-    /// every family ([`Convergence`]).
+    /// every family ([`Convergence`]); `--no-convergence-check`: skip it.
     #[serde(default)]
+    #[arg(long = "no-convergence-check", action = clap::ArgAction::SetFalse)]
     pub check_convergence: bool,
 }
 
 impl Default for DatasetSpec {
+    /// The command line's defaults.
     fn default() -> Self {
-        DatasetSpec {
-            coarse: 16,
-            k: 4,
-            time_substeps: 8,
-            steps: 200,
-            dt: 1.0 / 60.0,
-            per_family: 14,
-            heldout: Some(Family::Flag),
-            heldout_count: 0,
-            seed: 0,
-            fine_integrator: crate::sim::scenario::IntegratorSpec::Bdf2,
-            check_convergence: true,
-        }
+        crate::defaults()
     }
 }
 
