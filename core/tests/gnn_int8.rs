@@ -7,7 +7,7 @@ use common::*;
 use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
 use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{
-    self, GnnError, GraphRef, Input, Linear, Mlp, Network, Output, Requant, Scratch, ScratchSizes,
+    self, GnnError, GraphRef, Input, Linear, Mlp, Network, Output, Parts, Requant, Scratch, ScratchSizes,
 };
 use weft_core::prelude::*;
 
@@ -88,12 +88,14 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
         radius: 0.11,
         node_in: core::array::from_fn(gain),
         edge_in: core::array::from_fn(gain),
-        node_enc: mlps[0],
-        edge_enc: mlps[1],
-        edge_mlp: &mlps[2..2 + rounds],
-        node_mlp: &mlps[2 + rounds..2 + 2 * rounds],
-        head_x: mlps[2 + 2 * rounds],
-        head_v: mlps[3 + 2 * rounds],
+        mlps: Parts {
+            node_enc: mlps[0],
+            edge_enc: mlps[1],
+            edge_mlp: &mlps[2..2 + rounds],
+            node_mlp: &mlps[2 + rounds..2 + 2 * rounds],
+            head_x: mlps[2 + 2 * rounds],
+            head_v: mlps[3 + 2 * rounds],
+        },
         out: core::array::from_fn(|k| Output { scale: 1e-4 * (k + 1) as f32, offset: -0.001 * k as f32 }),
     }
 }
@@ -131,7 +133,7 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
         .map(|i| {
             let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
             let q: Vec<i8> = f.iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
-            ref_mlp(&net.node_enc, &q, None).0
+            ref_mlp(&net.mlps.node_enc, &q, None).0
         })
         .collect();
     let ne = features::edge_count(g.mesh, g.pairs.len());
@@ -140,10 +142,10 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
         .map(|k| {
             let f = features::edge_feature_at(g.mesh, g.x, g.pairs, net.radius, k).unwrap();
             let q: Vec<i8> = f.iter().zip(&net.edge_in).map(|(x, inp)| inp.quantize(*x)).collect();
-            ref_mlp(&net.edge_enc, &q, None).0
+            ref_mlp(&net.mlps.edge_enc, &q, None).0
         })
         .collect();
-    for (em, nm) in net.edge_mlp.iter().zip(net.node_mlp) {
+    for (em, nm) in net.mlps.rounds_iter() {
         e = (0..ne)
             .map(|k| {
                 let [s, r] = ends[k];
@@ -167,8 +169,8 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
     }
     h.iter()
         .map(|hi| {
-            let (_, ax) = ref_mlp(&net.head_x, hi, None);
-            let (_, av) = ref_mlp(&net.head_v, hi, None);
+            let (_, ax) = ref_mlp(&net.mlps.head_x, hi, None);
+            let (_, av) = ref_mlp(&net.mlps.head_v, hi, None);
             core::array::from_fn(|k| {
                 let acc = if k < 3 { ax[k] } else { av[k - 3] };
                 acc as i32 as f32 * net.out[k].scale + net.out[k].offset
@@ -235,7 +237,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     broken.latent = 5;
     assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "layer shapes" }));
     let mut broken = net;
-    broken.node_mlp = &[];
+    broken.mlps.node_mlp = &[];
     assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "rounds" }));
     let mut broken = net;
     broken.radius = f32::NAN;
@@ -262,8 +264,8 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let err = int8::forward(checked, g, &mut l8, &mut s32, &mut dx, &mut dv);
         assert_eq!(err, Err(GnnError::BadPair { pair: 0 }));
         let mut acc = [0i32; 4];
-        assert!(matches!(net.node_enc.l1.matvec(&[1, 2], &mut acc), Err(GnnError::Length { what: "input", .. })));
-        assert_eq!(net.node_enc.l1.matvec(&[1; NODE_FEATURES], &mut acc), Ok(()));
+        assert!(matches!(net.mlps.node_enc.l1.matvec(&[1, 2], &mut acc), Err(GnnError::Length { what: "input", .. })));
+        assert_eq!(net.mlps.node_enc.l1.matvec(&[1; NODE_FEATURES], &mut acc), Ok(()));
 
         let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
         let mut latents = vec![0i8; sizes.latents];

@@ -305,7 +305,7 @@ mod stack {
 /// (L×L, as every edge update runs them) over many rows.
 fn kernel_cost(clock: &Clock) {
     let net = &weft_weights::NETWORK;
-    let layer = net.edge_mlp[0].l2;
+    let layer = net.mlps.edge_mlp[0].l2;
     let x = [37i8; int8::MAX_LATENT];
     let mut acc = [0i32; int8::MAX_LATENT];
     const CALLS: u32 = 200;

@@ -185,9 +185,9 @@ fn model_file_round_trips_and_rejects_damage() {
 
     // A consistent file (valid checksum) whose shapes do not fit the core.
     let mut wrong = net.clone();
-    wrong.head_v.l2.outputs = 2;
-    wrong.head_v.l2.weights.truncate(2 * wrong.head_v.l2.inputs);
-    wrong.head_v.l2.bias.truncate(2);
+    wrong.mlps.head_v.l2.outputs = 2;
+    wrong.mlps.head_v.l2.weights.truncate(2 * wrong.mlps.head_v.l2.inputs);
+    wrong.mlps.head_v.l2.bias.truncate(2);
     let err = NetworkData::from_bytes(&wrong.to_bytes()).unwrap_err();
     assert!(matches!(err, FormatError::Shape(_)), "{err}");
     assert!(err.to_string().contains("velocity head"), "{err}");
@@ -205,9 +205,9 @@ fn baked_network_is_the_committed_file() {
     net.with_network(|n| {
         assert_eq!(n.latent, baked.latent);
         assert_eq!(n.radius, baked.radius);
-        assert_eq!(n.node_enc.l1.weights, baked.node_enc.l1.weights);
-        assert_eq!(n.head_v.l2.bias, baked.head_v.l2.bias);
-        assert_eq!(n.edge_mlp[1].residual, baked.edge_mlp[1].residual);
+        assert_eq!(n.mlps.node_enc.l1.weights, baked.mlps.node_enc.l1.weights);
+        assert_eq!(n.mlps.head_v.l2.bias, baked.mlps.head_v.l2.bias);
+        assert_eq!(n.mlps.edge_mlp[1].residual, baked.mlps.edge_mlp[1].residual);
         assert_eq!(n.out, baked.out);
     });
 }

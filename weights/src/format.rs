@@ -24,7 +24,7 @@
 use std::fmt::{self, Write as _};
 
 use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Part, Requant, FORMAT_VERSION};
+use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Part, Parts, Requant, FORMAT_VERSION};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
 
@@ -113,12 +113,7 @@ pub struct NetworkData {
     pub node_in: [Input; NODE_FEATURES],
     pub edge_in: [Input; EDGE_FEATURES],
     pub out: [Output; 6],
-    pub node_enc: MlpData,
-    pub edge_enc: MlpData,
-    pub edge_mlp: Vec<MlpData>,
-    pub node_mlp: Vec<MlpData>,
-    pub head_x: MlpData,
-    pub head_v: MlpData,
+    pub mlps: Parts<MlpData, Vec<MlpData>>,
 }
 
 impl LinearData {
@@ -149,8 +144,8 @@ impl NetworkData {
     /// The processor's MLP views, made once for [`NetworkData::network`].
     pub fn views(&self) -> Views<'_> {
         Views {
-            edge: self.edge_mlp.iter().map(MlpData::view).collect(),
-            node: self.node_mlp.iter().map(MlpData::view).collect(),
+            edge: self.mlps.edge_mlp.iter().map(MlpData::view).collect(),
+            node: self.mlps.node_mlp.iter().map(MlpData::view).collect(),
         }
     }
 
@@ -161,29 +156,30 @@ impl NetworkData {
             radius: self.radius,
             node_in: self.node_in,
             edge_in: self.edge_in,
-            node_enc: self.node_enc.view(),
-            edge_enc: self.edge_enc.view(),
-            edge_mlp: &views.edge,
-            node_mlp: &views.node,
-            head_x: self.head_x.view(),
-            head_v: self.head_v.view(),
+            mlps: Parts {
+                node_enc: self.mlps.node_enc.view(),
+                edge_enc: self.mlps.edge_enc.view(),
+                edge_mlp: &views.edge,
+                node_mlp: &views.node,
+                head_x: self.mlps.head_x.view(),
+                head_v: self.mlps.head_v.view(),
+            },
             out: self.out,
         }
     }
 
     /// The MLP of `part`, if the network has it.
     pub fn mlp(&self, part: Part) -> Option<&MlpData> {
-        part.pick([&self.node_enc, &self.edge_enc], &self.edge_mlp, &self.node_mlp, [&self.head_x, &self.head_v])
-    }
-
-    /// Every MLP, in the order of [`Part::all`].
-    fn mlps(&self) -> impl Iterator<Item = &MlpData> {
-        Part::all(self.edge_mlp.len()).filter_map(|p| self.mlp(p))
+        self.mlps.get(part)
     }
 
     /// Bytes of int8 weights, int32 biases and requantisation data.
     pub fn parameter_bytes(&self) -> usize {
-        self.mlps().flat_map(|m| [&m.l1, &m.l2]).map(|l| l.weights.len() + 4 * l.bias.len() + 5 * l.requant.len()).sum()
+        self.mlps
+            .iter()
+            .flat_map(|(_, m)| [&m.l1, &m.l2])
+            .map(|l| l.weights.len() + 4 * l.bias.len() + 5 * l.requant.len())
+            .sum()
     }
 
     /// The file's bytes (with checksum).
@@ -193,7 +189,7 @@ impl NetworkData {
         for v in [FORMAT_VERSION, NODE_FEATURES as u32, EDGE_FEATURES as u32, self.latent as u32] {
             b.extend_from_slice(&v.to_le_bytes());
         }
-        b.extend_from_slice(&(self.edge_mlp.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.mlps.rounds() as u32).to_le_bytes());
         b.extend_from_slice(&self.radius.to_le_bytes());
         for i in self.node_in.iter().chain(&self.edge_in) {
             b.extend_from_slice(&i.offset.to_le_bytes());
@@ -207,7 +203,7 @@ impl NetworkData {
             b.extend_from_slice(&r.multiplier.to_le_bytes());
             b.push(r.shift as u8);
         };
-        for m in self.mlps() {
+        for (_, m) in self.mlps.iter() {
             for l in [&m.l1, &m.l2] {
                 b.extend_from_slice(&(l.inputs as u32).to_le_bytes());
                 b.extend_from_slice(&(l.outputs as u32).to_le_bytes());
@@ -276,28 +272,17 @@ impl NetworkData {
         for o in &mut out {
             *o = Output { scale: r.f32()?, offset: r.f32()? };
         }
+        // In the order of `Part::all`.
         let node_enc = r.mlp()?;
         let edge_enc = r.mlp()?;
         let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
         let node_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
-        let head_x = r.mlp()?;
-        let head_v = r.mlp()?;
+        let (head_x, head_v) = (r.mlp()?, r.mlp()?);
+        let mlps = Parts { node_enc, edge_enc, edge_mlp, node_mlp, head_x, head_v };
         if r.at != body.len() {
             return Err(FormatError::TrailingBytes(body.len() - r.at));
         }
-        let net = NetworkData {
-            latent,
-            radius,
-            node_in,
-            edge_in,
-            out,
-            node_enc,
-            edge_enc,
-            edge_mlp,
-            node_mlp,
-            head_x,
-            head_v,
-        };
+        let net = NetworkData { latent, radius, node_in, edge_in, out, mlps };
         net.check_shapes()?;
         Ok(net)
     }
@@ -316,16 +301,10 @@ impl NetworkData {
                 Ok(())
             }
         };
-        expect("node encoder", &self.node_enc, NODE_FEATURES, l)?;
-        expect("edge encoder", &self.edge_enc, EDGE_FEATURES, l)?;
-        for (k, m) in self.edge_mlp.iter().enumerate() {
-            expect(&format!("edge update {k}"), m, 3 * l, l)?;
+        for (part, m) in self.mlps.iter() {
+            let (inputs, outputs) = part.widths(l);
+            expect(&describe(part), m, inputs, outputs)?;
         }
-        for (k, m) in self.node_mlp.iter().enumerate() {
-            expect(&format!("node update {k}"), m, 2 * l, l)?;
-        }
-        expect("position head", &self.head_x, l, 3)?;
-        expect("velocity head", &self.head_v, l, 3)?;
         self.with_network(|n| n.validate()).map_err(FormatError::Network)
     }
 
@@ -337,7 +316,7 @@ impl NetworkData {
         let _ = writeln!(s, "/// Latent width of [`NETWORK`] (for sizing scratch in const context).");
         let _ = writeln!(s, "pub const LATENT: usize = {};", self.latent);
         let _ = writeln!(s, "/// Processor rounds of [`NETWORK`].");
-        let _ = writeln!(s, "pub const ROUNDS: usize = {};", self.edge_mlp.len());
+        let _ = writeln!(s, "pub const ROUNDS: usize = {};", self.mlps.rounds());
         let requants = |rs: &[Requant]| -> String {
             let v: Vec<String> =
                 rs.iter().map(|r| format!("Requant {{ multiplier: {}, shift: {} }}", r.multiplier, r.shift)).collect();
@@ -361,33 +340,21 @@ impl NetworkData {
                 lin_expr(&format!("{name}_L2"), &m.l2)
             )
         };
-        let mut named: Vec<(String, &MlpData)> =
-            vec![("NODE_ENC".into(), &self.node_enc), ("EDGE_ENC".into(), &self.edge_enc)];
-        named.extend(self.edge_mlp.iter().enumerate().map(|(k, m)| (format!("EDGE_MLP{k}"), m)));
-        named.extend(self.node_mlp.iter().enumerate().map(|(k, m)| (format!("NODE_MLP{k}"), m)));
-        named.push(("HEAD_X".into(), &self.head_x));
-        named.push(("HEAD_V".into(), &self.head_v));
-        for (name, m) in &named {
+        for (part, m) in self.mlps.iter() {
+            let name = part.to_string().to_uppercase();
             linear(&mut s, &format!("{name}_L1"), &m.l1);
             linear(&mut s, &format!("{name}_L2"), &m.l2);
             let _ = writeln!(s, "static {name}_RES: [Requant; {}] = [{}];", m.residual.len(), requants(&m.residual));
         }
+        let m = &self.mlps;
         let list = |prefix: &str, ms: &[MlpData]| {
             let items: Vec<String> = ms.iter().enumerate().map(|(k, m)| mlp_expr(&format!("{prefix}{k}"), m)).collect();
             format!("[{}]", items.join(", "))
         };
-        let _ = writeln!(
-            s,
-            "static EDGE_MLP: [Mlp<'static>; {}] = {};",
-            self.edge_mlp.len(),
-            list("EDGE_MLP", &self.edge_mlp)
-        );
-        let _ = writeln!(
-            s,
-            "static NODE_MLP: [Mlp<'static>; {}] = {};",
-            self.node_mlp.len(),
-            list("NODE_MLP", &self.node_mlp)
-        );
+        let _ =
+            writeln!(s, "static EDGE_MLP: [Mlp<'static>; {}] = {};", m.edge_mlp.len(), list("EDGE_MLP", &m.edge_mlp));
+        let _ =
+            writeln!(s, "static NODE_MLP: [Mlp<'static>; {}] = {};", m.node_mlp.len(), list("NODE_MLP", &m.node_mlp));
         let inputs = |xs: &[Input]| {
             let v: Vec<String> =
                 xs.iter().map(|i| format!("Input {{ offset: {:?}, gain: {:?} }}", i.offset, i.gain)).collect();
@@ -398,19 +365,31 @@ impl NetworkData {
         let _ = writeln!(
             s,
             "/// The baked network.\npub static NETWORK: Network<'static> = Network {{ latent: {}, radius: {:?}, \
-             node_in: {}, edge_in: {}, node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, node_mlp: &NODE_MLP, \
-             head_x: {}, head_v: {}, out: [{}] }};",
+             node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
+             node_mlp: &NODE_MLP, head_x: {}, head_v: {} }}, out: [{}] }};",
             self.latent,
             self.radius,
             inputs(&self.node_in),
             inputs(&self.edge_in),
-            mlp_expr("NODE_ENC", &self.node_enc),
-            mlp_expr("EDGE_ENC", &self.edge_enc),
-            mlp_expr("HEAD_X", &self.head_x),
-            mlp_expr("HEAD_V", &self.head_v),
+            mlp_expr("NODE_ENC", &m.node_enc),
+            mlp_expr("EDGE_ENC", &m.edge_enc),
+            mlp_expr("HEAD_X", &m.head_x),
+            mlp_expr("HEAD_V", &m.head_v),
             outs.join(", ")
         );
         s
+    }
+}
+
+/// A part's name in messages.
+fn describe(part: Part) -> String {
+    match part {
+        Part::NodeEncoder => "node encoder".into(),
+        Part::EdgeEncoder => "edge encoder".into(),
+        Part::EdgeUpdate(r) => format!("edge update {r}"),
+        Part::NodeUpdate(r) => format!("node update {r}"),
+        Part::PositionHead => "position head".into(),
+        Part::VelocityHead => "velocity head".into(),
     }
 }
 

@@ -334,14 +334,7 @@ pub struct Network<'a> {
     pub radius: f32,
     pub node_in: [Input; NODE_FEATURES],
     pub edge_in: [Input; EDGE_FEATURES],
-    pub node_enc: Mlp<'a>,
-    pub edge_enc: Mlp<'a>,
-    /// One per round: input `[e, h_sender, h_receiver]` (3L), residual.
-    pub edge_mlp: &'a [Mlp<'a>],
-    /// One per round: input `[h, mean incoming e]` (2L), residual.
-    pub node_mlp: &'a [Mlp<'a>],
-    pub head_x: Mlp<'a>,
-    pub head_v: Mlp<'a>,
+    pub mlps: Parts<Mlp<'a>, &'a [Mlp<'a>]>,
     /// Δx (3) then Δv (3).
     pub out: [Output; 6],
 }
@@ -416,7 +409,7 @@ impl Part {
 
     /// `(inputs, outputs)` for latent size `l` (the hidden layer is `l`
     /// wide).
-    pub fn widths(self, l: usize) -> (usize, usize) {
+    pub const fn widths(self, l: usize) -> (usize, usize) {
         match self {
             Part::NodeEncoder => (NODE_FEATURES, l),
             Part::EdgeEncoder => (EDGE_FEATURES, l),
@@ -424,6 +417,13 @@ impl Part {
             Part::NodeUpdate(_) => (2 * l, l),
             Part::PositionHead | Part::VelocityHead => (l, 3),
         }
+    }
+
+    /// Multiply-accumulates of one run of its two layers (hidden width
+    /// `l`).
+    pub const fn macs(self, l: usize) -> usize {
+        let (i, o) = self.widths(l);
+        i * l + l * o
     }
 
     /// Whether its output is added to its input latent.
@@ -465,6 +465,71 @@ impl core::fmt::Display for Part {
     }
 }
 
+/// The network's MLPs, one per [`Part`]: the one container every view of
+/// the network holds them in — this int8 [`Network`], the weight file
+/// (`weft_weights::format`), the host's float reference and its training
+/// network — so that their order, names and widths ([`Part::all`],
+/// [`Part::widths`]) are written once. `R` holds the per-round MLPs (a
+/// slice or a vector).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Parts<T, R> {
+    pub node_enc: T,
+    pub edge_enc: T,
+    /// One per round: input `[e, h_sender, h_receiver]` (3L), residual.
+    pub edge_mlp: R,
+    /// One per round: input `[h, mean incoming e]` (2L), residual.
+    pub node_mlp: R,
+    pub head_x: T,
+    pub head_v: T,
+}
+
+impl<T, R: AsRef<[T]>> Parts<T, R> {
+    /// Processor rounds (edge updates; [`Parts::is_complete`] checks the
+    /// node updates match).
+    pub fn rounds(&self) -> usize {
+        self.edge_mlp.as_ref().len()
+    }
+
+    /// As many node updates as edge updates.
+    pub fn is_complete(&self) -> bool {
+        self.edge_mlp.as_ref().len() == self.node_mlp.as_ref().len()
+    }
+
+    /// The MLP of `part`, if there is one.
+    pub fn get(&self, part: Part) -> Option<&T> {
+        part.pick(
+            [&self.node_enc, &self.edge_enc],
+            self.edge_mlp.as_ref(),
+            self.node_mlp.as_ref(),
+            [&self.head_x, &self.head_v],
+        )
+    }
+
+    /// Every part and its MLP, in [`Part::all`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (Part, &T)> {
+        Part::all(self.rounds()).filter_map(move |p| self.get(p).map(|m| (p, m)))
+    }
+
+    /// Each round's edge and node update.
+    pub fn rounds_iter(&self) -> impl Iterator<Item = (&T, &T)> {
+        self.edge_mlp.as_ref().iter().zip(self.node_mlp.as_ref())
+    }
+}
+
+impl<T, R: AsMut<[T]>> Parts<T, R> {
+    /// The MLP of `part`, if there is one, to change.
+    pub fn get_mut(&mut self, part: Part) -> Option<&mut T> {
+        match part {
+            Part::NodeEncoder => Some(&mut self.node_enc),
+            Part::EdgeEncoder => Some(&mut self.edge_enc),
+            Part::EdgeUpdate(r) => self.edge_mlp.as_mut().get_mut(r),
+            Part::NodeUpdate(r) => self.node_mlp.as_mut().get_mut(r),
+            Part::PositionHead => Some(&mut self.head_x),
+            Part::VelocityHead => Some(&mut self.head_v),
+        }
+    }
+}
+
 /// A network whose layers are known to fit together ([`Network::check`]):
 /// what [`forward`], [`infer`] and [`correct`] take, so a network is checked
 /// once, not at every step.
@@ -493,18 +558,18 @@ impl<'a> Network<'a> {
 
     /// The MLP of `part`, if the network has it.
     pub fn mlp(&self, part: Part) -> Option<&Mlp<'a>> {
-        part.pick([&self.node_enc, &self.edge_enc], self.edge_mlp, self.node_mlp, [&self.head_x, &self.head_v])
+        self.mlps.get(part)
     }
 
     /// Checks that all layers fit together ([`Network::check`]).
     pub fn validate(&self) -> Result<(), GnnError> {
         let l = self.latent;
-        let rounds = self.edge_mlp.len();
+        let rounds = self.mlps.rounds();
         let bad = |what| Err(GnnError::BadNetwork { what });
         if !(1..=MAX_LATENT).contains(&l) {
             return bad("latent width");
         }
-        if rounds != self.node_mlp.len() || rounds > MAX_ROUNDS {
+        if !self.mlps.is_complete() || rounds > MAX_ROUNDS {
             return bad("rounds");
         }
         if !(self.radius.is_finite() && self.radius > 0.0) {
@@ -527,22 +592,29 @@ impl<'a> Network<'a> {
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
-    /// `edges` directed edges.
+    /// `edges` directed edges ([`forward_macs`]).
     pub fn macs(&self, nodes: usize, edges: usize) -> usize {
-        let mlp = |m: &Mlp| m.l1.inputs * m.l1.outputs + m.l2.inputs * m.l2.outputs;
-        let l = self.latent;
-        let per_node = mlp(&self.node_enc)
-            + self.node_mlp.iter().map(mlp).sum::<usize>()
-            + self.rounds() * 2 * l * l
-            + mlp(&self.head_x)
-            + mlp(&self.head_v);
-        let per_edge = mlp(&self.edge_enc) + self.rounds() * (l * l + l * l);
-        nodes * per_node + edges * per_edge
+        forward_macs(self.latent, self.rounds(), nodes, edges)
     }
 
     pub fn rounds(&self) -> usize {
-        self.edge_mlp.len()
+        self.mlps.rounds()
     }
+}
+
+/// Multiply-accumulates of one forward pass of a network of latent width
+/// `l` (its hidden layers too) and `rounds` rounds on `nodes` nodes and
+/// `edges` directed edges, from [`Part::widths`]; the edge update's first
+/// layer is factorised (`W[e, h_s, h_r] = W_e e + W_s h_s + W_r h_r`), its
+/// node terms computed once per node.
+pub const fn forward_macs(l: usize, rounds: usize, nodes: usize, edges: usize) -> usize {
+    let per_node = Part::NodeEncoder.macs(l)
+        + rounds * Part::NodeUpdate(0).macs(l)
+        + Part::PositionHead.macs(l)
+        + Part::VelocityHead.macs(l)
+        + rounds * 2 * l * l;
+    let per_edge = Part::EdgeEncoder.macs(l) + rounds * (Part::EdgeUpdate(0).macs(l) - 2 * l * l);
+    nodes * per_node + edges * per_edge
 }
 
 /// Sizes of the network's working memory for a mesh, a dynamic pair
@@ -667,7 +739,7 @@ pub fn forward_probed(
     let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
     probe.enter(Stage::Encoders);
     encode(net, &g, h, e, degree, &mut w)?;
-    for (round, (em, nm)) in net.edge_mlp.iter().zip(net.node_mlp).enumerate() {
+    for (round, (em, nm)) in net.mlps.rounds_iter().enumerate() {
         probe.enter(Stage::EdgeUpdate(round as u8));
         edge_update(em, &g, l, h, e, [&mut *ps, &mut *pr], &mut w)?;
         probe.enter(Stage::NodeUpdate(round as u8));
@@ -696,7 +768,7 @@ fn encode(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
             *q = inp.quantize(x);
         }
-        net.node_enc.run(&q, w, hi);
+        net.mlps.node_enc.run(&q, w, hi);
     }
     degree.fill(0);
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
@@ -707,7 +779,7 @@ fn encode(
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.edge_in) {
             *q = inp.quantize(x);
         }
-        net.edge_enc.run(&q, w, ek);
+        net.mlps.edge_enc.run(&q, w, ek);
         degree[ends[1] as usize] += 1;
     }
     Ok(())
@@ -782,7 +854,7 @@ fn node_update(
 fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
-        for (head, part) in [(&net.head_x, 0), (&net.head_v, 3)] {
+        for (head, part) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)] {
             head.head(hi, w);
             for k in 0..3 {
                 let q = net.out[part + k];

@@ -21,7 +21,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
-use weft_core::gnn::int8::Part;
+use weft_core::gnn::int8::{Part, Parts};
 use weft_core::prelude::*;
 
 use crate::sim::corrector::Corrector;
@@ -63,15 +63,7 @@ impl GnnConfig {
     /// factorised (`W[e, h_s, h_r] = W_e e + W_s h_s + W_r h_r`, the node
     /// terms computed once per node).
     pub fn macs(&self, nodes: usize, edges: usize) -> usize {
-        let l = self.latent;
-        let node_enc = NODE_FEATURES * l + l * l;
-        let edge_enc = EDGE_FEATURES * l + l * l;
-        let edge_upd = 2 * l * l; // W_e e and the second layer, per edge
-        let edge_upd_node = 2 * l * l; // W_s h and W_r h, per node
-        let node_upd = 2 * l * l + l * l;
-        let heads = 2 * (l * l + 3 * l);
-        nodes * (node_enc + self.rounds * (edge_upd_node + node_upd) + heads)
-            + edges * (edge_enc + self.rounds * edge_upd)
+        weft_core::gnn::int8::forward_macs(self.latent, self.rounds, nodes, edges)
     }
 }
 
@@ -422,15 +414,31 @@ impl Mlp {
     }
 }
 
+/// Builds a network's MLPs part by part ([`Part::all`]).
+pub fn build_parts<T>(rounds: usize, mut f: impl FnMut(Part) -> Result<T>) -> Result<Parts<T, Vec<T>>> {
+    Ok(Parts {
+        node_enc: f(Part::NodeEncoder)?,
+        edge_enc: f(Part::EdgeEncoder)?,
+        edge_mlp: (0..rounds).map(|r| f(Part::EdgeUpdate(r))).collect::<Result<_>>()?,
+        node_mlp: (0..rounds).map(|r| f(Part::NodeUpdate(r))).collect::<Result<_>>()?,
+        head_x: f(Part::PositionHead)?,
+        head_v: f(Part::VelocityHead)?,
+    })
+}
+
+/// `f` of every MLP of `parts`, in the same layout (an error for a layout
+/// with fewer node updates than edge updates).
+pub fn map_parts<T, R: AsRef<[T]>, U>(
+    parts: &Parts<T, R>,
+    mut f: impl FnMut(Part, &T) -> Result<U>,
+) -> Result<Parts<U, Vec<U>>> {
+    build_parts(parts.rounds(), |p| f(p, parts.get(p).with_context(|| format!("no {p} MLP"))?))
+}
+
 /// The network.
 pub struct Gnn {
     pub cfg: GnnConfig,
-    pub node_enc: Mlp,
-    pub edge_enc: Mlp,
-    pub edge_mlp: Vec<Mlp>,
-    pub node_mlp: Vec<Mlp>,
-    pub head_x: Mlp,
-    pub head_v: Mlp,
+    pub mlps: Parts<Mlp, Vec<Mlp>>,
 }
 
 impl Gnn {
@@ -441,22 +449,15 @@ impl Gnn {
             let (i, o) = p.widths(l);
             Mlp::new(vb.pp(p.to_string()), i, l, o)
         };
-        Ok(Gnn {
-            cfg,
-            node_enc: mlp(Part::NodeEncoder)?,
-            edge_enc: mlp(Part::EdgeEncoder)?,
-            edge_mlp: (0..cfg.rounds).map(|r| mlp(Part::EdgeUpdate(r))).collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds).map(|r| mlp(Part::NodeUpdate(r))).collect::<Result<_>>()?,
-            head_x: mlp(Part::PositionHead)?,
-            head_v: mlp(Part::VelocityHead)?,
-        })
+        Ok(Gnn { cfg, mlps: build_parts(cfg.rounds, mlp)? })
     }
 
     /// Normalised `[Δx, Δv]`, shape `[nodes, 6]`.
     pub fn forward(&self, b: &Batch) -> Result<Tensor> {
-        let mut h = self.node_enc.forward(&b.nodes)?;
-        let mut e = self.edge_enc.forward(&b.edges)?;
-        for (em, nm) in self.edge_mlp.iter().zip(&self.node_mlp) {
+        let m = &self.mlps;
+        let mut h = m.node_enc.forward(&b.nodes)?;
+        let mut e = m.edge_enc.forward(&b.edges)?;
+        for (em, nm) in m.rounds_iter() {
             let hs = h.index_select(&b.senders, 0)?;
             let hr = h.index_select(&b.receivers, 0)?;
             e = (&e + em.forward(&Tensor::cat(&[&e, &hs, &hr], 1)?)?)?;
@@ -465,7 +466,7 @@ impl Gnn {
                 .broadcast_mul(&b.inv_degree)?;
             h = (&h + nm.forward(&Tensor::cat(&[&h, &agg], 1)?)?)?;
         }
-        Ok(Tensor::cat(&[&self.head_x.forward(&h)?, &self.head_v.forward(&h)?], 1)?)
+        Ok(Tensor::cat(&[&m.head_x.forward(&h)?, &m.head_v.forward(&h)?], 1)?)
     }
 
     /// Mean squared error of the normalised targets, weighted by

@@ -11,10 +11,10 @@
 
 use anyhow::{bail, Context, Result};
 use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Output, Part, Requant};
+use weft_core::gnn::int8::{Input, Output, Part, Parts, Requant};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
-use crate::learn::gnn::{Graph, Normalizer, Trained};
+use crate::learn::gnn::{build_parts, map_parts, Graph, Normalizer, Trained};
 
 /// A dense layer `y = W x + b`, `W` row-major `[outputs][inputs]`.
 #[derive(Clone, Debug)]
@@ -101,18 +101,14 @@ impl FMlp {
 pub struct Ranges {
     pub node_in: Channels,
     pub edge_in: Channels,
-    pub node_enc_hidden: Channels,
-    pub edge_enc_hidden: Channels,
+    /// Each MLP's hidden layer.
+    pub hidden: Parts<Channels, Vec<Channels>>,
     /// Node latents after the encoder and after each round.
     pub h: Vec<Channels>,
     /// Edge latents after the encoder and after each round.
     pub e: Vec<Channels>,
     /// The mean of incoming edges, per round.
     pub agg: Vec<Channels>,
-    pub edge_hidden: Vec<Channels>,
-    pub node_hidden: Vec<Channels>,
-    pub head_x_hidden: Channels,
-    pub head_v_hidden: Channels,
 }
 
 impl Ranges {
@@ -121,29 +117,23 @@ impl Ranges {
             h: vec![Channels::default(); rounds + 1],
             e: vec![Channels::default(); rounds + 1],
             agg: vec![Channels::default(); rounds],
-            edge_hidden: vec![Channels::default(); rounds],
-            node_hidden: vec![Channels::default(); rounds],
+            hidden: Parts {
+                edge_mlp: vec![Channels::default(); rounds],
+                node_mlp: vec![Channels::default(); rounds],
+                ..Parts::default()
+            },
             ..Ranges::default()
         }
     }
     fn merge(&mut self, o: &Ranges) {
-        for (a, b) in [
-            (&mut self.node_in, &o.node_in),
-            (&mut self.edge_in, &o.edge_in),
-            (&mut self.node_enc_hidden, &o.node_enc_hidden),
-            (&mut self.edge_enc_hidden, &o.edge_enc_hidden),
-            (&mut self.head_x_hidden, &o.head_x_hidden),
-            (&mut self.head_v_hidden, &o.head_v_hidden),
-        ] {
-            a.merge(b);
+        self.node_in.merge(&o.node_in);
+        self.edge_in.merge(&o.edge_in);
+        for (part, theirs) in o.hidden.iter() {
+            if let Some(mine) = self.hidden.get_mut(part) {
+                mine.merge(theirs);
+            }
         }
-        for (mine, theirs) in [
-            (&mut self.h, &o.h),
-            (&mut self.e, &o.e),
-            (&mut self.agg, &o.agg),
-            (&mut self.edge_hidden, &o.edge_hidden),
-            (&mut self.node_hidden, &o.node_hidden),
-        ] {
+        for (mine, theirs) in [(&mut self.h, &o.h), (&mut self.e, &o.e), (&mut self.agg, &o.agg)] {
             mine.resize(mine.len().max(theirs.len()), Channels::default());
             for (a, b) in mine.iter_mut().zip(theirs) {
                 a.merge(b);
@@ -160,12 +150,7 @@ pub struct FloatNet {
     pub norm: Normalizer,
     /// Factor on the corrections ([`crate::learn::gnn::ModelMeta::gain`]).
     pub gain: f32,
-    pub node_enc: FMlp,
-    pub edge_enc: FMlp,
-    pub edge_mlp: Vec<FMlp>,
-    pub node_mlp: Vec<FMlp>,
-    pub head_x: FMlp,
-    pub head_v: FMlp,
+    pub mlps: Parts<FMlp, Vec<FMlp>>,
 }
 
 impl FloatNet {
@@ -189,12 +174,7 @@ impl FloatNet {
             radius: cfg.radius,
             norm: t.meta.normalizer.clone(),
             gain: t.meta.gain,
-            node_enc: mlp(Part::NodeEncoder)?,
-            edge_enc: mlp(Part::EdgeEncoder)?,
-            edge_mlp: (0..cfg.rounds).map(|r| mlp(Part::EdgeUpdate(r))).collect::<Result<_>>()?,
-            node_mlp: (0..cfg.rounds).map(|r| mlp(Part::NodeUpdate(r))).collect::<Result<_>>()?,
-            head_x: mlp(Part::PositionHead)?,
-            head_v: mlp(Part::VelocityHead)?,
+            mlps: build_parts(cfg.rounds, mlp)?,
         })
     }
 
@@ -203,13 +183,14 @@ impl FloatNet {
     pub fn forward(&self, g: &Graph, rec: Option<&mut Ranges>) -> Vec<[f32; 6]> {
         let l = self.latent;
         let (n, ne) = (g.nodes.len(), g.edges.len());
-        let mut r = Ranges::for_rounds(self.edge_mlp.len());
+        let m = &self.mlps;
+        let mut r = Ranges::for_rounds(m.rounds());
         let mut h = vec![0f32; n * l];
         for (i, f) in g.nodes.iter().enumerate() {
             let x: Vec<f32> =
                 f.iter().enumerate().map(|(k, &v)| (v - self.norm.node.mean[k]) / self.norm.node.std[k]).collect();
             r.node_in.add(&x);
-            self.node_enc.apply(&x, &mut h[i * l..][..l], &mut r.node_enc_hidden);
+            m.node_enc.apply(&x, &mut h[i * l..][..l], &mut r.hidden.node_enc);
             r.h[0].add(&h[i * l..][..l]);
         }
         let mut e = vec![0f32; ne * l];
@@ -218,18 +199,18 @@ impl FloatNet {
             let x: Vec<f32> =
                 f.iter().enumerate().map(|(j, &v)| (v - self.norm.edge.mean[j]) / self.norm.edge.std[j]).collect();
             r.edge_in.add(&x);
-            self.edge_enc.apply(&x, &mut e[k * l..][..l], &mut r.edge_enc_hidden);
+            m.edge_enc.apply(&x, &mut e[k * l..][..l], &mut r.hidden.edge_enc);
             r.e[0].add(&e[k * l..][..l]);
             degree[g.endpoints[k][1] as usize] += 1.0;
         }
         let mut input = vec![0f32; 3 * l];
         let mut delta = vec![0f32; l];
-        for (round, (em, nm)) in self.edge_mlp.iter().zip(&self.node_mlp).enumerate() {
+        for (round, (em, nm)) in m.rounds_iter().enumerate() {
             for (k, &[s, rcv]) in g.endpoints.iter().enumerate() {
                 input[..l].copy_from_slice(&e[k * l..][..l]);
                 input[l..2 * l].copy_from_slice(&h[s as usize * l..][..l]);
                 input[2 * l..].copy_from_slice(&h[rcv as usize * l..][..l]);
-                em.apply(&input, &mut delta, &mut r.edge_hidden[round]);
+                em.apply(&input, &mut delta, &mut r.hidden.edge_mlp[round]);
                 for (a, d) in e[k * l..][..l].iter_mut().zip(&delta) {
                     *a += d;
                 }
@@ -248,7 +229,7 @@ impl FloatNet {
                     *q = a * inv;
                 }
                 r.agg[round].add(&input[l..2 * l]);
-                nm.apply(&input[..2 * l], &mut delta, &mut r.node_hidden[round]);
+                nm.apply(&input[..2 * l], &mut delta, &mut r.hidden.node_mlp[round]);
                 for (a, d) in h[i * l..][..l].iter_mut().zip(&delta) {
                     *a += d;
                 }
@@ -260,9 +241,9 @@ impl FloatNet {
         for (i, o) in out.iter_mut().enumerate() {
             let hi = &h[i * l..][..l];
             let mut y = [0f32; 3];
-            self.head_x.apply(hi, &mut y, &mut r.head_x_hidden);
+            m.head_x.apply(hi, &mut y, &mut r.hidden.head_x);
             o[..3].copy_from_slice(&y);
-            self.head_v.apply(hi, &mut y, &mut r.head_v_hidden);
+            m.head_v.apply(hi, &mut y, &mut r.hidden.head_v);
             o[3..].copy_from_slice(&y);
             for (k, v) in o.iter_mut().enumerate() {
                 *v = (*v * t.std[k] + t.mean[k]) * self.gain;
@@ -369,19 +350,15 @@ fn mlp(
 struct Scales {
     node_in: Vec<f32>,
     edge_in: Vec<f32>,
-    node_enc_hidden: Vec<f32>,
-    edge_enc_hidden: Vec<f32>,
+    /// Each MLP's hidden layer.
+    hidden: Parts<Vec<f32>, Vec<Vec<f32>>>,
     h: Vec<Vec<f32>>,
     e: Vec<Vec<f32>>,
-    edge_hidden: Vec<Vec<f32>>,
-    node_hidden: Vec<Vec<f32>>,
-    head_x_hidden: Vec<f32>,
-    head_v_hidden: Vec<f32>,
 }
 
 impl Scales {
     fn new(net: &FloatNet, r: &Ranges) -> Result<Scales> {
-        let rounds = net.edge_mlp.len();
+        let rounds = net.mlps.rounds();
         let l = net.latent;
         let ok = r.h.len() == rounds + 1
             && r.e.len() == rounds + 1
@@ -395,15 +372,22 @@ impl Scales {
         Ok(Scales {
             node_in: r.node_in.scales(),
             edge_in: r.edge_in.scales(),
-            node_enc_hidden: r.node_enc_hidden.scales(),
-            edge_enc_hidden: r.edge_enc_hidden.scales(),
+            hidden: map_parts(&r.hidden, |_, c| Ok(c.scales()))?,
             h: all(&r.h),
             e: all(&r.e),
-            edge_hidden: all(&r.edge_hidden),
-            node_hidden: all(&r.node_hidden),
-            head_x_hidden: r.head_x_hidden.scales(),
-            head_v_hidden: r.head_v_hidden.scales(),
         })
+    }
+    /// Input columns, output scales (none for a head's int32 output) and
+    /// residual scales (the updates') of `part`.
+    fn io(&self, part: Part) -> (Vec<f32>, Option<&[f32]>, Option<&[f32]>) {
+        let rounds = self.h.len() - 1;
+        match part {
+            Part::NodeEncoder => (self.node_in.clone(), Some(&self.h[0]), None),
+            Part::EdgeEncoder => (self.edge_in.clone(), Some(&self.e[0]), None),
+            Part::EdgeUpdate(k) => (self.edge_cols(k), Some(&self.e[k + 1]), Some(&self.e[k])),
+            Part::NodeUpdate(k) => (self.node_cols(k), Some(&self.h[k + 1]), Some(&self.h[k])),
+            Part::PositionHead | Part::VelocityHead => (self.h[rounds].clone(), None, None),
+        }
     }
     /// Input columns of edge update `k`: `[e, h_s, h_r]`.
     fn edge_cols(&self, k: usize) -> Vec<f32> {
@@ -418,7 +402,6 @@ impl Scales {
 
 /// Quantises `net` with activation statistics from calibration.
 pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
-    let rounds = net.edge_mlp.len();
     let sc = Scales::new(net, r)?;
     let input = |stats: &crate::learn::gnn::Stats, s: &[f32], k: usize| Input {
         offset: stats.mean[k],
@@ -432,18 +415,13 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
     for (k, i) in edge_in.iter_mut().enumerate() {
         *i = input(&net.norm.edge, &sc.edge_in, k);
     }
-    let (node_enc, _) = mlp(&net.node_enc, &sc.node_in, &sc.node_enc_hidden, Some(&sc.h[0]), None)?;
-    let (edge_enc, _) = mlp(&net.edge_enc, &sc.edge_in, &sc.edge_enc_hidden, Some(&sc.e[0]), None)?;
-    let mut edge_mlp = Vec::new();
-    let mut node_mlp = Vec::new();
-    for k in 0..rounds {
-        let cols = sc.edge_cols(k);
-        edge_mlp.push(mlp(&net.edge_mlp[k], &cols, &sc.edge_hidden[k], Some(&sc.e[k + 1]), Some(&sc.e[k]))?.0);
-        let cols = sc.node_cols(k);
-        node_mlp.push(mlp(&net.node_mlp[k], &cols, &sc.node_hidden[k], Some(&sc.h[k + 1]), Some(&sc.h[k]))?.0);
-    }
-    let (head_x, ax) = mlp(&net.head_x, &sc.h[rounds], &sc.head_x_hidden, None, None)?;
-    let (head_v, av) = mlp(&net.head_v, &sc.h[rounds], &sc.head_v_hidden, None, None)?;
+    let quantized = map_parts(&net.mlps, |part, m| {
+        let (cols, out, residual) = sc.io(part);
+        let hidden = sc.hidden.get(part).context("hidden scales")?;
+        mlp(m, &cols, hidden, out, residual)
+    })?;
+    // The heads' accumulator scales become the output scales.
+    let (ax, av) = (&quantized.head_x.1, &quantized.head_v.1);
     let t = &net.norm.target;
     let mut out = [Output { scale: 0.0, offset: 0.0 }; 6];
     for (k, o) in out.iter_mut().enumerate() {
@@ -457,12 +435,7 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
         node_in,
         edge_in,
         out,
-        node_enc,
-        edge_enc,
-        edge_mlp,
-        node_mlp,
-        head_x,
-        head_v,
+        mlps: map_parts(&quantized, |_, (m, _)| Ok(m.clone()))?,
     })
 }
 
@@ -509,26 +482,25 @@ pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
     let encoder = |m: &FMlp, cols: &[f32], input: &Channels, hidden: &[f32], hidden_stats: &Channels, out: &[f32]| {
         add(&mlp_noise(m, cols, &sq12(cols), &ms(input), hidden, &ms(hidden_stats)), &sq12(out))
     };
-    let mut vh = encoder(&net.node_enc, &sc.node_in, &r.node_in, &sc.node_enc_hidden, &r.node_enc_hidden, &sc.h[0]);
-    let mut ve = encoder(&net.edge_enc, &sc.edge_in, &r.edge_in, &sc.edge_enc_hidden, &r.edge_enc_hidden, &sc.e[0]);
-    for k in 0..net.edge_mlp.len() {
+    let (m, hs, hr) = (&net.mlps, &sc.hidden, &r.hidden);
+    let mut vh = encoder(&m.node_enc, &sc.node_in, &r.node_in, &hs.node_enc, &hr.node_enc, &sc.h[0]);
+    let mut ve = encoder(&m.edge_enc, &sc.edge_in, &r.edge_in, &hs.edge_enc, &hr.edge_enc, &sc.e[0]);
+    for k in 0..m.rounds() {
         let var_in = [&ve[..], &vh, &vh].concat();
         let ms_in = [ms(&r.e[k]), ms(&r.h[k]), ms(&r.h[k])].concat();
-        let de =
-            mlp_noise(&net.edge_mlp[k], &sc.edge_cols(k), &var_in, &ms_in, &sc.edge_hidden[k], &ms(&r.edge_hidden[k]));
+        let de = mlp_noise(&m.edge_mlp[k], &sc.edge_cols(k), &var_in, &ms_in, &hs.edge_mlp[k], &ms(&hr.edge_mlp[k]));
         let two = add(&sq12(&sc.e[k + 1]), &sq12(&sc.e[k + 1]));
         ve = add(&add(&ve, &de), &two);
         let var_in = [&vh[..], &add(&ve, &sq12(&sc.e[k + 1]))].concat();
         let ms_in = [ms(&r.h[k]), ms(&r.agg[k])].concat();
-        let dh =
-            mlp_noise(&net.node_mlp[k], &sc.node_cols(k), &var_in, &ms_in, &sc.node_hidden[k], &ms(&r.node_hidden[k]));
+        let dh = mlp_noise(&m.node_mlp[k], &sc.node_cols(k), &var_in, &ms_in, &hs.node_mlp[k], &ms(&hr.node_mlp[k]));
         let two = add(&sq12(&sc.h[k + 1]), &sq12(&sc.h[k + 1]));
         vh = add(&add(&vh, &dh), &two);
     }
-    let rounds = net.edge_mlp.len();
+    let rounds = m.rounds();
     let ms_h = ms(&r.h[rounds]);
-    let vx = mlp_noise(&net.head_x, &sc.h[rounds], &vh, &ms_h, &sc.head_x_hidden, &ms(&r.head_x_hidden));
-    let vv = mlp_noise(&net.head_v, &sc.h[rounds], &vh, &ms_h, &sc.head_v_hidden, &ms(&r.head_v_hidden));
+    let vx = mlp_noise(&m.head_x, &sc.h[rounds], &vh, &ms_h, &hs.head_x, &ms(&hr.head_x));
+    let vv = mlp_noise(&m.head_v, &sc.h[rounds], &vh, &ms_h, &hs.head_v, &ms(&hr.head_v));
     let t = &net.norm.target;
     let mut out = [0f32; 6];
     for k in 0..6 {
@@ -539,7 +511,7 @@ pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
 
 /// Activation statistics over calibration graphs.
 pub fn calibrate(net: &FloatNet, graphs: &[Graph]) -> Ranges {
-    let mut r = Ranges::for_rounds(net.edge_mlp.len());
+    let mut r = Ranges::for_rounds(net.mlps.rounds());
     for g in graphs {
         net.forward(g, Some(&mut r));
     }
