@@ -72,16 +72,27 @@ impl Requant {
     pub fn apply(self, value: i32) -> i32 {
         // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
         let s = self.shift as i32 + 1;
-        let v =
-            if s > 0 { ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32 } else { value };
+        if s > 0 {
+            return self.apply_left(value, s);
+        }
         // A 32×32-bit product's rounded high word (one SMMULR on ARMv7E-M).
-        let hi = ((v as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
-        let right = (-s).clamp(0, 31) as u32;
+        let hi = ((value as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
+        let right = ((-s) as u32).min(31);
         if right == 0 {
             hi
         } else {
             hi.saturating_add(1 << (right - 1)) >> right
         }
+    }
+
+    /// [`Requant::apply`] for factors of 1 or more (`s = shift + 1 > 0`):
+    /// a saturating left shift first. Rare (the network's scales shrink),
+    /// so kept out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn apply_left(self, value: i32, s: i32) -> i32 {
+        let v = ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        ((v as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32
     }
 
     /// Whether the multiplier and shift are in range.
@@ -257,9 +268,15 @@ impl<'a> Mlp<'a> {
         let h = self.l1.outputs;
         self.l2.start(&mut w.acc);
         self.l2.accumulate(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
-        for (o, (y, r)) in out.iter_mut().zip(self.l2.requant).enumerate() {
-            let old = self.residual.get(o).map_or(0, |res| res.apply(*y as i32));
-            *y = sat(r.apply(w.acc[o]).saturating_add(old));
+        let terms = out.iter_mut().zip(self.l2.requant).zip(&w.acc);
+        if self.residual.is_empty() {
+            for ((y, r), &a) in terms {
+                *y = sat(r.apply(a));
+            }
+        } else {
+            for (((y, r), &a), res) in terms.zip(self.residual) {
+                *y = sat(r.apply(a).saturating_add(res.apply(*y as i32)));
+            }
         }
     }
 
