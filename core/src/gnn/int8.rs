@@ -814,20 +814,21 @@ fn edge_update(
     [ps, pr]: [&mut [i32]; 2],
     w: &mut Work,
 ) -> Result<(), GnnError> {
+    // The sender terms carry the layer's bias (integer sums: the same
+    // result in any order).
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
-        s.fill(0);
+        em.l1.start(s);
         r.fill(0);
         em.l1.accumulate(l, hi, s, &mut w.packed);
         em.l1.accumulate(2 * l, hi, r, &mut w.packed);
     }
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        em.l1.start(&mut w.acc);
-        em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
         for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
-            *a += x + y;
+            *a = x + y;
         }
+        em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
         em.hidden(&w.acc[..l], &mut w.hidden[..l]);
         em.finish(w, ek);
     }
