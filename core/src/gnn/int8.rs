@@ -75,8 +75,7 @@ impl Requant {
         if s > 0 {
             return self.apply_left(value, s);
         }
-        // A 32×32-bit product's rounded high word (one SMMULR on ARMv7E-M).
-        let hi = ((value as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32;
+        let hi = high_word(value, self.multiplier);
         let right = ((-s) as u32).min(31);
         if right == 0 {
             hi
@@ -92,13 +91,19 @@ impl Requant {
     #[inline(never)]
     fn apply_left(self, value: i32, s: i32) -> i32 {
         let v = ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
-        ((v as i64 * self.multiplier as i64 + (1i64 << 31)) >> 32) as i32
+        high_word(v, self.multiplier)
     }
 
     /// Whether the multiplier and shift are in range.
     pub fn is_valid(self) -> bool {
         (self.multiplier == 0 || self.multiplier >= 1 << 30) && (-31..=30).contains(&self.shift)
     }
+}
+
+/// The rounded high word of a 32×32-bit product (one SMMULR on ARMv7E-M).
+#[inline(always)]
+fn high_word(v: i32, m: i32) -> i32 {
+    ((v as i64 * m as i64 + (1i64 << 31)) >> 32) as i32
 }
 
 #[inline]
@@ -452,19 +457,6 @@ impl Part {
     pub fn head(self) -> bool {
         matches!(self, Part::PositionHead | Part::VelocityHead)
     }
-
-    /// This part among a view's MLPs: the encoders, the per-round updates
-    /// and the heads.
-    pub fn pick<'x, T>(self, enc: [&'x T; 2], edge: &'x [T], node: &'x [T], heads: [&'x T; 2]) -> Option<&'x T> {
-        match self {
-            Part::NodeEncoder => Some(enc[0]),
-            Part::EdgeEncoder => Some(enc[1]),
-            Part::EdgeUpdate(r) => edge.get(r),
-            Part::NodeUpdate(r) => node.get(r),
-            Part::PositionHead => Some(heads[0]),
-            Part::VelocityHead => Some(heads[1]),
-        }
-    }
 }
 
 /// Its name in the weight files: `node_enc`, `edge_enc`, `edge_mlp{r}`,
@@ -514,12 +506,14 @@ impl<T, R: AsRef<[T]>> Parts<T, R> {
 
     /// The MLP of `part`, if there is one.
     pub fn get(&self, part: Part) -> Option<&T> {
-        part.pick(
-            [&self.node_enc, &self.edge_enc],
-            self.edge_mlp.as_ref(),
-            self.node_mlp.as_ref(),
-            [&self.head_x, &self.head_v],
-        )
+        match part {
+            Part::NodeEncoder => Some(&self.node_enc),
+            Part::EdgeEncoder => Some(&self.edge_enc),
+            Part::EdgeUpdate(r) => self.edge_mlp.as_ref().get(r),
+            Part::NodeUpdate(r) => self.node_mlp.as_ref().get(r),
+            Part::PositionHead => Some(&self.head_x),
+            Part::VelocityHead => Some(&self.head_v),
+        }
     }
 
     /// Every part and its MLP, in [`Part::all`]'s order.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::learn::columns::Column;
 use crate::learn::dataset::Trajectory;
 use crate::learn::gnn::{corrected_error, Trained};
-use crate::learn::metrics::{mean, rmse};
+use crate::learn::metrics::{frame_errors, mean};
 use crate::sim::corrector::Plain;
 use crate::sim::rollout;
 use crate::sim::scenario::Scenario;
@@ -71,7 +71,7 @@ pub fn evaluate(
     for column in Column::ALL {
         let Some(mut corrector) = column.corrector(model, int8) else { continue };
         let (xs, cost, fail) = rollout(&column.scenario(scn), steps, &column.nodes(scn), corrector.as_mut())?;
-        let rmse: Vec<f32> = xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect();
+        let rmse = frame_errors(&xs, &traj.x);
         r.runs.push(Run { column, mean: mean(&rmse), rmse, cost });
         r.failures.extend(fail.map(|f| format!("{}: {f}", column.label())));
     }
@@ -82,7 +82,7 @@ pub fn evaluate(
 fn plain_error(traj: &Trajectory, steps: usize) -> Result<f32> {
     let scn = &traj.scenario;
     let (xs, _, _) = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
-    Ok(mean(&xs.iter().zip(&traj.x).skip(1).map(|(a, b)| rmse(a, b)).collect::<Vec<_>>()))
+    Ok(mean(&frame_errors(&xs, &traj.x)))
 }
 
 /// What `weft eval` rolls out: the trajectories of a data set split, or a

@@ -11,3 +11,9 @@ pub fn rmse(a: &[Vec3], b: &[Vec3]) -> f32 {
 pub fn mean(v: &[f32]) -> f32 {
     v.iter().sum::<f32>() / v.len().max(1) as f32
 }
+
+/// Position RMSE per frame of a rollout `xs` (frame 0 the start) against
+/// the reference's frames, from frame 1 on.
+pub fn frame_errors(xs: &[Vec<Vec3>], reference: &[Vec<Vec3>]) -> Vec<f32> {
+    xs.iter().zip(reference).skip(1).map(|(a, b)| rmse(a, b)).collect()
+}
