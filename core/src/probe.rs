@@ -12,12 +12,14 @@ pub const MAX_ROUNDS: usize = 8;
 /// A stage of the physics step or of the network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// External and elastic forces, the membrane's stiffness blocks, the
-    /// right-hand side and the block preconditioner.
+    /// External and elastic forces, the membrane's stiffness blocks and the
+    /// right-hand side.
     Assembly,
-    /// Pin targets and contact constraints of the solve.
+    /// Pin targets and contact constraints of the solve, and the block
+    /// preconditioner for them.
     Constraints,
-    /// The multigrid's coarse operators.
+    /// The multigrid's coarse operators (and the block preconditioner again
+    /// after a contact release).
     Multigrid,
     /// The conjugate-gradient iterations (and the contact release check).
     Solve,

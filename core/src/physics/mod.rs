@@ -434,14 +434,14 @@ fn substep(
 }
 
 /// External forces (gravity, wind), elastic forces and the membrane's
-/// stiffness blocks, the right-hand side into `ws.r`, the base positions
-/// into `ws.x_new` and the block-Jacobi preconditioner.
+/// stiffness blocks, the right-hand side into `ws.r` and the base
+/// positions into `ws.x_new`.
 fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k: &Coefficients) {
     let mesh = &model.mesh;
     let (alpha, beta) = (model.material.damping_mass, model.material.damping_stiffness);
     let h = k.h;
     let bend = bending_of(model, &ws.stencil);
-    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
+    let (diag, _, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
         *f = model.scene.gravity * model.mass(i);
     }
@@ -482,17 +482,29 @@ fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k:
     } else {
         ws.x_new.copy_from_slice(x);
     }
+}
 
-    // Block-Jacobi preconditioner: the inverse 3×3 diagonal blocks of A.
+/// The block-Jacobi preconditioner (the multigrid's fine smoother): the
+/// inverse 3×3 diagonal blocks of A; a held node's block inverts its
+/// diagonal block on the tangent plane exactly (and keeps its normal
+/// stiffness apart). Made for the flags as they are: after the
+/// constraints, and again after a release.
+fn preconditioner(model: &Model, ws: &mut Workspace, k: &Coefficients) {
+    let mesh = &model.mesh;
+    let bend = bending_of(model, &ws.stencil);
+    let (diag, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * k.c + Mat3::scale(model.mass(i) * k.m_scale);
     }
     bend.add_diagonal(mesh, k.c, precond);
-    for pc in precond.iter_mut() {
+    for (i, pc) in precond.iter_mut().enumerate() {
         let d = pc.diagonal();
         *pc = pc.inverse().unwrap_or(Mat3 {
             c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
         });
+        if flags::on_plane(ws.flags[i]) {
+            *pc = solver::plane_inverse(*pc, ws.normal[i]);
+        }
     }
 }
 
@@ -520,14 +532,7 @@ fn constrain(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients) ->
         ws.normal,
         ws.dv,
     );
-    // A held node's preconditioner block inverts its diagonal block on the
-    // tangent plane exactly (and keeps its normal stiffness apart).
-    let (_, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
-    for (i, pc) in precond.iter_mut().enumerate() {
-        if flags::on_plane(ws.flags[i]) {
-            *pc = solver::plane_inverse(*pc, ws.normal[i]);
-        }
-    }
+    preconditioner(model, ws, k);
     // b (unfiltered) is kept in `force` to measure the constraint impulses.
     ws.force.copy_from_slice(ws.r);
     held
@@ -547,35 +552,23 @@ fn solve(
     held: usize,
     probe: &mut impl Probe,
 ) -> (solver::Solve, f32) {
-    let mesh = &model.mesh;
-    let bend = bending_of(model, &ws.stencil);
-    let (diag, precond, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
-    // The operator; each use takes the flags as they are then.
-    let operator = solver::System {
-        mesh,
-        diag,
-        off,
-        bending: bend,
-        density: model.material.density,
-        m_scale: k.m_scale,
-        c: k.c,
-        precond,
-        flags: &[],
-        normal: ws.normal,
-    };
+    // The operator of the flags (and preconditioner) as they are then.
+    macro_rules! system {
+        () => {
+            operator(model, k, ws.blocks, &ws.stencil, ws.flags, ws.normal)
+        };
+    }
     // Residuals are measured against the right-hand side, not against the
     // residual of the starting guess.
-    let mut solve = solver::Solve {
-        reference: solver::System { flags: ws.flags, ..operator }.rhs_norm(ws.force),
-        ..solver::Solve::default()
-    };
+    let mut solve =
+        solver::Solve { reference: system!().rhs_norm(ws.force), ..solver::Solve::default() };
     let mut released = 0;
     // The multigrid's coarse operators follow the constraints: assembled
     // for the first solve and again only after a release changed them.
     let mut constraints_changed = true;
     for pass in 0..=MAX_RELEASES {
         probe.enter(Stage::Solve);
-        let system = solver::System { flags: ws.flags, ..operator };
+        let system = system!();
         // r = b − A Δv: the constrained part of Δv, and after a release the
         // previous solution as the starting guess.
         if pass > 0 || held > 0 || !model.scene.pins.is_empty() {
@@ -602,6 +595,12 @@ fn solve(
         let newly = release(ws.flags, ws.normal, ws.q, ws.force);
         released += newly;
         constraints_changed = newly > 0;
+        if constraints_changed {
+            // A released node's block inverted its diagonal block on the
+            // contact plane.
+            probe.enter(Stage::Multigrid);
+            preconditioner(model, ws, k);
+        }
         if newly == 0 && !early {
             break;
         }
@@ -611,10 +610,37 @@ fn solve(
     // `force` = b, kept until the candidate is made).
     let mut work = 0.0;
     if held > released {
-        solver::System { flags: ws.flags, ..operator }.apply(ws.dv, ws.q);
+        system!().apply(ws.dv, ws.q);
         work = constraint_work(model, v, ws);
     }
     (solve, work)
+}
+
+/// The step's operator `A` on the blocks of `blocks` ([`split_blocks`]),
+/// for these node flags.
+fn operator<'s, 'm>(
+    model: &'s Model<'m>,
+    k: &Coefficients,
+    blocks: &'s [Mat3],
+    stencil: &'s Option<stencil::BendingStencil<'_>>,
+    flags: &'s [u8],
+    normal: &'s [Vec3],
+) -> solver::System<'s, 'm> {
+    let (n, e) = (model.mesh.node_count(), model.mesh.edges().len());
+    let (diag, rest) = blocks.split_at(n.min(blocks.len()));
+    let (precond, rest) = rest.split_at(n.min(rest.len()));
+    solver::System {
+        mesh: &model.mesh,
+        diag,
+        off: &rest[..e.min(rest.len())],
+        bending: bending_of(model, stencil),
+        density: model.material.density,
+        m_scale: k.m_scale,
+        c: k.c,
+        precond,
+        flags,
+        normal,
+    }
 }
 
 /// Releases the held nodes whose constraint impulse `(A Δv − b)·n` (`a_dv`,
