@@ -1,7 +1,7 @@
-//! The firmware in QEMU against the desktop: the built-in scenario
-//! (`firmware/src/scene.rs`) runs on a Cortex-M4F in QEMU's mps2-an386
+//! The firmware in QEMU against the desktop: the built-in scenarios
+//! (`firmware/src/scene.rs`) run on a Cortex-M4F in QEMU's mps2-an386
 //! (with the SMLAD int8 kernel) and here through `weft-core` (portable
-//! kernel); the final state's checksum and probe positions must agree bit
+//! kernel); each final state's checksum and probe positions must agree bit
 //! for bit. Also prints the firmware's per-step cost and its flash and RAM.
 //!
 //! Needs the `thumbv7em-none-eabihf` target and `qemu-system-arm`,
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSection};
-use weft_tests::scene;
+use weft_tests::scene::{self, Scenario};
 
 #[path = "host.rs"]
 mod host;
@@ -34,9 +34,9 @@ fn build() -> PathBuf {
     firmware_dir().join("target/thumbv7em-none-eabihf/release/weft-firmware")
 }
 
-/// The scenario on the desktop: final checksum and probe positions (bits).
-fn on_host() -> (u32, Vec<[u32; 3]>) {
-    let (checksum, x) = host::run(scene::params(), true, scene::STEPS, |_, _, _, _| {});
+/// A scenario on the desktop: final checksum and probe positions (bits).
+fn on_host(scenario: Scenario) -> (u32, Vec<[u32; 3]>) {
+    let (checksum, x) = host::run(scenario, scene::params(), true, scene::STEPS, |_, _, _, _| {});
     let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
     (checksum, probes)
 }
@@ -94,23 +94,33 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
     println!("{log}");
     assert!(out.status.success(), "firmware failed ({}):\n{log}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
 
-    let checksum = log
-        .lines()
-        .find_map(|l| l.split("checksum ").nth(1).filter(|r| r.contains(" after ")))
-        .map(|r| hex(r.split_whitespace().next().unwrap()))
-        .expect("a checksum line");
-    let probes: Vec<[u32; 3]> = log
-        .lines()
-        .filter_map(|l| l.split_once("INFO").map(|(_, r)| r.trim_start()))
-        .filter_map(|r| r.strip_prefix("node "))
-        .map(|r| {
-            let w: Vec<&str> = r.split_whitespace().collect();
-            [hex(w[2]), hex(w[3]), hex(w[4])]
-        })
-        .collect();
-    let (host_sum, host_probes) = on_host();
-    assert_eq!(probes, host_probes, "probe positions differ");
-    assert_eq!(checksum, host_sum, "final-state checksum differs");
+    // Each scenario's lines are led by its name.
+    let lines = |name: &str| -> Vec<String> {
+        let lead = format!("{name}: ");
+        log.lines()
+            .filter_map(|l| l.split_once("INFO").map(|(_, r)| r.trim_start()))
+            .filter_map(|r| r.strip_prefix(lead.as_str()).map(str::to_string))
+            .collect()
+    };
+    for scenario in Scenario::ALL {
+        let lines = lines(scenario.name());
+        let checksum = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("checksum ").filter(|r| r.contains(" after ")))
+            .map(|r| hex(r.split_whitespace().next().unwrap()))
+            .unwrap_or_else(|| panic!("a checksum line for {}", scenario.name()));
+        let probes: Vec<[u32; 3]> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("node "))
+            .map(|r| {
+                let w: Vec<&str> = r.split_whitespace().collect();
+                [hex(w[2]), hex(w[3]), hex(w[4])]
+            })
+            .collect();
+        let (host_sum, host_probes) = on_host(scenario);
+        assert_eq!(probes, host_probes, "{}: probe positions differ", scenario.name());
+        assert_eq!(checksum, host_sum, "{}: final-state checksum differs", scenario.name());
+    }
 
     let (flash, ram) = sizes(&elf);
     println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");

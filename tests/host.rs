@@ -6,13 +6,14 @@ use weft_core::model::{Model, StepParams};
 use weft_core::physics::StepReport;
 use weft_core::state::State;
 use weft_core::storage::MeshBuffers;
-use weft_tests::scene::{self, GnnMemory, StateMemory, COUNTS};
+use weft_tests::scene::{self, GnnMemory, Scenario, StateMemory, COUNTS};
 
-/// Runs `steps` steps of the scenario with `params`, corrected by the baked
+/// Runs `steps` steps of `scenario` with `params`, corrected by the baked
 /// network or plain, calling `each(step, report, model, state)` after every
 /// step; returns the final checksum and the positions.
 #[allow(dead_code)]
 pub fn run(
+    scenario: Scenario,
     params: StepParams,
     corrected: bool,
     steps: u32,
@@ -22,9 +23,9 @@ pub fn run(
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
     let mut sb = Box::new(StateMemory::new());
     let mut gb = Box::new(GnnMemory::new());
-    let (pins, colliders) = (scene::pins(), scene::colliders());
+    let (pins, colliders) = (scenario.pins(), scenario.colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
-    let model = Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), params).unwrap();
+    let model = Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), params).unwrap();
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
     for s in 0..steps {

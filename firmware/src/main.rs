@@ -25,7 +25,7 @@ use weft_core::model::Model;
 use weft_core::probe::{Probe, Stage};
 use weft_core::state::State;
 
-use scene::{GnnMemory, StateMemory, COUNTS};
+use scene::{GnnMemory, Scenario, StateMemory, COUNTS};
 
 /// What one SysTick tick is worth, and its unit.
 #[cfg(feature = "qemu")]
@@ -88,6 +88,7 @@ struct Cost {
     gnn: u64,
     correction: u64,
     worst_step: u64,
+    physics_worst: u64,
 }
 
 fn exit(code: i32) -> ! {
@@ -139,8 +140,6 @@ fn main() -> ! {
 
     kernel_cost(&clock);
 
-    let pins = scene::pins();
-    let colliders = scene::colliders();
     // SAFETY: `main` runs once and is the only code that names `GNN`; the
     // buffers hold integers only, so all-zero bytes are a valid value (the
     // one `ScratchBuffers::new()` builds), written in place rather than
@@ -161,13 +160,10 @@ fn main() -> ! {
         grid: COUNTS.grid,
     };
     let mesh = ok_or_exit(Mesh::from_parts(parts), "mesh");
-    let model =
-        ok_or_exit(Model::new(mesh, scene::MATERIAL, scene::scene(&pins, &colliders), scene::params()), "model");
-    let mut state = ok_or_exit(State::new(&model, STATE_BUF.storage()), "state");
     let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
     let mut scratch = gnn_memory.scratch();
     defmt::info!(
-        "weft: {}×{} cloth, {} steps, int8 network latent {} × {} rounds; cost unit: {}",
+        "weft: {}×{} cloth, {} steps per scenario, int8 network latent {} × {} rounds; cost unit: {}",
         scene::N,
         scene::N,
         scene::STEPS,
@@ -175,11 +171,34 @@ fn main() -> ! {
         net.rounds(),
         UNIT
     );
+    for scenario in Scenario::ALL {
+        run(scenario, mesh, net, STATE_BUF, &mut scratch, &clock);
+    }
+    defmt::info!("stack high-water mark {} bytes", stack::used());
+    exit(0)
+}
 
+/// Runs one scenario from rest and logs its cost per stage, its probe
+/// positions and the checksum of its final state, each line led by the
+/// scenario's name.
+fn run(
+    scenario: Scenario,
+    mesh: Mesh,
+    net: int8::Checked,
+    memory: &mut StateMemory,
+    scratch: &mut int8::Scratch,
+    clock: &Clock,
+) {
+    let name = scenario.name();
+    let (pins, colliders) = (scenario.pins(), scenario.colliders());
+    let model = ok_or_exit(
+        Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), scene::params()),
+        "model",
+    );
+    let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");
     let mut cost = Cost::default();
-    let mut stages = Stages { clock: &clock, current: None, since: 0, ticks: [0; Stage::COUNT] };
-    let mut pairs = 0usize;
-    let mut cg = 0u32;
+    let mut stages = Stages { clock, current: None, since: 0, ticks: [0; Stage::COUNT] };
+    let (mut pairs, mut dropped, mut cg) = (0usize, 0usize, 0u32);
     for step in 0..scene::STEPS {
         let t = clock.now();
         let report = weft_core::physics::step_probed(&model, &mut state, &mut stages);
@@ -187,12 +206,13 @@ fn main() -> ! {
         let (a, t) = (clock.since(t), clock.now());
         let found = int8::dynamic_edges(&model, &mut state, net);
         let (b, t) = (clock.since(t), clock.now());
-        let inferred = int8::infer_probed(&model, &mut state, net, &mut scratch, &mut stages);
+        let inferred = int8::infer_probed(&model, &mut state, net, scratch, &mut stages);
         stages.stop();
         let (c, t) = (clock.since(t), clock.now());
         let applied = int8::apply(&mut state);
         let d = clock.since(t);
         cost.physics += a;
+        cost.physics_worst = cost.physics_worst.max(a);
         cost.dynamic_edges += b;
         cost.gnn += c;
         cost.correction += d;
@@ -200,11 +220,13 @@ fn main() -> ! {
         match (report, found, inferred, applied) {
             (Ok(r), Ok(f), Ok(()), Ok(())) => {
                 pairs += f.pairs;
+                dropped += f.dropped;
                 cg += r.cg_iterations;
             }
             (r, f, i, a) => {
                 defmt::error!(
-                    "step {}: physics {}, edges {}, network {}, correction {}",
+                    "{}: step {}: physics {}, edges {}, network {}, correction {}",
+                    name,
                     step,
                     defmt::Debug2Format(&r.err()),
                     defmt::Debug2Format(&f.err()),
@@ -219,16 +241,24 @@ fn main() -> ! {
     let steps = scene::STEPS as u64;
     let per = |ticks: u64| ticks * PER_TICK / steps;
     defmt::info!(
-        "per step ({}): physics {}, dynamic edges {}, gnn {}, correction {}, total {}, worst step {}",
+        "{}: per step ({}): physics {}, dynamic edges {}, gnn {}, correction {}, total {}, worst step {} (physics {})",
+        name,
         UNIT,
         per(cost.physics),
         per(cost.dynamic_edges),
         per(cost.gnn),
         per(cost.correction),
         per(cost.physics + cost.dynamic_edges + cost.gnn + cost.correction),
-        cost.worst_step * PER_TICK
+        cost.worst_step * PER_TICK,
+        cost.physics_worst * PER_TICK
     );
-    defmt::info!("mean dynamic edges {}, mean CG iterations {}", pairs as u32 / scene::STEPS, cg / scene::STEPS);
+    defmt::info!(
+        "{}: mean dynamic edges {}, pairs dropped {}, mean CG iterations {}",
+        name,
+        pairs as u32 / scene::STEPS,
+        dropped,
+        cg / scene::STEPS
+    );
     for (i, &ticks) in stages.ticks.iter().enumerate() {
         match Stage::at(i) {
             Some(stage) if ticks > 0 => {
@@ -236,19 +266,24 @@ fn main() -> ! {
                     Stage::EdgeUpdate(r) | Stage::NodeUpdate(r) => r as i32,
                     _ => -1,
                 };
-                defmt::info!("stage {} (round {}): {} per step", stage.name(), round, per(ticks));
+                defmt::info!("{}: stage {} (round {}): {} per step", name, stage.name(), round, per(ticks));
             }
             _ => {}
         }
     }
     let x = state.positions();
     for &i in &scene::PROBES {
-        defmt::info!("node {} = {:08x} {:08x} {:08x}", i, x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits());
+        defmt::info!(
+            "{}: node {} = {:08x} {:08x} {:08x}",
+            name,
+            i,
+            x[i].x.to_bits(),
+            x[i].y.to_bits(),
+            x[i].z.to_bits()
+        );
     }
     let sum = scene::checksum(state.positions(), state.velocities());
-    defmt::info!("checksum {:08x} after {} steps", sum, scene::STEPS);
-    defmt::info!("stack high-water mark {} bytes", stack::used());
-    exit(0)
+    defmt::info!("{}: checksum {:08x} after {} steps", name, sum, scene::STEPS);
 }
 
 /// Stack use, measured by painting the free RAM below the stack at boot

@@ -1,7 +1,9 @@
-//! The firmware's built-in scenario: a 16×16 cloth held at two corners,
-//! swinging down onto a sphere, every step corrected by the baked int8
-//! network. Shared with the host's bit-exactness test (`tests/`), which
-//! runs the same code through `weft-core` on the desktop.
+//! The firmware's built-in scenarios, every step corrected by the baked
+//! int8 network: a 16×16 cloth held at two corners swinging down onto a
+//! sphere ([`Scenario::Swing`]), and the same cloth dropped onto a sphere,
+//! where it folds against itself and the network gets dynamic edges
+//! ([`Scenario::Drape`]). Shared with the host's bit-exactness test
+//! (`tests/`), which runs the same code through `weft-core` on the desktop.
 
 use weft_core::gnn::int8::ScratchSizes;
 use weft_core::math::Vec3;
@@ -29,23 +31,64 @@ pub type StateMemory =
 /// The network's scratch memory.
 pub type GnnMemory = weft_core::gnn::int8::ScratchBuffers<{ SCRATCH.latents }>;
 
-/// A horizontal 0.8 m square at 1 m, held at the two corners of its back
-/// edge: it swings down and hits the sphere in front of that edge.
+/// A scenario the firmware runs (both start from the same rest mesh).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// Held at the two corners of its back edge, the cloth swings down and
+    /// hits a sphere in front of that edge.
+    Swing,
+    /// Dropped flat onto a sphere 0.12 m below it, the cloth drapes over it
+    /// and folds against itself around it (no pins).
+    Drape,
+}
+
+impl Scenario {
+    /// The scenarios, in the order the firmware runs them.
+    pub const ALL: [Scenario; 2] = [Scenario::Swing, Scenario::Drape];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Swing => "swing",
+            Scenario::Drape => "drape",
+        }
+    }
+
+    /// The held nodes: the two corners of the back edge (the grid's last
+    /// row) in the swing, none in the drape.
+    pub fn pins(self) -> Pins {
+        let g = grid();
+        let (a, b) = (g.node(0, N - 1), g.node(N - 1, N - 1));
+        let pins = [Pin::fixed(a as NodeId, g.position(0, N - 1)), Pin::fixed(b as NodeId, g.position(N - 1, N - 1))];
+        Pins { pins, count: if self == Scenario::Swing { 2 } else { 0 } }
+    }
+
+    /// A sphere and the ground.
+    pub fn colliders(self) -> [Collider; 2] {
+        let sphere = match self {
+            Scenario::Swing => Shape::Sphere { center: Vec3::new(0.05, 0.45, -0.1), radius: 0.2 },
+            Scenario::Drape => Shape::Sphere { center: Vec3::new(0.05, 0.63, -0.05), radius: 0.25 },
+        };
+        let ground = Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 };
+        [Collider { friction: 0.4, ..Collider::new(sphere) }, Collider { friction: 0.5, ..Collider::new(ground) }]
+    }
+}
+
+/// A scenario's pins (at most two).
+#[derive(Clone, Copy, Debug)]
+pub struct Pins {
+    pins: [Pin; 2],
+    count: usize,
+}
+
+impl Pins {
+    pub fn as_slice(&self) -> &[Pin] {
+        &self.pins[..self.count]
+    }
+}
+
+/// A horizontal 0.8 m square at 1 m.
 pub fn grid() -> Grid {
     Grid::horizontal(N, N, 0.8, 0.8, 1.0)
-}
-
-/// The two held corners (the back edge is the grid's last row).
-pub fn pins() -> [Pin; 2] {
-    let g = grid();
-    let (a, b) = (g.node(0, N - 1), g.node(N - 1, N - 1));
-    [Pin::fixed(a as NodeId, g.position(0, N - 1)), Pin::fixed(b as NodeId, g.position(N - 1, N - 1))]
-}
-
-pub fn colliders() -> [Collider; 2] {
-    let sphere = Shape::Sphere { center: Vec3::new(0.05, 0.45, -0.1), radius: 0.2 };
-    let ground = Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 };
-    [Collider { friction: 0.4, ..Collider::new(sphere) }, Collider { friction: 0.5, ..Collider::new(ground) }]
 }
 
 /// The learning families' cloth (cotton with softened compression).

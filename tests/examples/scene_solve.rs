@@ -1,7 +1,7 @@
-//! The firmware's scene on the desktop, step by step: CG iterations,
+//! A firmware scenario on the desktop, step by step: CG iterations,
 //! substeps and convergence of the physics, corrected as on the board
 //! (`cargo run --release -p weft-tests --example scene_solve`) or plain
-//! (`… -- plain`); `WEFT_CG_TOLERANCE` overrides the tolerance. With
+//! (`… -- plain`), the swing or (`… -- drape`) the drape; `WEFT_CG_TOLERANCE` overrides the tolerance. With
 //! `accuracy` (`… -- [plain] accuracy`), also what the tolerance costs in
 //! accuracy: the final positions' RMS change from a
 //! solve 100× tighter, next to their change from half the time step (the
@@ -10,6 +10,7 @@
 mod host;
 use weft_core::math::Vec3;
 use weft_core::model::StepParams;
+use weft_tests::scene::Scenario;
 
 fn main() {
     let mut params = weft_tests::scene::params();
@@ -18,9 +19,10 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let corrected = !args.iter().any(|a| a == "plain");
+    let scenario = if args.iter().any(|a| a == "drape") { Scenario::Drape } else { Scenario::Swing };
     let (mut its, mut worst, mut unconv) = (0u32, 0u32, 0u32);
     let t = std::time::Instant::now();
-    let (checksum, _) = host::run(params, corrected, weft_tests::scene::STEPS, |s, r, _, _| {
+    let (checksum, _) = host::run(scenario, params, corrected, weft_tests::scene::STEPS, |s, r, _, _| {
         its += r.cg_iterations;
         worst = worst.max(r.cg_iterations);
         unconv += u32::from(!r.converged);
@@ -42,7 +44,7 @@ fn main() {
     let at = [15u32, 30, 60];
     let record = |params: StepParams, per: u32| {
         let mut out = Vec::new();
-        host::run(params, corrected, per * steps, |s, _, _, state| {
+        host::run(scenario, params, corrected, per * steps, |s, _, _, state| {
             if at.contains(&((s + 1) / per)) && (s + 1) % per == 0 {
                 out.push(state.positions().to_vec());
             }

@@ -560,8 +560,7 @@ fn solve(
     }
     // Residuals are measured against the right-hand side, not against the
     // residual of the starting guess.
-    let mut solve =
-        solver::Solve { reference: system!().rhs_norm(ws.force), ..solver::Solve::default() };
+    let mut solve = solver::Solve { reference: system!().rhs_norm(ws.force), ..solver::Solve::default() };
     let mut released = 0;
     // The multigrid's coarse operators follow the constraints: assembled
     // for the first solve and again only after a release changed them.
