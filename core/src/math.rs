@@ -3,6 +3,23 @@
 
 use core::ops::{Add, AddAssign, Mul, Neg, Sub, SubAssign};
 
+/// `√x`, correctly rounded as IEEE 754 asks: on a Cortex-M4F with the
+/// `dsp` feature the FPU's `VSQRT.F32` (one instruction where `libm`'s
+/// routine takes about 45), elsewhere `libm::sqrtf`. Both round exactly, so
+/// every target gets the same bits (the firmware's checksum against the
+/// desktop's checks it).
+#[inline]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+    {
+        crate::gnn::dsp::vsqrt(x)
+    }
+    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
+    {
+        libm::sqrtf(x)
+    }
+}
+
 /// A 3-vector in metres (or m/s, N, ... depending on context).
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
@@ -38,7 +55,7 @@ impl Vec3 {
     }
     #[inline]
     pub fn norm(self) -> f32 {
-        libm::sqrtf(self.norm2())
+        sqrt(self.norm2())
     }
     /// Unit vector, or zero for a (near) zero vector.
     #[inline]
@@ -237,11 +254,11 @@ impl Sym2 {
     pub fn eigen(&self) -> (f32, f32, [f32; 2]) {
         let half_tr = 0.5 * (self.a + self.d);
         let diff = 0.5 * (self.a - self.d);
-        let rad = libm::sqrtf(diff * diff + self.b * self.b);
+        let rad = sqrt(diff * diff + self.b * self.b);
         let n1 = if rad > 1e-30 {
             // A column of (A − λ₂ I), the larger one: parallel to n₁.
             let (x, y) = if diff >= 0.0 { (diff + rad, self.b) } else { (self.b, rad - diff) };
-            let n = libm::sqrtf(x * x + y * y);
+            let n = sqrt(x * x + y * y);
             [x / n, y / n]
         } else {
             [1.0, 0.0]

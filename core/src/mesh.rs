@@ -638,7 +638,7 @@ fn frame([p0, p1, p2]: [Vec3; 3]) -> (Vec3, Vec3) {
 #[inline(never)]
 fn bend_triangle(p: [Vec3; 3]) -> BendTriangle {
     let d: [Vec3; 3] = core::array::from_fn(|e| p[(e + 1) % 3] - p[e]);
-    let root = libm::sqrtf(0.5 * d[0].cross(d[1]).norm());
+    let root = crate::math::sqrt(0.5 * d[0].cross(d[1]).norm());
     let s = d.map(|e| e.norm() / root);
     let cos2 = core::array::from_fn(|e| {
         let (a, b) = (d[e], d[(e + 1) % 3]);

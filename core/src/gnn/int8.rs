@@ -73,7 +73,14 @@ impl Requant {
         // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
         let s = self.shift as i32 + 1;
         if s > 0 {
-            return self.apply_left(value, s);
+            // Factors of 1/2 or more (the residual terms' among them): a
+            // saturating left shift first.
+            let v = if s < 31 {
+                value.saturating_mul(1 << s)
+            } else {
+                ((value as i64) << 31).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+            };
+            return high_word(v, self.multiplier);
         }
         let hi = high_word(value, self.multiplier);
         let right = ((-s) as u32).min(31);
@@ -82,16 +89,6 @@ impl Requant {
         } else {
             hi.saturating_add(1 << (right - 1)) >> right
         }
-    }
-
-    /// [`Requant::apply`] for factors of 1 or more (`s = shift + 1 > 0`):
-    /// a saturating left shift first. Rare (the network's scales shrink),
-    /// so kept out of the common path.
-    #[cold]
-    #[inline(never)]
-    fn apply_left(self, value: i32, s: i32) -> i32 {
-        let v = ((value as i64) << s.min(31)).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
-        high_word(v, self.multiplier)
     }
 
     /// Whether the multiplier and shift are in range.

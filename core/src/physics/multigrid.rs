@@ -325,7 +325,7 @@ fn cholesky(d: &mut [f32], m: usize) {
         for q in 0..k {
             pivot -= d[packed(k, q)] * d[packed(k, q)];
         }
-        let lkk = if pivot > 1e-6 * big { libm::sqrtf(pivot) } else { libm::sqrtf(big) };
+        let lkk = if pivot > 1e-6 * big { crate::math::sqrt(pivot) } else { crate::math::sqrt(big) };
         d[packed(k, k)] = lkk;
         for r in k + 1..m {
             let mut s = d[packed(r, k)];

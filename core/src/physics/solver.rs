@@ -184,7 +184,7 @@ impl System<'_, '_> {
     /// whole load.)
     pub fn rhs_norm(&self, b: &[Vec3]) -> f32 {
         let sum: f32 = b.iter().zip(self.flags).filter(|(_, &f)| !flags::pinned(f)).map(|(bi, _)| bi.norm2()).sum();
-        libm::sqrtf(sum)
+        crate::math::sqrt(sum)
     }
 
     /// Assembles the multigrid's coarse operators for this system and its
@@ -219,7 +219,7 @@ impl System<'_, '_> {
             })
             .sum();
         filter(self.flags, self.normal, r);
-        libm::sqrtf(dot(r, r) + held)
+        crate::math::sqrt(dot(r, r) + held)
     }
 
     /// Solves `A y = r` in the unconstrained directions (pinned nodes held,
@@ -255,7 +255,7 @@ impl System<'_, '_> {
         // last `STAGNATION` iterations (f32 round-off floor).
         let (mut best, mut best_at) = (f32::INFINITY, 0);
         while it < max_iter {
-            res = libm::sqrtf(dot(r, r)) / b_norm;
+            res = crate::math::sqrt(dot(r, r)) / b_norm;
             if !(res > tol) {
                 break;
             }
@@ -287,7 +287,7 @@ impl System<'_, '_> {
             it += 1;
         }
         if it == max_iter {
-            res = libm::sqrtf(dot(r, r)) / b_norm;
+            res = crate::math::sqrt(dot(r, r)) / b_norm;
         }
         Solve {
             iterations: it,
