@@ -220,7 +220,13 @@ impl<'a> Linear<'a> {
 
     #[inline]
     fn start(&self, acc: &mut [i32]) {
-        acc[..self.outputs].copy_from_slice(self.bias);
+        let acc = &mut acc[..self.outputs];
+        // The latent width as a fixed-size copy (inline loads and stores
+        // rather than a call to `memcpy` per layer and edge).
+        match (<&mut [i32; 16]>::try_from(&mut *acc), <&[i32; 16]>::try_from(self.bias)) {
+            (Ok(a), Ok(b)) => *a = *b,
+            _ => acc.copy_from_slice(self.bias),
+        }
     }
 }
 
@@ -810,7 +816,10 @@ fn edge_update(
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
         em.l1.start(s);
-        r.fill(0);
+        match <&mut [i32; 16]>::try_from(&mut *r) {
+            Ok(r) => *r = [0; 16],
+            Err(_) => r.fill(0),
+        }
         em.l1.accumulate(l, hi, s, &mut w.packed);
         em.l1.accumulate(2 * l, hi, r, &mut w.packed);
     }
