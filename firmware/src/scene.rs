@@ -14,8 +14,27 @@ use weft_core::storage::StateBuffers;
 
 /// Nodes per side.
 pub const N: usize = 16;
-/// Steps the firmware runs (1/60 s each).
-pub const STEPS: u32 = 60;
+/// Steps the firmware runs per scenario (1/60 s each): 60, or the number
+/// in `WEFT_FIRMWARE_STEPS` when the firmware is built (the instruction
+/// profile, `cargo run -p weft-tests --example qemu_profile`, runs 4).
+pub const STEPS: u32 = match option_env!("WEFT_FIRMWARE_STEPS") {
+    Some(s) => parse_steps(s),
+    None => 60,
+};
+
+/// A positive decimal number of steps (a build error otherwise).
+const fn parse_steps(s: &str) -> u32 {
+    let b = s.as_bytes();
+    assert!(!b.is_empty(), "WEFT_FIRMWARE_STEPS is empty");
+    let (mut n, mut i) = (0u32, 0);
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit() && n < 100_000, "WEFT_FIRMWARE_STEPS is not a step count");
+        n = 10 * n + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    assert!(n > 0, "WEFT_FIRMWARE_STEPS is 0");
+    n
+}
 /// Dynamic (and contact) pair capacity.
 pub const PAIRS: usize = 256;
 

@@ -38,14 +38,14 @@ pub const MEASURABLE: f32 = 1.0 / 3.0;
 /// Device instructions per CG iteration of the 16×16 step and per step
 /// outside its CG iterations (assembly, multigrid set-up, energy check and
 /// audit, contacts): fitted to two firmware QEMU counts of the corrected
-/// scene (`cd firmware && cargo qemu`), 16.40 M instructions of physics per
-/// step at 22.1 CG iterations (tolerance 1e-4) and 22.16 M at 34.7 (1e-5).
-pub const DEVICE_PER_CG_ITERATION: f64 = (22.16e6 - 16.40e6) / (34.7 - 22.1);
-pub const DEVICE_PER_STEP: f64 = 16.40e6 - 22.1 * DEVICE_PER_CG_ITERATION;
+/// swing (`cd firmware && cargo qemu`), 14.54 M instructions of physics per
+/// step at 21.5 CG iterations (tolerance 1e-4) and 19.84 M at 33.4 (1e-5).
+pub const DEVICE_PER_CG_ITERATION: f64 = (19.84e6 - 14.54e6) / (33.4 - 21.5);
+pub const DEVICE_PER_STEP: f64 = 14.54e6 - 21.5 * DEVICE_PER_CG_ITERATION;
 /// Device instructions per corrected step for the network: features and
-/// forward, dynamic edges and correction (the firmware's QEMU run: 17.30 M,
-/// 0.52 M and 0.03 M).
-pub const DEVICE_PER_NETWORK: f64 = 17.30e6 + 0.52e6 + 0.03e6;
+/// forward, dynamic edges and correction (the firmware's QEMU run of the
+/// swing: 15.93 M, 0.51 M and 0.02 M).
+pub const DEVICE_PER_NETWORK: f64 = 15.93e6 + 0.51e6 + 0.02e6;
 
 /// Per horizon, the mean RMSE over the first `h` frames of every window.
 pub type Windows = [Vec<f32>; 3];
