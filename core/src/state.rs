@@ -357,10 +357,13 @@ impl<'a> State<'a> {
 
     /// Finds the node pairs closer than `radius` with no static edge in the
     /// current positions (the network's dynamic edges) into the state's
-    /// pair storage; see [`State::pairs`].
-    pub fn find_pairs(&mut self, mesh: &Mesh, radius: f32) -> Result<Proximity, ProximityError> {
+    /// pair storage, at most `max_pairs` of them (those beyond are dropped
+    /// and counted, as those beyond the storage); see [`State::pairs`].
+    pub fn find_pairs(&mut self, mesh: &Mesh, radius: f32, max_pairs: usize) -> Result<Proximity, ProximityError> {
         self.ws.n_pairs = 0;
-        let found = contact::proximity(mesh, self.x, radius, self.ws.cells, self.ws.order, self.ws.pairs)?;
+        let cap = max_pairs.min(self.ws.pairs.len());
+        let out = &mut self.ws.pairs[..cap];
+        let found = contact::proximity(mesh, self.x, radius, self.ws.cells, self.ws.order, out)?;
         self.ws.n_pairs = found.pairs;
         self.warnings.dropped_pairs += found.dropped as u64;
         Ok(found)

@@ -207,7 +207,7 @@ fn forward_matches_the_plain_reference() {
         let net = network(&layers, l, rounds, &mut mlps);
         let checked = net.check().unwrap();
         cloth_state(&mut rng, |model, state| {
-            state.find_pairs(&model.mesh, net.radius).unwrap();
+            state.find_pairs(&model.mesh, net.radius, 64).unwrap();
             assert!(!state.pairs().is_empty(), "the test wants dynamic edges");
             let n = state.node_count();
             let sizes = ScratchSizes::new(model.mesh.counts(), 64, l);

@@ -35,8 +35,9 @@ const fn parse_steps(s: &str) -> u32 {
     assert!(n > 0, "WEFT_FIRMWARE_STEPS is 0");
     n
 }
-/// Dynamic (and contact) pair capacity.
-pub const PAIRS: usize = 256;
+/// Dynamic (and contact) pair capacity: the network's
+/// [`weft_core::gnn::int8::PAIRS_PER_NODE`] per node, as on the desktop.
+pub const PAIRS: usize = weft_core::gnn::int8::PAIRS_PER_NODE * N * N;
 
 pub const COUNTS: MeshCounts = MeshCounts::grid(N, N);
 pub const STATE: StateSizes = StateSizes::new(COUNTS, PAIRS);

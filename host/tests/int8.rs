@@ -80,7 +80,7 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
             for ((g, x), v) in graphs.iter().zip(xs).zip(vs) {
                 state.set_positions(x).unwrap();
                 state.set_velocities(v).unwrap();
-                state.find_pairs(&model.mesh, net.radius).unwrap();
+                state.find_pairs(&model.mesh, net.radius, 8 * n).unwrap();
                 let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
                 let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
                 let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);

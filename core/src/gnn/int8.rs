@@ -50,6 +50,11 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const MAX_LATENT: usize = 32;
 /// Largest number of processor rounds.
 pub const MAX_ROUNDS: usize = 8;
+/// Dynamic pairs per node the network takes ([`dynamic_edges`]; pairs
+/// beyond them are dropped and counted): the same on the desktop, in
+/// training and on the board, whose core-coupled RAM holds the latents of
+/// `PAIRS_PER_NODE × nodes` pairs at 16×16.
+pub const PAIRS_PER_NODE: usize = 4;
 const _: () = assert!(MAX_ROUNDS <= crate::probe::MAX_ROUNDS);
 
 /// An int32 → int32 rescaling by `multiplier · 2^(shift − 31)` with
@@ -921,12 +926,14 @@ pub fn correct(
 
 /// Finds the dynamic edges of the current positions: node pairs closer
 /// than the network's radius with no static edge, into the state's pair
-/// storage (pairs beyond its capacity are dropped and counted).
+/// storage, at most [`PAIRS_PER_NODE`] per node (pairs beyond that or the
+/// storage's capacity are dropped and counted).
 pub fn dynamic_edges(model: &Model, state: &mut State, net: Checked) -> Result<Proximity, GnnError> {
-    if state.x.len() != model.mesh.node_count() {
+    let n = model.mesh.node_count();
+    if state.x.len() != n {
         return Err(GnnError::MeshMismatch);
     }
-    state.find_pairs(&model.mesh, net.radius).map_err(|_| GnnError::Proximity)
+    state.find_pairs(&model.mesh, net.radius, PAIRS_PER_NODE * n).map_err(|_| GnnError::Proximity)
 }
 
 /// Runs the network on the state and its dynamic edges, in the memory the

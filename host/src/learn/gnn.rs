@@ -150,7 +150,9 @@ impl Graph {
 /// The graph of the current state of `state` (after a physics step): finds
 /// the dynamic edges and computes features.
 pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Graph> {
-    let found = state.find_pairs(&model.mesh, cfg.radius).context("dynamic edges")?;
+    let found = state
+        .find_pairs(&model.mesh, cfg.radius, cfg.pairs_per_node * model.mesh.node_count())
+        .context("dynamic edges")?;
     let pairs = state.pairs();
     let ne = features::edge_count(&model.mesh, pairs.len());
     let mut g = Graph {

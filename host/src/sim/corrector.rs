@@ -9,8 +9,9 @@ use weft_core::model::Model;
 use weft_core::state::State;
 use weft_weights::format::{NetworkData, Views};
 
-/// Dynamic pairs per node a network's state stores.
-pub const PAIRS_PER_NODE: usize = 8;
+/// Dynamic pairs per node a network takes: the board's
+/// ([`weft_core::gnn::int8::PAIRS_PER_NODE`]).
+pub const PAIRS_PER_NODE: usize = weft_core::gnn::int8::PAIRS_PER_NODE;
 
 pub trait Corrector {
     /// Proximity pairs the state must hold for this corrector on a mesh of
