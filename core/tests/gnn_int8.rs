@@ -303,3 +303,33 @@ fn input_quantisation_rounds_half_away_from_zero() {
         assert!(got == want || (y.is_nan() && got == 0), "y = {y:e} ({:08x}): {got} against {want}", y.to_bits());
     }
 }
+
+#[test]
+fn the_network_takes_at_most_its_pairs_per_node_and_counts_the_rest() {
+    let mut rng = Rng(11);
+    let layers = random_layers(&mut rng, 4, 1);
+    let mut mlps = Vec::new();
+    let net = network(&layers, 4, 1, &mut mlps);
+    let checked = net.check().unwrap();
+    // A 5×4 cloth 2 cm across: every node within the network's radius of
+    // every other, far more pairs than 4 per node.
+    let grid = Grid::horizontal(5, 4, 0.02, 0.015, 0.0);
+    let n = 20;
+    let all = n * (n - 1) / 2;
+    with_cloth(&grid, Material::COTTON, Scene::default(), StepParams::default(), 64 * n, |model, state| {
+        let statics = model.mesh.edges().len();
+        assert!(net.radius > 0.03, "the test wants every node within the radius");
+        let found = state.find_pairs(&model.mesh, net.radius, usize::MAX).unwrap();
+        assert_eq!((found.pairs, found.dropped), (all - statics, 0));
+        // A cap of 7: the first 7 kept, the rest dropped and counted.
+        let before = state.warnings.dropped_pairs;
+        let found = state.find_pairs(&model.mesh, net.radius, 7).unwrap();
+        assert_eq!((found.pairs, found.dropped, state.pairs().len()), (7, all - statics - 7, 7));
+        assert_eq!(state.warnings.dropped_pairs - before, (all - statics - 7) as u64);
+        // The network's own cap.
+        let found = int8::dynamic_edges(model, state, checked).unwrap();
+        let cap = int8::PAIRS_PER_NODE * n;
+        assert!(all - statics > cap);
+        assert_eq!((found.pairs, found.dropped), (cap, all - statics - cap));
+    });
+}
