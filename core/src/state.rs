@@ -162,6 +162,13 @@ pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize, edges: usize) -> (
     (diag, precond, off)
 }
 
+/// [`split_blocks`] to read.
+pub(crate) fn blocks_of(blocks: &[Mat3], nodes: usize, edges: usize) -> (&[Mat3], &[Mat3], &[Mat3]) {
+    let (diag, rest) = blocks.split_at(nodes.min(blocks.len()));
+    let (precond, rest) = rest.split_at(nodes.min(rest.len()));
+    (diag, precond, &rest[..edges.min(rest.len())])
+}
+
 /// Solver and search scratch. The step's vectors hold, stage by stage
 /// ([`crate::physics`]'s `substep`):
 pub(crate) struct Workspace<'a> {

@@ -24,7 +24,7 @@ use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
-use crate::state::{split_blocks, State, Workspace};
+use crate::state::{blocks_of, split_blocks, State, Workspace};
 use stencil::Bending;
 
 /// What one step did.
@@ -625,13 +625,11 @@ fn operator<'s, 'm>(
     flags: &'s [u8],
     normal: &'s [Vec3],
 ) -> solver::System<'s, 'm> {
-    let (n, e) = (model.mesh.node_count(), model.mesh.edges().len());
-    let (diag, rest) = blocks.split_at(n.min(blocks.len()));
-    let (precond, rest) = rest.split_at(n.min(rest.len()));
+    let (diag, precond, off) = blocks_of(blocks, model.mesh.node_count(), model.mesh.edges().len());
     solver::System {
         mesh: &model.mesh,
         diag,
-        off: &rest[..e.min(rest.len())],
+        off,
         bending: bending_of(model, stencil),
         density: model.material.density,
         m_scale: k.m_scale,
