@@ -20,6 +20,12 @@ pub fn sqrt(x: f32) -> f32 {
     }
 }
 
+/// Base-10 logarithm (`libm`; the network's material features).
+#[inline]
+pub fn log10(x: f32) -> f32 {
+    libm::log10f(x)
+}
+
 /// A 3-vector in metres (or m/s, N, ... depending on context).
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]

@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use weft_core::gnn::features::{
-    edge_count, edge_endpoints, edge_features, node_features, EDGE_FEATURES, NODE_FEATURES,
+    edge_count, edge_endpoints, edge_features, node_features, Surroundings, EDGE_FEATURES, NODE_FEATURES,
 };
 use weft_core::prelude::*;
 
@@ -49,9 +49,18 @@ fn node_features_are_translation_invariant() {
     let v: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let pinned: Vec<u8> = (0..20).map(|i| (i % 7 == 0) as u8).collect();
     let shifted: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(3.0, -2.0, 0.5)).collect();
+    // The colliders move with the cloth.
+    let shift = Vec3::new(3.0, -2.0, 0.5);
+    let plane = |d: Vec3| Collider::new(Shape::Plane { normal: Vec3::new(0.0, 2.0, 0.0), offset: 2.0 * (d.y - 0.9) });
+    let sphere = |d: Vec3| Collider::new(Shape::Sphere { center: Vec3::new(0.2, 0.1, 0.0) + d, radius: 0.8 });
+    let here = [plane(Vec3::ZERO), sphere(Vec3::ZERO)];
+    let there = [plane(shift), sphere(shift)];
+    let (around, moved) =
+        (Surroundings::new(&here, 0.0, 0.3, &Material::COTTON), Surroundings::new(&there, 0.0, 0.3, &Material::COTTON));
     let (mut a, mut b) = (vec![[0.0; NODE_FEATURES]; 20], vec![[0.0; NODE_FEATURES]; 20]);
-    node_features(&x, &v, &pinned, &mut a);
-    node_features(&shifted, &v, &pinned, &mut b);
+    node_features(&x, &v, &pinned, &around, &mut a);
+    node_features(&shifted, &v, &pinned, &moved, &mut b);
+    assert!(a.iter().filter(|f| f[10] > 0.0).count() > 3, "the test wants nodes that see a collider");
     for (ra, rb) in a.iter().zip(&b) {
         for k in 0..NODE_FEATURES {
             assert!((ra[k] - rb[k]).abs() < 1e-5);
@@ -83,4 +92,39 @@ fn corrections_skip_pinned_nodes_and_reject_non_finite() {
     let now = state.positions().to_vec();
     assert!(state.apply_correction(&bad, &d).is_err());
     assert_eq!(state.positions(), &now[..]);
+}
+
+#[test]
+fn a_node_sees_its_nearest_collider_within_the_radius() {
+    let r = 0.04;
+    let mut ground = Collider::new(Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 });
+    ground.thickness = 0.01;
+    let mut ball = Collider::new(Shape::Sphere { center: Vec3::new(1.0, 0.5, 0.0), radius: 0.5 });
+    ball.thickness = 0.0;
+    ball.velocity = Vec3::new(0.0, 0.0, 1.0);
+    let colliders = [ground, ball];
+    let material = Material { density: 0.1, stretch: 1000.0, bending: 1e-5, poisson: 0.3, ..Material::COTTON };
+    let at = |t: f32| Surroundings::new(&colliders, t, r, &material);
+    let feature = |s: &Surroundings, p: Vec3| {
+        let f = weft_core::gnn::features::node_feature(p, Vec3::ZERO, false, Vec3::ZERO, s);
+        (Vec3::new(f[7], f[8], f[9]), f[10], [f[11], f[12], f[13], f[14]])
+    };
+    let close = |a: Vec3, b: Vec3| (a - b).norm() < 1e-5;
+    // On the ground's surface (its thickness above the plane): nearness 1.
+    let (n, w, m) = feature(&at(0.0), Vec3::new(-3.0, 0.01, 0.0));
+    assert!((w - 1.0).abs() < 1e-5 && close(n, Vec3::new(0.0, 1.0, 0.0)), "{n:?} {w}");
+    assert!((m[0] + 1.0).abs() < 1e-6 && (m[1] - 3.0).abs() < 1e-6 && (m[2] + 5.0).abs() < 1e-5 && m[3] == 0.3);
+    // Half the radius above it: one half; beyond the radius: nothing.
+    let (n, w, _) = feature(&at(0.0), Vec3::new(-3.0, 0.01 + 0.5 * r, 0.0));
+    assert!((w - 0.5).abs() < 1e-4 && close(n, Vec3::new(0.0, 0.5, 0.0)), "{n:?} {w}");
+    assert_eq!(feature(&at(0.0), Vec3::new(-3.0, 0.01 + 1.5 * r, 0.0)).1, 0.0);
+    assert_eq!(feature(&at(0.0), Vec3::new(-3.0, 0.01 + 1.5 * r, 0.0)).0, Vec3::ZERO);
+    // Above the ball's top, 0.2 m off the ground: the ball is the nearer,
+    // where it is at the state's time (it moves along z).
+    let top = Vec3::new(1.0, 1.0 + 0.25 * r, 2.0);
+    let (n, w, _) = feature(&at(2.0), top);
+    assert!((w - 0.75).abs() < 1e-4 && close(n, Vec3::new(0.0, 0.75, 0.0)), "{n:?} {w}");
+    assert_eq!(feature(&at(0.0), top).1, 0.0, "at time 0 the ball is 2 m away");
+    // Inside a collider the nearness grows past 1, up to 2.
+    assert_eq!(feature(&at(0.0), Vec3::new(-3.0, -1.0, 0.0)).1, 2.0);
 }

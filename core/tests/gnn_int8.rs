@@ -83,10 +83,12 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
     }
     let mlps: &'a [Mlp<'a>] = mlps;
     let gain = |k: usize| Input { offset: 0.01 * k as f32, gain: 40.0 + k as f32 };
+    // The material's logarithms (−5 to 3) about their middle.
+    let node_gain = |k: usize| if k > 10 { Input { offset: -1.0, gain: 20.0 } } else { gain(k) };
     Network {
         latent: l,
         radius: 0.11,
-        node_in: core::array::from_fn(gain),
+        node_in: core::array::from_fn(node_gain),
         edge_in: core::array::from_fn(gain),
         mlps: Parts {
             node_enc: mlps[0],
@@ -129,9 +131,10 @@ fn ref_mlp(m: &Mlp, x: &[i8], old: Option<&[i8]>) -> (Vec<i8>, Vec<i64>) {
 fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
     let n = g.x.len();
     let c = features::centroid(g.x);
+    let around = g.surroundings(net.radius);
     let mut h: Vec<Vec<i8>> = (0..n)
         .map(|i| {
-            let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
+            let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c, &around);
             let q: Vec<i8> = f.iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
             ref_mlp(&net.mlps.node_enc, &q, None).0
         })
@@ -182,7 +185,9 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
 fn cloth_state(rng: &mut Rng, f: impl FnOnce(&Model, &mut State)) {
     let grid = Grid::horizontal(5, 4, 0.3, 0.2, 0.0);
     let pins = [Pin::fixed(0, Vec3::new(-0.15, 0.0, -0.1))];
-    let scene = Scene { pins: &pins, ..Scene::default() };
+    // A sphere just under part of the cloth, so the collider features vary.
+    let sphere = [Collider::new(Shape::Sphere { center: Vec3::new(0.1, -0.2, 0.0), radius: 0.19 })];
+    let scene = Scene { pins: &pins, colliders: &sphere, ..Scene::default() };
     let mut x0 = vec![];
     let mut v0 = vec![];
     for _ in 0..20 {
@@ -213,7 +218,7 @@ fn forward_matches_the_plain_reference() {
             let sizes = ScratchSizes::new(model.mesh.counts(), 64, l);
             let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
             let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-            let g = GraphRef::of(&model.mesh, state);
+            let g = GraphRef::of(model, state);
             int8::forward(checked, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
             let want = reference(&net, g);
             let mut distinct = std::collections::BTreeSet::new();
@@ -260,7 +265,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let n = state.node_count();
         let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
         let bad = [[0, n as NodeId]];
-        let g = GraphRef { pairs: &bad, ..GraphRef::of(&model.mesh, state) };
+        let g = GraphRef { pairs: &bad, ..GraphRef::of(model, state) };
         let err = int8::forward(checked, g, &mut l8, &mut s32, &mut dx, &mut dv);
         assert_eq!(err, Err(GnnError::BadPair { pair: 0 }));
         let mut acc = [0i32; 4];

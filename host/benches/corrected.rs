@@ -126,7 +126,7 @@ fn forward(c: &mut Criterion, scn: &weft_host::sim::scenario::Scenario, cfg: Gnn
         let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
         let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
         let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        let gr = GraphRef::of(&model.mesh, &state);
+        let gr = GraphRef::of(model, &state);
         println!("graph: {n} nodes, {} directed edges ({} dynamic pairs)", graph.edges.len(), state.pairs().len());
         g.bench_function("int8_core", |b| {
             b.iter(|| {

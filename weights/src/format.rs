@@ -20,13 +20,21 @@
 //! requantisation flag u8, weights i8 × inputs·outputs (row-major by
 //! output), biases i32 × outputs, then (flag 1) multiplier i32 and shift i8
 //! per output.
+//!
+//! Version 1 files (the first [`BASE_NODE_FEATURES`] node features) are
+//! still read: their node inputs past those get gain 0 and their node
+//! encoder zero weights, so they compute what they computed before.
 
 use std::fmt::{self, Write as _};
 
-use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Part, Parts, Requant, FORMAT_VERSION};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
+/// The first format version, still read: its networks know the first
+/// [`BASE_NODE_FEATURES`] node features and read the others with zero
+/// weights.
+pub const FIRST_VERSION: u32 = 1;
 
 /// What is wrong with a model file.
 #[derive(Clone, Debug, PartialEq)]
@@ -234,9 +242,11 @@ impl NetworkData {
         }
         let mut r = Reader { b: bytes, at: MAGIC.len() };
         let version = r.u32()?;
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FIRST_VERSION {
             return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
         }
+        // Version 1 networks know the base node features only.
+        let node_features = if version == FIRST_VERSION { BASE_NODE_FEATURES } else { NODE_FEATURES };
         if bytes.len() < 4 + MAGIC.len() {
             return Err(FormatError::Truncated { at: bytes.len() });
         }
@@ -247,7 +257,7 @@ impl NetworkData {
             return Err(FormatError::Checksum { stored, computed });
         }
         let mut r = Reader { b: body, at: r.at };
-        for (what, expected) in [("node", NODE_FEATURES as u32), ("edge", EDGE_FEATURES as u32)] {
+        for (what, expected) in [("node", node_features as u32), ("edge", EDGE_FEATURES as u32)] {
             let found = r.u32()?;
             if found != expected {
                 return Err(FormatError::Features { what, found, expected });
@@ -260,8 +270,9 @@ impl NetworkData {
         }
         let radius = r.f32()?;
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
+        // A feature the network does not know is read as 0 (gain 0).
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
-        for i in &mut node_in {
+        for i in &mut node_in[..node_features] {
             *i = input()?;
         }
         let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
@@ -273,7 +284,8 @@ impl NetworkData {
             *o = Output { scale: r.f32()?, offset: r.f32()? };
         }
         // In the order of `Part::all`.
-        let node_enc = r.mlp()?;
+        let mut node_enc = r.mlp()?;
+        widen_inputs(&mut node_enc.l1, node_features, NODE_FEATURES);
         let edge_enc = r.mlp()?;
         let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
         let node_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
@@ -379,6 +391,20 @@ impl NetworkData {
         );
         s
     }
+}
+
+/// Gives a layer that reads the first `known` of `all` inputs zero weights
+/// on the others (a version-1 node encoder: the same accumulators).
+fn widen_inputs(l: &mut LinearData, known: usize, all: usize) {
+    if l.inputs != known || known == all {
+        return;
+    }
+    l.weights = l
+        .weights
+        .chunks(known)
+        .flat_map(|row| row.iter().copied().chain(core::iter::repeat_n(0, all - known)))
+        .collect();
+    l.inputs = all;
 }
 
 /// A part's name in messages.

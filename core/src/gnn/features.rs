@@ -9,22 +9,40 @@
 //! rest direction is its current direction and its rest length is the
 //! contact radius `r`. Direction is `x_r − x_s`.
 //!
-//! **Nodes**, [`NODE_FEATURES`] values, translation-invariant: velocity (3),
-//! position relative to the cloth's centroid (3), and 1 for a pinned node.
+//! **Nodes**, [`NODE_FEATURES`] values, translation-invariant:
+//! - velocity (3), position relative to the cloth's centroid (3), 1 for a
+//!   pinned node;
+//! - the nearest collider ([`Surroundings`]): its outward normal times the
+//!   nearness `w` (3), and `w` itself, where `w = 1 − gap / r` clamped to
+//!   `[0, 2]` (`gap` = the node's distance to the surface less the
+//!   collider's thickness, `r` the network's radius): 0 for a collider
+//!   farther than `r` (and for a scene without colliders), 1 for a node on
+//!   its surface; the colliders enter the graph as the cloth's own nodes
+//!   do, within the same radius;
+//! - the material, the same at every node: `log10` of the areal density
+//!   (kg/m²), of the stretch stiffness (N/m) and of the bending stiffness
+//!   (N·m), and the Poisson ratio.
+//!
+//! The wind is not an input: no training family has wind but the held-out
+//! one, so its weights could not be learned.
 //!
 //! Edge order: the static edges `a → b` then `b → a` for each mesh edge in
 //! mesh order, then the dynamic pairs likewise in pair order.
 
 use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
+use crate::model::{Collider, Material};
 
-pub const NODE_FEATURES: usize = 7;
+pub const NODE_FEATURES: usize = 15;
 pub const EDGE_FEATURES: usize = 10;
+/// Node features of the first format (velocity, position, pinned): a
+/// network that knows only these reads the others with zero weights.
+pub const BASE_NODE_FEATURES: usize = 7;
 
 /// First index of every 3-vector among the node features (velocity,
-/// position); the other features are scalars. A rotation of the scene
-/// rotates exactly these.
-pub const NODE_VECTORS: [usize; 2] = [0, 3];
+/// position, collider normal); the other features are scalars. A rotation
+/// of the scene rotates exactly these.
+pub const NODE_VECTORS: [usize; 3] = [0, 3, 7];
 /// First index of every 3-vector among the edge features (rest and current
 /// direction).
 pub const EDGE_VECTORS: [usize; 2] = [0, 4];
@@ -107,17 +125,68 @@ pub fn centroid(x: &[Vec3]) -> Vec3 {
     x.iter().fold(Vec3::ZERO, |acc, p| acc + *p) * (1.0 / n)
 }
 
+/// What the network sees of the world beside the cloth: the colliders at
+/// the state's time, and the material.
+#[derive(Clone, Copy, Debug)]
+pub struct Surroundings<'a> {
+    pub colliders: &'a [Collider],
+    /// Time of the state (s), where the colliders are.
+    pub time: f32,
+    /// The network's radius `r` (m): colliders farther than this are not
+    /// seen.
+    pub radius: f32,
+    /// `log10` density, stretch and bending stiffness, and Poisson ratio.
+    pub material: [f32; 4],
+}
+
+impl<'a> Surroundings<'a> {
+    pub fn new(colliders: &'a [Collider], time: f32, radius: f32, material: &Material) -> Surroundings<'a> {
+        let log = |v: f32| crate::math::log10(v.max(f32::MIN_POSITIVE));
+        Surroundings {
+            colliders,
+            time,
+            radius,
+            material: [log(material.density), log(material.stretch), log(material.bending), material.poisson],
+        }
+    }
+
+    /// The nearest collider's outward normal and nearness `w` at `x`
+    /// (zero without a collider within the radius).
+    #[inline]
+    pub fn nearest(&self, x: Vec3) -> (Vec3, f32) {
+        let mut best = (Vec3::ZERO, f32::INFINITY);
+        for c in self.colliders {
+            let (d, n) = c.distance(x, self.time);
+            let gap = d - c.thickness;
+            if gap < best.1 {
+                best = (n, gap);
+            }
+        }
+        let w =
+            if self.radius > 0.0 && best.1.is_finite() { (1.0 - best.1 / self.radius).clamp(0.0, 2.0) } else { 0.0 };
+        (if w > 0.0 { best.0 * w } else { Vec3::ZERO }, w)
+    }
+}
+
 /// Features of one node given the cloth's [`centroid`].
 #[inline]
-pub fn node_feature(x: Vec3, v: Vec3, pinned: bool, centroid: Vec3) -> [f32; NODE_FEATURES] {
+pub fn node_feature(x: Vec3, v: Vec3, pinned: bool, centroid: Vec3, s: &Surroundings) -> [f32; NODE_FEATURES] {
     let d = x - centroid;
-    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32]
+    let (n, w) = s.nearest(x);
+    let m = s.material;
+    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32, n.x, n.y, n.z, w, m[0], m[1], m[2], m[3]]
 }
 
 /// Node features. `pinned[i] != 0` marks pinned nodes.
-pub fn node_features(x: &[Vec3], v: &[Vec3], pinned: &[u8], out: &mut [[f32; NODE_FEATURES]]) {
+pub fn node_features(
+    x: &[Vec3],
+    v: &[Vec3],
+    pinned: &[u8],
+    surroundings: &Surroundings,
+    out: &mut [[f32; NODE_FEATURES]],
+) {
     let c = centroid(x);
     for (((o, xi), vi), &p) in out.iter_mut().zip(x).zip(v).zip(pinned) {
-        *o = node_feature(*xi, *vi, p != 0, c);
+        *o = node_feature(*xi, *vi, p != 0, c, surroundings);
     }
 }

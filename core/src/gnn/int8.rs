@@ -39,13 +39,13 @@ use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use crate::contact::Proximity;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
-use crate::model::Model;
+use crate::model::{Collider, Material, Model};
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Largest latent width the kernels hold on the stack.
 pub const MAX_LATENT: usize = 32;
 /// Largest number of processor rounds.
@@ -690,7 +690,8 @@ impl<const I8: usize> Default for ScratchBuffers<I8> {
 }
 
 /// The graph the network runs on: the rest mesh, the current state and
-/// the dynamic pairs.
+/// the dynamic pairs, and what it sees around the cloth (the colliders at
+/// the state's time and the material, [`features::Surroundings`]).
 #[derive(Clone, Copy)]
 pub struct GraphRef<'g> {
     pub mesh: &'g Mesh<'g>,
@@ -698,13 +699,30 @@ pub struct GraphRef<'g> {
     pub v: &'g [Vec3],
     pub pinned: &'g [u8],
     pub pairs: &'g [[NodeId; 2]],
+    pub colliders: &'g [Collider],
+    pub time: f32,
+    pub material: &'g Material,
 }
 
 impl<'g> GraphRef<'g> {
-    /// The graph of `state` (positions, velocities, pinned flags and the
-    /// pairs of its last proximity search) on `mesh`.
-    pub fn of(mesh: &'g Mesh<'g>, state: &'g State) -> GraphRef<'g> {
-        GraphRef { mesh, x: state.positions(), v: state.velocities(), pinned: state.pinned(), pairs: state.pairs() }
+    /// The graph of `state` (positions, velocities, pinned flags, time and
+    /// the pairs of its last proximity search) in `model`.
+    pub fn of(model: &'g Model<'g>, state: &'g State) -> GraphRef<'g> {
+        GraphRef {
+            mesh: &model.mesh,
+            x: state.positions(),
+            v: state.velocities(),
+            pinned: state.pinned(),
+            pairs: state.pairs(),
+            colliders: model.scene.colliders,
+            time: state.time() as f32,
+            material: &model.material,
+        }
+    }
+
+    /// What the network of radius `radius` sees around the cloth.
+    pub fn surroundings(&self, radius: f32) -> features::Surroundings<'g> {
+        features::Surroundings::new(self.colliders, self.time, radius, self.material)
     }
 }
 
@@ -781,8 +799,9 @@ fn encode(
 ) -> Result<(), GnnError> {
     let l = net.latent;
     let c = features::centroid(g.x);
+    let around = g.surroundings(net.radius);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c);
+        let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c, &around);
         let mut q = [0i8; NODE_FEATURES];
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
             *q = inp.quantize(x);
@@ -951,13 +970,23 @@ pub fn infer_probed(
     scratch: &mut Scratch,
     probe: &mut impl Probe,
 ) -> Result<(), GnnError> {
+    let time = state.time() as f32;
     let loan = state.lend_to_network();
     if loan.x.len() != model.mesh.node_count() {
         return Err(GnnError::MeshMismatch);
     }
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
-    let g = GraphRef { mesh: &model.mesh, x: loan.x, v: loan.v, pinned: loan.pinned, pairs: loan.pairs };
+    let g = GraphRef {
+        mesh: &model.mesh,
+        x: loan.x,
+        v: loan.v,
+        pinned: loan.pinned,
+        pairs: loan.pairs,
+        colliders: model.scene.colliders,
+        time,
+        material: &model.material,
+    };
     forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
 }
 

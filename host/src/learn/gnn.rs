@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
-use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
+use weft_core::gnn::features::{self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
 use weft_core::gnn::int8::{Part, Parts};
 use weft_core::prelude::*;
 
@@ -165,7 +165,8 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     };
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
-    features::node_features(state.positions(), state.velocities(), state.pinned(), &mut g.nodes);
+    let around = features::Surroundings::new(model.scene.colliders, state.time() as f32, cfg.radius, &model.material);
+    features::node_features(state.positions(), state.velocities(), state.pinned(), &around, &mut g.nodes);
     Ok(g)
 }
 
@@ -531,7 +532,11 @@ fn unit_gain() -> f32 {
     1.0
 }
 
-pub const MODEL_FORMAT: &str = "weft-gnn-f32-1";
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-2";
+/// The first format, still read: a network of the first
+/// [`BASE_NODE_FEATURES`] node features, loaded with zero weights on the
+/// others.
+pub const FIRST_MODEL_FORMAT: &str = "weft-gnn-f32-1";
 
 impl Trained {
     pub fn new(meta: ModelMeta, dev: &Device) -> Result<Trained> {
@@ -548,11 +553,41 @@ impl Trained {
             &std::fs::read_to_string(&json)
                 .with_context(|| format!("reading {} (train a model first)", json.display()))?,
         )?;
-        if meta.format != MODEL_FORMAT {
+        let first = meta.format == FIRST_MODEL_FORMAT;
+        if meta.format != MODEL_FORMAT && !first {
             bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format);
         }
+        let mut meta = meta;
+        if first {
+            // The base node features only: the others get zero weights
+            // (and unit statistics), which computes what it computed.
+            let node = &mut meta.normalizer.node;
+            if node.mean.len() != BASE_NODE_FEATURES || node.std.len() != BASE_NODE_FEATURES {
+                bail!(
+                    "{}: {} node statistics, format {FIRST_MODEL_FORMAT} has {BASE_NODE_FEATURES}",
+                    json.display(),
+                    node.mean.len()
+                );
+            }
+            node.mean.resize(NODE_FEATURES, 0.0);
+            node.std.resize(NODE_FEATURES, 1.0);
+            meta.format = MODEL_FORMAT.into();
+        }
         let mut t = Trained::new(meta, dev)?;
-        t.varmap.load(stem.with_extension("safetensors"))?;
+        let weights = stem.with_extension("safetensors");
+        if first {
+            for (name, w) in candle_core::safetensors::load(&weights, dev)? {
+                let w = if name == "node_enc.l1.weight" {
+                    let rows = w.dim(0)?;
+                    Tensor::cat(&[&w, &Tensor::zeros((rows, NODE_FEATURES - BASE_NODE_FEATURES), DType::F32, dev)?], 1)?
+                } else {
+                    w
+                };
+                t.varmap.set_one(&name, w).with_context(|| format!("{}: {name}", weights.display()))?;
+            }
+        } else {
+            t.varmap.load(weights)?;
+        }
         Ok(t)
     }
 
