@@ -102,8 +102,10 @@ enum Command {
         data: PathBuf,
     },
     /// Choose the factor on the network's corrections that gives the
-    /// lowest rollout error on a split (validation by default) and store it
-    /// in the model's JSON.
+    /// lowest error on a split (validation by default) at a horizon (10
+    /// frames by default, as `weft eval --horizons` measures it) or over
+    /// whole rollouts (`--horizon 0 --steps N`), and store it in the
+    /// model's JSON.
     Gain {
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
@@ -115,6 +117,10 @@ enum Command {
         /// Candidate factors.
         #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.5,0.75,1")]
         gains: Vec<f32>,
+        /// Horizon (1, 10 or 50 frames); 0 for rollouts of `--steps` frames
+        /// from each trajectory's start.
+        #[arg(long, default_value_t = 10)]
+        horizon: usize,
         #[arg(long, default_value_t = 200, value_parser = weft_host::at_least_one)]
         steps: usize,
     },
@@ -177,8 +183,9 @@ fn run(cli: Cli) -> Result<()> {
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
         }
-        Command::Gain { model, data, split, gains, steps } => {
-            print!("{}", eval::choose_gain(&model, &data, &split, &gains, steps)?);
+        Command::Gain { model, data, split, gains, horizon, steps } => {
+            let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
+            print!("{}", eval::choose_gain(&model, &data, &split, &gains, by)?);
         }
         Command::Quantize { model, data, samples, out } => {
             println!("{}", quantize::command(&model, &data, samples, &out)?);

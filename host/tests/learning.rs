@@ -235,3 +235,41 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
     assert!(floor.iter().all(|f| f.is_finite() && *f >= 0.0 && *f < plain.error[2]), "{floor:?}");
     assert!(rep.table().contains("floor (1 µm)"));
 }
+
+/// `weft gain` at a horizon measures what `weft eval --horizons` does: a
+/// gain of 0 leaves the plain step's error exactly, the plain error is the
+/// horizon's, and the gain with the lowest error is the one written.
+#[test]
+fn the_gain_is_chosen_at_a_horizon() {
+    use weft_host::learn::columns::Column;
+    use weft_host::learn::eval::{self, Selection};
+    use weft_host::learn::horizons;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, steps: 40, ..tiny() };
+    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    let stem = dir.path().join("m/model");
+    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8 };
+    Trained::untrained(config, &candle_core::Device::Cpu).unwrap().save(&stem).unwrap();
+    let printed = eval::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
+    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let plain = horizons::horizon_error(&trajs[0], Column::Plain, None, 10).unwrap().unwrap();
+    // "gain G: corrected C m, plain P m (…)"
+    let rows: Vec<(f32, f32, f32)> = printed
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("gain ")?;
+            let (g, rest) = l.split_once(": corrected ")?;
+            let (c, rest) = rest.split_once(" m, plain ")?;
+            let p = rest.split_once(" m")?.0;
+            Some((g.parse().ok()?, c.parse().ok()?, p.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{printed}");
+    assert_eq!(rows[0].0, 0.0);
+    assert_eq!(rows[0].1, rows[0].2, "gain 0 is plain: {printed}");
+    assert!(rows[0].2 > 0.0, "{printed}");
+    assert_eq!(format!("{:.4e}", rows[0].2), format!("{plain:.4e}"), "plain at horizon 10: {printed}");
+    let best = if rows[1].1 < rows[0].1 { 0.5 } else { 0.0 };
+    assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, best, "{printed}");
+    assert!(eval::choose_gain(&stem, dir.path(), "heldout", &[1.0], Selection::Horizon(7)).is_err());
+}

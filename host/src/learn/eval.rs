@@ -6,12 +6,13 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::learn::columns::Column;
 use crate::learn::dataset::Trajectory;
 use crate::learn::gnn::{corrected_error, Trained};
+use crate::learn::horizons;
 use crate::learn::metrics::{frame_errors, mean};
 use crate::sim::corrector::Plain;
 use crate::sim::rollout;
@@ -217,10 +218,30 @@ impl Source {
     }
 }
 
+/// What `weft gain` minimises on its split.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Selection {
+    /// The mean error of rollouts of this many frames from each
+    /// trajectory's start.
+    Rollout(usize),
+    /// The mean error over the windows of this horizon (`weft eval
+    /// --horizons`' rollouts of 1, 10 or 50 frames started every 20).
+    Horizon(usize),
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selection::Rollout(n) => write!(f, "mean error of {n}-frame rollouts from each start"),
+            Selection::Horizon(h) => write!(f, "mean error at horizon {h} (rollouts of {h} frames every 20)"),
+        }
+    }
+}
+
 /// `weft gain`: rolls out the validation split (or `split`) with each
 /// candidate factor on the network's corrections, writes the best into the
 /// model's JSON; returns the report.
-pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps: usize) -> Result<String> {
+pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Selection) -> Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let mut trained = Trained::load(model, &candle_core::Device::Cpu)?;
@@ -228,14 +249,28 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], steps:
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
-    let plain = mean(&trajs.iter().map(|t| plain_error(t, steps)).collect::<Result<Vec<_>>>()?);
+    let error = |t: &Trajectory, float: Option<&Trained>| -> Result<f32> {
+        match (by, float) {
+            (Selection::Rollout(steps), None) => plain_error(t, steps),
+            (Selection::Rollout(steps), Some(m)) => corrected_error(t, m, steps),
+            (Selection::Horizon(h), _) => {
+                let col = if float.is_some() { Column::Float } else { Column::Plain };
+                horizons::horizon_error(t, col, float, h)?.context("a horizon of weft eval's (1, 10 or 50)")
+            }
+        }
+    };
+    let plain = mean(&trajs.iter().map(|t| error(t, None)).collect::<Result<Vec<_>>>()?);
+    let _ = writeln!(out, "{by}");
     let mut best = (f32::INFINITY, 1.0f32);
     for &g in gains {
         trained.meta.gain = g;
-        let errs = trajs.iter().map(|t| corrected_error(t, &trained, steps)).collect::<Result<Vec<_>>>()?;
+        let errs = trajs.iter().map(|t| error(t, Some(&trained))).collect::<Result<Vec<_>>>()?;
         let corrected = mean(&errs);
-        let _ =
-            writeln!(out, "gain {g}: corrected {corrected:.4} m, plain {plain:.4} m ({:.3}× plain)", corrected / plain);
+        let _ = writeln!(
+            out,
+            "gain {g}: corrected {corrected:.4e} m, plain {plain:.4e} m ({:.3}× plain)",
+            corrected / plain
+        );
         if corrected < best.0 {
             best = (corrected, g);
         }

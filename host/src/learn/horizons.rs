@@ -58,12 +58,22 @@ pub struct ColumnRun {
     pub seconds_per_frame: f64,
 }
 
-/// Rolls `col` out from every start of `traj`.
+/// The mean error of `col` on `traj` over the windows of horizon `h` (one
+/// of [`HORIZONS`]; `None` for another horizon or a column that cannot run).
+pub fn horizon_error(traj: &Trajectory, col: Column, float: Option<&Trained>, h: usize) -> Result<Option<f32>> {
+    let Some(k) = HORIZONS.iter().position(|&x| x == h) else { return Ok(None) };
+    let run = run_column(traj, col, float, None, h)?;
+    Ok(run.map(|r| mean(&r.windows[k])))
+}
+
+/// Rolls `col` out from every start of `traj`, each rollout `longest`
+/// frames at most ([`HORIZONS`]' windows up to it).
 fn run_column(
     traj: &Trajectory,
     col: Column,
     float: Option<&Trained>,
     int8: Option<&NetworkData>,
+    longest: usize,
 ) -> Result<Option<ColumnRun>> {
     let frames = traj.x.len() - 1;
     let scn = col.scenario(&traj.scenario);
@@ -72,7 +82,7 @@ fn run_column(
     let t0 = Instant::now();
     for s in (0..frames).step_by(START_EVERY) {
         let Some(mut corrector) = col.corrector(float, int8) else { return Ok(None) };
-        let len = HORIZONS[2].min(frames - s);
+        let len = longest.min(HORIZONS[2]).min(frames - s);
         let mut scn = scn.clone();
         scn.time.steps = len as u32;
         let restart = Restart { x: &traj.x[s], v: &traj.v[s], frame: s as u32 };
@@ -250,7 +260,7 @@ pub fn report(
     for t in trajs {
         for col in Column::HORIZONS {
             bar.inc(1);
-            let Some(run) = run_column(t, col, float, int8)? else { continue };
+            let Some(run) = run_column(t, col, float, int8, HORIZONS[2])? else { continue };
             let key = family(t);
             let i = match acc.iter().position(|a| a.family == key && a.col == col) {
                 Some(i) => i,
