@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
@@ -77,13 +77,17 @@ pub struct TrainOptions {
     /// (`Graph::rotate_about_vertical`).
     #[arg(long = "no-augment", action = clap::ArgAction::SetFalse)]
     pub augment: bool,
-    /// Every this many steps (0: never), roll the network out over
-    /// `rollout_frames` frames of every validation trajectory; the model
-    /// with the lowest mean error is kept as `<out>-best` and, at the end,
-    /// is the one written to `out`.
+    /// Every this many steps (0: never), roll the network out on every
+    /// validation trajectory; the model with the lowest mean error is kept
+    /// as `<out>-best` and, at the end, is the one written to `out`.
     #[arg(long, default_value_t = 2000)]
     pub rollout_every: usize,
-    /// Frames per validation rollout.
+    /// The validation rollouts' error: at this horizon (1, 10 or 50 frames,
+    /// rollouts started every 20 frames as `weft eval --horizons` measures
+    /// them); 0 for one rollout of `rollout_frames` from each start.
+    #[arg(long, default_value_t = 10)]
+    pub select_horizon: usize,
+    /// Frames per validation rollout with `--select-horizon 0`.
     #[arg(long, default_value_t = 200)]
     pub rollout_frames: usize,
     /// `--quiet`: no progress bars.
@@ -120,6 +124,10 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
 
 /// Trains (or resumes) and returns the model and its loss history.
 pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
+    let h = opts.select_horizon;
+    if h != 0 && !crate::learn::horizons::HORIZONS.contains(&h) {
+        bail!("--select-horizon {h} is not one of weft eval's horizons (1, 10, 50), nor 0");
+    }
     let dev = Device::Cpu;
     let train = dataset::load_split(&opts.data, Some("train"))?;
     let val = dataset::load_split(&opts.data, Some("val"))?;
@@ -254,7 +262,14 @@ fn training_batch(
 
 /// Mean corrected rollout error over the validation trajectories.
 fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Result<f32> {
-    let errs = val.iter().map(|t| gnn::corrected_error(t, model, opts.rollout_frames)).collect::<Result<Vec<_>>>()?;
+    use crate::learn::{columns::Column, horizons};
+    let h = opts.select_horizon;
+    let one = |t: &Trajectory| match h {
+        0 => gnn::corrected_error(t, model, opts.rollout_frames),
+        _ => horizons::horizon_error(t, Column::Float, Some(model), h)?
+            .context("a horizon of weft eval's (checked before training)"),
+    };
+    let errs = val.iter().map(one).collect::<Result<Vec<_>>>()?;
     Ok(crate::learn::metrics::mean(&errs))
 }
 
@@ -295,9 +310,13 @@ pub fn summary(model: &Trained, log: &TrainLog, opts: &TrainOptions) -> String {
     );
     if let Some(e) = model.meta.val_rollout {
         let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
+        let what = match opts.select_horizon {
+            0 => format!("{}-frame rollouts", opts.rollout_frames),
+            h => format!("horizon {h}"),
+        };
         let _ = writeln!(
             s,
-            "validation rollouts (step: mean corrected RMSE, m): {}; kept step {} ({e:.4} m)",
+            "validation error at {what} (step: mean corrected RMSE, m): {}; kept step {} ({e:.4} m)",
             errs.join(", "),
             model.meta.steps
         );
