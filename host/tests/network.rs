@@ -140,3 +140,29 @@ fn relative_weights_even_out_quiet_and_violent_states() {
         assert!((got - want).abs() < 1e-4 * want.max(1.0), "{r:?}");
     }
 }
+
+/// A network trained with `--base-inputs` ignores the collider and
+/// material features once exported: its float reference (what is
+/// quantised) gives the same corrections with or without them.
+#[test]
+fn base_input_networks_ignore_the_added_features() {
+    use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
+    use weft_host::learn::gnn::Graph;
+    use weft_host::learn::quantize::FloatNet;
+    let graph = |extra: f32| Graph {
+        nodes: (0..4)
+            .map(|i| {
+                core::array::from_fn(|k| if k < BASE_NODE_FEATURES { 0.1 * (i + k) as f32 } else { extra * k as f32 })
+            })
+            .collect(),
+        edges: vec![[0.2; EDGE_FEATURES]; 4],
+        endpoints: vec![[0, 1], [1, 0], [2, 3], [3, 2]],
+        free: vec![1.0; 4],
+        ..Graph::default()
+    };
+    for base in [true, false] {
+        let net = FloatNet::from_trained(&model(GnnConfig { base_inputs: base, ..GnnConfig::default() })).unwrap();
+        let (zero, some) = (net.forward(&graph(0.0), None), net.forward(&graph(0.3), None));
+        assert_eq!(zero == some, base, "base inputs {base}: the {} added features", NODE_FEATURES - BASE_NODE_FEATURES);
+    }
+}

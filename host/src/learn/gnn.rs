@@ -46,6 +46,13 @@ pub struct GnnConfig {
     /// Dynamic pairs stored per node (more are dropped and counted).
     #[arg(skip = GnnConfig::DEFAULT_PAIRS_PER_NODE)]
     pub pairs_per_node: usize,
+    /// `--base-inputs`: the network sees the first node features only
+    /// (velocity, position, pinned); the collider and material features
+    /// read as 0 in training and get zero weights when quantised (for
+    /// measuring what they buy).
+    #[arg(long)]
+    #[serde(default)]
+    pub base_inputs: bool,
 }
 
 impl Default for GnnConfig {
@@ -167,6 +174,11 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let around = features::Surroundings::new(model.scene.colliders, state.time() as f32, cfg.radius, &model.material);
     features::node_features(state.positions(), state.velocities(), state.pinned(), &around, &mut g.nodes);
+    if cfg.base_inputs {
+        for f in &mut g.nodes {
+            f[BASE_NODE_FEATURES..].fill(0.0);
+        }
+    }
     Ok(g)
 }
 

@@ -10,7 +10,7 @@
 //! (largest calibrated magnitude ↦ 127).
 
 use anyhow::{bail, Context, Result};
-use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{Input, Output, Part, Parts, Requant};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
@@ -169,12 +169,21 @@ impl FloatNet {
             Ok(FMlp { l1: dense(&format!("{part}.l1"))?, l2: dense(&format!("{part}.l2"))? })
         };
         let cfg = t.meta.config;
+        let mut mlps = build_parts(cfg.rounds, mlp)?;
+        if cfg.base_inputs {
+            // Trained on zeros there: the same network on the graphs it
+            // saw, and one that ignores those inputs on every other.
+            let l1 = &mut mlps.node_enc.l1;
+            for row in l1.w.chunks_mut(l1.inputs) {
+                row.iter_mut().skip(BASE_NODE_FEATURES).for_each(|w| *w = 0.0);
+            }
+        }
         Ok(FloatNet {
             latent: cfg.latent,
             radius: cfg.radius,
             norm: t.meta.normalizer.clone(),
             gain: t.meta.gain,
-            mlps: build_parts(cfg.rounds, mlp)?,
+            mlps,
         })
     }
 
