@@ -276,9 +276,9 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
         }
     }
     trained.meta.gain = best.1;
-    let json = model.with_extension("json");
-    std::fs::write(&json, serde_json::to_string_pretty(&trained.meta)?)?;
-    let _ = writeln!(out, "gain {} written to {}", best.1, json.display());
+    // The whole model: one of the first format is written in the current.
+    trained.save(model)?;
+    let _ = writeln!(out, "gain {} written to {}", best.1, model.with_extension("json").display());
 
     Ok(out)
 }
