@@ -124,10 +124,7 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
 
 /// Trains (or resumes) and returns the model and its loss history.
 pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
-    let h = opts.select_horizon;
-    if h != 0 && !crate::learn::horizons::HORIZONS.contains(&h) {
-        bail!("--select-horizon {h} is not one of weft eval's horizons (1, 10, 50), nor 0");
-    }
+    check_selection(opts)?;
     let dev = Device::Cpu;
     let train = dataset::load_split(&opts.data, Some("train"))?;
     let val = dataset::load_split(&opts.data, Some("val"))?;
@@ -258,6 +255,16 @@ fn training_batch(
     let mut graphs = samples(train, &picks, &opts.config, opts.noise, unroll.as_ref(), opts.plain_unroll_steps)?;
     augment(&mut graphs, opts.augment, rng);
     Batch::weighted(&graphs, &model.meta.normalizer, dev, opts.relative_floor)
+}
+
+/// Refuses a selection horizon `weft eval` does not measure before hours
+/// of training, not at the first validation.
+fn check_selection(opts: &TrainOptions) -> Result<()> {
+    let h = opts.select_horizon;
+    if h != 0 && !crate::learn::horizons::HORIZONS.contains(&h) {
+        bail!("--select-horizon {h} is not one of weft eval's horizons (1, 10, 50), nor 0");
+    }
+    Ok(())
 }
 
 /// Mean corrected rollout error over the validation trajectories.
