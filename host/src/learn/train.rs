@@ -124,13 +124,8 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
 
 /// Trains (or resumes) and returns the model and its loss history.
 pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
-    check_selection(opts)?;
+    let (train, val) = splits(opts)?;
     let dev = Device::Cpu;
-    let train = dataset::load_split(&opts.data, Some("train"))?;
-    let val = dataset::load_split(&opts.data, Some("val"))?;
-    if train.is_empty() {
-        bail!("no training trajectories in {}", opts.data.display());
-    }
     let mut rng = Rng::new(opts.seed);
     let val_set = if val.is_empty() { &train } else { &val };
     let val_picks = picks(val_set, 32, &mut rng, 0);
@@ -257,14 +252,19 @@ fn training_batch(
     Batch::weighted(&graphs, &model.meta.normalizer, dev, opts.relative_floor)
 }
 
-/// Refuses a selection horizon `weft eval` does not measure before hours
-/// of training, not at the first validation.
-fn check_selection(opts: &TrainOptions) -> Result<()> {
+/// The training and validation splits; refuses an empty training split,
+/// and a selection horizon `weft eval` does not measure before hours of
+/// training rather than at the first validation.
+fn splits(opts: &TrainOptions) -> Result<(Vec<Trajectory>, Vec<Trajectory>)> {
     let h = opts.select_horizon;
     if h != 0 && !crate::learn::horizons::HORIZONS.contains(&h) {
         bail!("--select-horizon {h} is not one of weft eval's horizons (1, 10, 50), nor 0");
     }
-    Ok(())
+    let train = dataset::load_split(&opts.data, Some("train"))?;
+    if train.is_empty() {
+        bail!("no training trajectories in {}", opts.data.display());
+    }
+    Ok((train, dataset::load_split(&opts.data, Some("val"))?))
 }
 
 /// Mean corrected rollout error over the validation trajectories.
