@@ -708,14 +708,28 @@ impl<'g> GraphRef<'g> {
     /// The graph of `state` (positions, velocities, pinned flags, time and
     /// the pairs of its last proximity search) in `model`.
     pub fn of(model: &'g Model<'g>, state: &'g State) -> GraphRef<'g> {
+        let time = state.time() as f32;
+        GraphRef::in_model(model, state.positions(), state.velocities(), state.pinned(), state.pairs(), time)
+    }
+
+    /// The graph of these positions, velocities, pinned flags and pairs at
+    /// `time` (s) in `model`.
+    fn in_model(
+        model: &'g Model<'g>,
+        x: &'g [Vec3],
+        v: &'g [Vec3],
+        pinned: &'g [u8],
+        pairs: &'g [[NodeId; 2]],
+        time: f32,
+    ) -> GraphRef<'g> {
         GraphRef {
             mesh: &model.mesh,
-            x: state.positions(),
-            v: state.velocities(),
-            pinned: state.pinned(),
-            pairs: state.pairs(),
+            x,
+            v,
+            pinned,
+            pairs,
             colliders: model.scene.colliders,
-            time: state.time() as f32,
+            time,
             material: &model.material,
         }
     }
@@ -977,16 +991,7 @@ pub fn infer_probed(
     }
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
-    let g = GraphRef {
-        mesh: &model.mesh,
-        x: loan.x,
-        v: loan.v,
-        pinned: loan.pinned,
-        pairs: loan.pairs,
-        colliders: model.scene.colliders,
-        time,
-        material: &model.material,
-    };
+    let g = GraphRef::in_model(model, loan.x, loan.v, loan.pinned, loan.pairs, time);
     forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
 }
 

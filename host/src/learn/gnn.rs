@@ -21,7 +21,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
-use weft_core::gnn::int8::{Part, Parts};
+use weft_core::gnn::int8::{GraphRef, Part, Parts};
 use weft_core::prelude::*;
 
 use crate::sim::corrector::Corrector;
@@ -172,7 +172,7 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     };
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
-    let around = features::Surroundings::new(model.scene.colliders, state.time() as f32, cfg.radius, &model.material);
+    let around = GraphRef::of(model, state).surroundings(cfg.radius);
     features::node_features(state.positions(), state.velocities(), state.pinned(), &around, &mut g.nodes);
     if cfg.base_inputs {
         for f in &mut g.nodes {
