@@ -131,9 +131,9 @@ fn main() -> ! {
     let clock = Clock { _syst: cp.SYST };
 
     match dsp_matches_portable() {
-        Ok(n) => defmt::info!("dsp kernel: {} dot products identical to the portable kernel", n),
+        Ok(n) => defmt::info!("dsp kernel: {} dot and matrix products identical to the portable kernel", n),
         Err(len) => {
-            defmt::error!("dsp kernel differs from the portable kernel at length {}", len);
+            defmt::error!("dsp kernel differs from the portable kernel at length (or row step) {}", len);
             exit(1)
         }
     }
@@ -368,7 +368,8 @@ fn kernel_cost(clock: &Clock) {
 }
 
 /// The SMLAD kernel against the portable one on pseudo-random vectors of
-/// every length up to 2·MAX_LATENT, extreme values included.
+/// every length up to 2·MAX_LATENT, extreme values included, and its
+/// matrix products on every row step it specialises.
 fn dsp_matches_portable() -> Result<u32, usize> {
     use weft_core::gnn::{dsp, int8::MAX_LATENT};
     let mut seed = 0x2545_f491u32;
@@ -396,6 +397,31 @@ fn dsp_matches_portable() -> Result<u32, usize> {
                 return Err(len);
             }
             count += 1;
+        }
+    }
+    // The matrix kernel on every row step it specialises (and one it does
+    // not), at every column block.
+    const ROWS: usize = 5;
+    for stride in [16, 32, 48, 64, 96, 24] {
+        let mut w = [0i8; 96 * ROWS];
+        for v in &mut w[..stride * ROWS] {
+            *v = next();
+        }
+        for len in [8, 16, 4] {
+            for col in (0..=stride - len).step_by(8) {
+                let mut x = [0i8; 16];
+                for v in &mut x[..len] {
+                    *v = next().max(-127);
+                }
+                let (mut acc, mut scratch) = ([7i32; ROWS], [0u32; MAX_LATENT]);
+                dsp::accumulate(&w[..stride * ROWS], stride, col, &x[..len], &mut scratch, &mut acc);
+                for (o, a) in acc.iter().enumerate() {
+                    if *a != 7 + int8::dot(&w[o * stride + col..][..len], &x[..len]) {
+                        return Err(stride);
+                    }
+                }
+                count += 1;
+            }
         }
     }
     Ok(count)

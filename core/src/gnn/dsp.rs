@@ -68,11 +68,6 @@ fn smlad(a: u32, b: u32, acc: i32) -> i32 {
     r
 }
 
-#[inline(always)]
-fn halves(lo: i8, hi: i8) -> u32 {
-    (lo as i16 as u16 as u32) | ((hi as i16 as u16 as u32) << 16)
-}
-
 /// Packs `x` for [`dot`]: two words per full group of four values; returns
 /// the number of words written (`out` needs `x.len() / 2` rounded down to
 /// even).
@@ -80,8 +75,9 @@ fn halves(lo: i8, hi: i8) -> u32 {
 pub fn pack(x: &[i8], out: &mut [u32]) -> usize {
     let mut n = 0;
     for (g, o) in x.chunks_exact(4).zip(out.chunks_exact_mut(2)) {
-        o[0] = halves(g[0], g[2]);
-        o[1] = halves(g[1], g[3]);
+        let w = word(g);
+        o[0] = sxtb16(w);
+        o[1] = sxtb16_ror8(w);
         n += 2;
     }
     n
@@ -159,12 +155,101 @@ fn rows8(weights: &[i8], stride: usize, col: usize, p: [u32; 4], acc: &mut [i32]
     }
 }
 
+/// `acc[o] += Σ_{k<8} W[o·S + col + k] · x[k]` for every row `o <
+/// acc.len()` of a row-major weight matrix with `S` columns: the eight
+/// activations loaded and packed in registers by the same block, then one
+/// 14-instruction pass per row (the weights' row step is the load's
+/// post-increment). Rows that do not fit in `weights` are left alone.
+#[inline(always)]
+fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], acc: &mut [i32]) {
+    const { assert!(S >= 8 && S <= 255) };
+    let rows = acc.len();
+    let fits = rows == 0
+        || (rows - 1).checked_mul(S).and_then(|e| e.checked_add(col + 8)).is_some_and(|end| end <= weights.len());
+    if rows == 0 || !fits {
+        return;
+    }
+    let row = weights[col..].as_ptr();
+    let out = acc.as_mut_ptr();
+    // SAFETY: reads the 8 bytes of `x`, the 8 bytes at `row + o·S` for
+    // o < rows (inside `weights`, checked by `fits`) and reads/writes
+    // `out + o` for o < rows (`acc`). Single-word loads may be unaligned on
+    // ARMv7-M. No stack use; the condition flags are clobbered (the
+    // default).
+    unsafe {
+        asm!(
+            "ldr {w1}, [{x}, #4]",
+            "ldr {x}, [{x}]",
+            "sxtb16 {p0}, {x}",
+            "sxtb16 {p1}, {x}, ror #8",
+            "sxtb16 {p2}, {w1}",
+            "sxtb16 {p3}, {w1}, ror #8",
+            "2:",
+            "ldr {w1}, [{row}, #4]",
+            "ldr {x}, [{row}], #{s}",
+            "ldr {a}, [{out}]",
+            "sxtb16 {t}, {x}",
+            "smlad {a}, {t}, {p0}, {a}",
+            "sxtb16 {t}, {x}, ror #8",
+            "smlad {a}, {t}, {p1}, {a}",
+            "sxtb16 {t}, {w1}",
+            "smlad {a}, {t}, {p2}, {a}",
+            "sxtb16 {t}, {w1}, ror #8",
+            "smlad {a}, {t}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "subs {n}, {n}, #1",
+            "bne 2b",
+            s = const S,
+            x = inout(reg) x.as_ptr() => _,
+            row = inout(reg) row => _,
+            out = inout(reg) out => _,
+            n = inout(reg) rows => _,
+            p0 = out(reg) _,
+            p1 = out(reg) _,
+            p2 = out(reg) _,
+            p3 = out(reg) _,
+            w1 = out(reg) _,
+            t = out(reg) _,
+            a = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// [`block8`] over every block of eight of `x` (`x.len()` a multiple of 8).
+#[inline(always)]
+fn blocks<const S: usize>(weights: &[i8], col: usize, x: &[i8], acc: &mut [i32]) {
+    let (chunks, _) = x.as_chunks::<8>();
+    for (b, x8) in chunks.iter().enumerate() {
+        block8::<S>(weights, col + 8 * b, x8, acc);
+    }
+}
+
 /// `acc[o] += Σ_k W[o, col + k] · x[k]` for every output `o` of a row-major
-/// weight matrix with `stride` columns, `packed = pack(x)`. Inputs in a
-/// multiple of 8 (the latent widths among them) go through [`rows8`], eight
-/// at a time; otherwise two rows per pass share the packed activations.
+/// weight matrix with `stride` columns. Inputs in a multiple of 8 of a
+/// matrix whose width is a multiple of 16 up to 96 (every layer that takes
+/// latents) go through [`block8`], which packs the activations itself;
+/// otherwise `x` is packed into `scratch` (`x.len() / 2` words) once for
+/// [`accumulate_packed`].
 #[inline]
-pub fn accumulate(weights: &[i8], stride: usize, col: usize, packed: &[u32], x: &[i8], acc: &mut [i32]) {
+pub fn accumulate(weights: &[i8], stride: usize, col: usize, x: &[i8], scratch: &mut [u32], acc: &mut [i32]) {
+    if x.len() % 8 == 0 {
+        match stride {
+            16 => return blocks::<16>(weights, col, x, acc),
+            32 => return blocks::<32>(weights, col, x, acc),
+            48 => return blocks::<48>(weights, col, x, acc),
+            64 => return blocks::<64>(weights, col, x, acc),
+            96 => return blocks::<96>(weights, col, x, acc),
+            _ => {}
+        }
+    }
+    let n = pack(x, scratch);
+    accumulate_packed(weights, stride, col, &scratch[..n], x, acc)
+}
+
+/// [`accumulate`] for any shape, `packed = pack(x)`.
+#[inline]
+pub fn accumulate_packed(weights: &[i8], stride: usize, col: usize, packed: &[u32], x: &[i8], acc: &mut [i32]) {
     let len = x.len();
     if len % 8 == 0 && len == 2 * packed.len() {
         for (block, p) in packed.chunks_exact(4).enumerate() {

@@ -73,27 +73,56 @@ impl Requant {
     /// The term that is always 0.
     pub const ZERO: Requant = Requant { multiplier: 0, shift: 0 };
 
-    #[inline]
+    #[inline(always)]
     pub fn apply(self, value: i32) -> i32 {
         // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
         let s = self.shift as i32 + 1;
         if s > 0 {
-            // Factors of 1/2 or more (the residual terms' among them): a
-            // saturating left shift first.
-            let v = if s < 31 {
-                value.saturating_mul(1 << s)
-            } else {
-                ((value as i64) << 31).clamp(i32::MIN as i64, i32::MAX as i64) as i32
-            };
-            return high_word(v, self.multiplier);
+            return self.scale_up(value, s);
         }
-        let hi = high_word(value, self.multiplier);
+        // |high word| < 2^30, so adding the rounding term 2^(right − 1)
+        // (0 for right = 0) never saturates on valid multipliers.
         let right = ((-s) as u32).min(31);
-        if right == 0 {
-            hi
-        } else {
-            hi.saturating_add(1 << (right - 1)) >> right
+        high_word(value, self.multiplier).saturating_add(((1u32 << right) >> 1) as i32) >> right
+    }
+
+    /// [`Requant::apply`] for a valid requantisation ([`Requant::is_valid`],
+    /// as every one of a checked network is): its right shift is at most
+    /// 30 and its multiplier at least 2^30 or 0, so the shift needs no
+    /// bound and the rounding term no saturation. The same result.
+    #[inline(always)]
+    fn apply_valid(self, value: i32) -> i32 {
+        let s = self.shift as i32 + 1;
+        if s > 0 {
+            return self.scale_up(value, s);
         }
+        let right = (-s) as u32 & 31;
+        high_word(value, self.multiplier).wrapping_add(((1u32 << right) >> 1) as i32) >> right
+    }
+
+    /// [`Requant::apply_valid`] to an int8 value (a residual term): below a
+    /// left shift of 24 the shift cannot overflow, so it needs no
+    /// saturation.
+    #[inline(always)]
+    fn apply_i8(self, value: i8) -> i32 {
+        let s = self.shift as i32 + 1;
+        if ((s - 1) as u32) < 23 {
+            high_word((value as i32) << s, self.multiplier)
+        } else {
+            self.apply_valid(value as i32)
+        }
+    }
+
+    /// Factors of 1/2 or more (the residual terms' among them): a
+    /// saturating left shift by `s` (1 to 31) first.
+    #[inline]
+    fn scale_up(self, value: i32, s: i32) -> i32 {
+        let v = if s < 31 {
+            value.saturating_mul(1 << s)
+        } else {
+            ((value as i64) << 31).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        };
+        high_word(v, self.multiplier)
     }
 
     /// Whether the multiplier and shift are in range.
@@ -183,8 +212,7 @@ impl<'a> Linear<'a> {
     fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32], packed: &mut [u32]) {
         #[cfg(all(feature = "dsp", target_arch = "arm"))]
         {
-            let n = super::dsp::pack(x, packed);
-            super::dsp::accumulate(self.weights, self.inputs, col, &packed[..n], x, &mut acc[..self.outputs]);
+            super::dsp::accumulate(self.weights, self.inputs, col, x, packed, &mut acc[..self.outputs]);
         }
         #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
         {
@@ -270,7 +298,7 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn hidden(&self, acc: &[i32], hidden: &mut [i8]) {
         for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
-            *h = relu_sat(r.apply(a));
+            *h = relu_sat(r.apply_valid(a));
         }
     }
 
@@ -284,11 +312,11 @@ impl<'a> Mlp<'a> {
         let terms = out.iter_mut().zip(self.l2.requant).zip(&w.acc);
         if self.residual.is_empty() {
             for ((y, r), &a) in terms {
-                *y = sat(r.apply(a));
+                *y = sat(r.apply_valid(a));
             }
         } else {
             for (((y, r), &a), res) in terms.zip(self.residual) {
-                *y = sat(r.apply(a).saturating_add(res.apply(*y as i32)));
+                *y = sat(r.apply_valid(a).saturating_add(res.apply_i8(*y)));
             }
         }
     }
