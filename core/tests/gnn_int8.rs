@@ -77,6 +77,7 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
         weights: &layers.w[k],
         bias: &layers.b[k],
         requant: &layers.r[k],
+        wide: &[],
     };
     for (m, (inputs, outputs, _, _)) in shapes(l, rounds).into_iter().enumerate() {
         mlps.push(Mlp { l1: lin(2 * m, inputs, l), l2: lin(2 * m + 1, l, outputs), residual: &layers.res[m] });
@@ -337,4 +338,65 @@ fn the_network_takes_at_most_its_pairs_per_node_and_counts_the_rest() {
         assert!(all - statics > cap);
         assert_eq!((found.pairs, found.dropped), (cap, all - statics - cap));
     });
+}
+
+/// The widened weights pair up with the activations as the DSP kernel
+/// packs them (`(x0, x2)`, `(x1, x3)` of every four): summing the products
+/// of each word's halves, as `SMLAD` does, gives every row's dot product.
+#[test]
+fn widened_weights_pair_with_the_packed_activations() {
+    let mut rng = Rng(0x91de);
+    let half = |w: u32, hi: bool| (if hi { w >> 16 } else { w & 0xffff }) as u16 as i16 as i32;
+    for (inputs, outputs) in [(8, 1), (16, 16), (48, 16), (32, 5), (24, 3)] {
+        let w: Vec<i8> = (0..inputs * outputs).map(|_| rng.next_u64() as i8).collect();
+        let x: Vec<i8> = (0..inputs).map(|_| (rng.next_u64() as i8).max(-127)).collect();
+        let mut wide = vec![0u32; int8::wide_len(inputs, outputs)];
+        assert_eq!(int8::widen(&w, inputs, outputs, &mut wide), wide.len());
+        assert_eq!(wide.len(), inputs * outputs / 2);
+        let packed: Vec<u32> = x
+            .chunks_exact(4)
+            .flat_map(|g| [(g[0], g[2]), (g[1], g[3])])
+            .map(|(a, b)| (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16))
+            .collect();
+        for o in 0..outputs {
+            let mut smlad = 0i32;
+            for b in 0..inputs / 8 {
+                let words = &wide[4 * (b * outputs + o)..][..4];
+                for (k, &wk) in words.iter().enumerate() {
+                    let p = packed[4 * b + k];
+                    smlad += half(wk, false) * half(p, false) + half(wk, true) * half(p, true);
+                }
+            }
+            assert_eq!(smlad, int8::dot(&w[o * inputs..][..inputs], &x), "{inputs}×{outputs}, row {o}");
+        }
+    }
+    // Inputs not in a multiple of 8 have no widened form.
+    assert_eq!(int8::wide_len(15, 16), 0);
+    assert_eq!(int8::widen(&[1; 30], 15, 2, &mut [0; 16]), 0);
+}
+
+/// A network carrying widened weights is checked against its own int8
+/// weights: the right ones pass, one changed word fails the check.
+#[test]
+fn widened_weights_that_differ_from_the_weights_fail_the_check() {
+    let mut rng = Rng(0x3a1d);
+    let (l, rounds) = (16, 2);
+    let layers = random_layers(&mut rng, l, rounds);
+    let mut mlps = Vec::new();
+    let net = network(&layers, l, rounds, &mut mlps);
+    let layer = net.mlps.edge_mlp[1].l2;
+    let mut wide = vec![0u32; int8::wide_len(layer.inputs, layer.outputs)];
+    int8::widen(layer.weights, layer.inputs, layer.outputs, &mut wide);
+    let with = |wide: &[u32]| {
+        let mut edge = net.mlps.edge_mlp.to_vec();
+        edge[1].l2.wide = wide;
+        let mut n = net;
+        n.mlps.edge_mlp = &edge[..];
+        n.validate()
+    };
+    assert_eq!(with(&wide), Ok(()));
+    let mut changed = wide.clone();
+    changed[37] ^= 1 << 20;
+    assert_eq!(with(&changed), Err(GnnError::BadNetwork { what: "layer shapes" }));
+    assert_eq!(with(&wide[..wide.len() - 4]), Err(GnnError::BadNetwork { what: "layer shapes" }));
 }

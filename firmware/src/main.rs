@@ -369,7 +369,8 @@ fn kernel_cost(clock: &Clock) {
 
 /// The SMLAD kernel against the portable one on pseudo-random vectors of
 /// every length up to 2·MAX_LATENT, extreme values included, and its
-/// matrix products on every row step it specialises.
+/// matrix products on every row step it specialises and on widened
+/// weights.
 fn dsp_matches_portable() -> Result<u32, usize> {
     use weft_core::gnn::{dsp, int8::MAX_LATENT};
     let mut seed = 0x2545_f491u32;
@@ -400,29 +401,65 @@ fn dsp_matches_portable() -> Result<u32, usize> {
         }
     }
     // The matrix kernel on every row step it specialises (and one it does
-    // not), at every column block.
+    // not), at every column block, on odd and even row counts, from the
+    // biases and in place.
     const ROWS: usize = 5;
+    let bias: [i32; ROWS] = core::array::from_fn(|o| 1000 * o as i32 - 2000);
     for stride in [16, 32, 48, 64, 96, 24] {
         let mut w = [0i8; 96 * ROWS];
         for v in &mut w[..stride * ROWS] {
             *v = next();
         }
-        for len in [8, 16, 4] {
+        for (len, rows, start) in [(8, 5, false), (16, 4, true), (4, 1, false), (16, 5, true), (8, 1, true)] {
             for col in (0..=stride - len).step_by(8) {
                 let mut x = [0i8; 16];
                 for v in &mut x[..len] {
                     *v = next().max(-127);
                 }
                 let (mut acc, mut scratch) = ([7i32; ROWS], [0u32; MAX_LATENT]);
-                dsp::accumulate(&w[..stride * ROWS], stride, col, &x[..len], &mut scratch, &mut acc);
+                let from = start.then_some(&bias[..]);
+                dsp::accumulate(&w[..stride * ROWS], stride, col, &x[..len], from, &mut scratch, &mut acc[..rows]);
                 for (o, a) in acc.iter().enumerate() {
-                    if *a != 7 + int8::dot(&w[o * stride + col..][..len], &x[..len]) {
+                    let base = if o >= rows {
+                        7
+                    } else if start {
+                        bias[o]
+                    } else {
+                        7
+                    };
+                    let sum = if o < rows { int8::dot(&w[o * stride + col..][..len], &x[..len]) } else { 0 };
+                    if *a != base + sum {
                         return Err(stride);
                     }
                 }
                 count += 1;
             }
         }
+    }
+    // The widened-weight kernel on every latent-wide shape, from the
+    // biases and in place, against the portable dot products.
+    for (inputs, rows, start) in [(16, 16, true), (48, 16, false), (32, 5, true), (8, 1, false), (96, 3, true)] {
+        let mut w = [0i8; 96 * 16];
+        for v in &mut w[..inputs * rows] {
+            *v = next();
+        }
+        let mut wide = [0u32; 48 * 16];
+        let n = int8::widen(&w[..inputs * rows], inputs, rows, &mut wide);
+        let mut x = [0i8; 96];
+        for v in &mut x[..inputs] {
+            *v = next().max(-127);
+        }
+        let bias: [i32; 16] = core::array::from_fn(|o| 977 * o as i32 - 5000);
+        let mut acc = [7i32; 16];
+        dsp::accumulate_wide(&wide[..n], &x[..inputs], start.then_some(&bias[..]), &mut acc[..rows]);
+        for (o, a) in acc.iter().enumerate() {
+            let base = if o < rows && start { bias[o] } else { 7 };
+            let sum = if o < rows { int8::dot(&w[o * inputs..][..inputs], &x[..inputs]) } else { 0 };
+            if *a != base + sum {
+                return Err(inputs);
+            }
+        }
+        count += 1;
     }
     Ok(count)
 }

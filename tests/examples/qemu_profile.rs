@@ -5,8 +5,9 @@
 //! pipe, and counts each executed block's instructions to its function.
 //! Counts are per step (boot and set-up included, spread over the steps).
 //!
-//! `cargo run --release -p weft-tests --example qemu_profile -- [top]`
-//! (needs `qemu-system-arm` and the firmware's toolchain, as `cargo qemu`;
+//! `cargo run --release -p weft-tests --example qemu_profile -- [top]
+//! [blocks]` (`blocks`: by translated block, with its address, instead of
+//! by function, to read beside `llvm-objdump -d` of the same build; needs `qemu-system-arm` and the firmware's toolchain, as `cargo qemu`;
 //! about 2 min).
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -17,6 +18,7 @@ const STEPS: u64 = 4;
 
 fn main() {
     let top: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(40);
+    let by_block = std::env::args().nth(2).is_some_and(|a| a == "blocks");
     let firmware = Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "--no-default-features", "--features", "qemu"])
@@ -42,7 +44,7 @@ fn main() {
         .spawn()
         .expect("qemu-system-arm runs");
     let log = BufReader::with_capacity(1 << 20, std::fs::File::open(&fifo).expect("the log pipe opens"));
-    let (counts, total) = count(log);
+    let (counts, total) = count(log, by_block);
     let _ = qemu.wait();
     let _ = std::fs::remove_file(&fifo);
     // Both scenarios ran STEPS steps each.
@@ -55,9 +57,9 @@ fn main() {
     }
 }
 
-/// Instructions per function: each translated block's size (from its
-/// `IN:` listing) counted at every `Trace` of its start address.
-fn count(log: impl BufRead) -> (HashMap<String, u64>, u64) {
+/// Instructions per function (or per block): each translated block's size
+/// (from its `IN:` listing) counted at every `Trace` of its start address.
+fn count(log: impl BufRead, by_block: bool) -> (HashMap<String, u64>, u64) {
     let (mut size, mut counts) = (HashMap::<u32, u64>::new(), HashMap::<String, u64>::new());
     let (mut block, mut start, mut n, mut total) = (false, None, 0u64, 0u64);
     for line in log.lines().map_while(Result::ok) {
@@ -80,7 +82,11 @@ fn count(log: impl BufRead) -> (HashMap<String, u64>, u64) {
             let pc = rest.split('/').nth(1).and_then(|p| u32::from_str_radix(p, 16).ok());
             let name = rest.rsplit(']').next().unwrap_or("").trim();
             let n = pc.and_then(|pc| size.get(&pc)).copied().unwrap_or(0);
-            *counts.entry(name.to_string()).or_default() += n;
+            let key = match (by_block, pc) {
+                (true, Some(pc)) => format!("{pc:#010x} ({n} instructions) {}", demangle(name)),
+                _ => name.to_string(),
+            };
+            *counts.entry(key).or_default() += n;
             total += n;
         }
     }

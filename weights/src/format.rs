@@ -28,7 +28,9 @@
 use std::fmt::{self, Write as _};
 
 use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Part, Parts, Requant, FORMAT_VERSION};
+use weft_core::gnn::int8::{
+    wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, Requant, FORMAT_VERSION,
+};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
 /// The first format version, still read: its networks know the first
@@ -132,6 +134,7 @@ impl LinearData {
             weights: &self.weights,
             bias: &self.bias,
             requant: &self.requant,
+            wide: &[],
         }
     }
 }
@@ -336,12 +339,16 @@ impl NetworkData {
         };
         let linear = |s: &mut String, name: &str, l: &LinearData| {
             let _ = writeln!(s, "static {name}_W: [i8; {}] = {:?};", l.weights.len(), l.weights);
+            let mut wide = vec![0u32; wide_len(l.inputs, l.outputs)];
+            widen(&l.weights, l.inputs, l.outputs, &mut wide);
+            let _ = writeln!(s, "static {name}_V: [u32; {}] = {:?};", wide.len(), wide);
             let _ = writeln!(s, "static {name}_B: [i32; {}] = {:?};", l.bias.len(), l.bias);
             let _ = writeln!(s, "static {name}_R: [Requant; {}] = [{}];", l.requant.len(), requants(&l.requant));
         };
         let lin_expr = |name: &str, l: &LinearData| {
             format!(
-                "Linear {{ inputs: {}, outputs: {}, weights: &{name}_W, bias: &{name}_B, requant: &{name}_R }}",
+                "Linear {{ inputs: {}, outputs: {}, weights: &{name}_W, bias: &{name}_B, requant: &{name}_R, \
+                 wide: &{name}_V }}",
                 l.inputs, l.outputs
             )
         };

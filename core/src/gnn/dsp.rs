@@ -155,25 +155,29 @@ fn rows8(weights: &[i8], stride: usize, col: usize, p: [u32; 4], acc: &mut [i32]
     }
 }
 
-/// `acc[o] += Σ_{k<8} W[o·S + col + k] · x[k]` for every row `o <
-/// acc.len()` of a row-major weight matrix with `S` columns: the eight
-/// activations loaded and packed in registers by the same block, then one
-/// 14-instruction pass per row (the weights' row step is the load's
-/// post-increment). Rows that do not fit in `weights` are left alone.
+/// `acc[o] = from[o] + Σ_{k<8} W[o·S + col + k] · x[k]` for every row `o <
+/// acc.len()` of a row-major weight matrix with `S` columns, `from` being
+/// the layer's biases or the accumulators themselves (`None`): the eight
+/// activations loaded and packed in registers by the same block, then
+/// 13 instructions per row, two rows a pass (the weights' row step is the
+/// load's post-increment). Does nothing if a row or `from` does not fit.
 #[inline(always)]
-fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], acc: &mut [i32]) {
+fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], from: Option<&[i32]>, acc: &mut [i32]) {
     const { assert!(S >= 8 && S <= 255) };
     let rows = acc.len();
     let fits = rows == 0
         || (rows - 1).checked_mul(S).and_then(|e| e.checked_add(col + 8)).is_some_and(|end| end <= weights.len());
-    if rows == 0 || !fits {
+    if rows == 0 || !fits || from.is_some_and(|f| f.len() < rows) {
         return;
     }
     let row = weights[col..].as_ptr();
     let out = acc.as_mut_ptr();
+    let src = from.map_or(out as *const i32, <[i32]>::as_ptr);
     // SAFETY: reads the 8 bytes of `x`, the 8 bytes at `row + o·S` for
-    // o < rows (inside `weights`, checked by `fits`) and reads/writes
-    // `out + o` for o < rows (`acc`). Single-word loads may be unaligned on
+    // o < rows (inside `weights`, checked by `fits`), `src + o` (`from`,
+    // checked, or `acc`) and writes `out + o` (`acc`) for o < rows; each
+    // row is read from `src` before it is written to `out`, so `src ==
+    // out` accumulates in place. Single-word loads may be unaligned on
     // ARMv7-M. No stack use; the condition flags are clobbered (the
     // default).
     unsafe {
@@ -184,10 +188,12 @@ fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], acc: &mut [i3
             "sxtb16 {p1}, {x}, ror #8",
             "sxtb16 {p2}, {w1}",
             "sxtb16 {p3}, {w1}, ror #8",
-            "2:",
+            // An odd row first, then two rows a pass.
+            "tst {n}, #1",
+            "beq 3f",
             "ldr {w1}, [{row}, #4]",
             "ldr {x}, [{row}], #{s}",
-            "ldr {a}, [{out}]",
+            "ldr {a}, [{src}], #4",
             "sxtb16 {t}, {x}",
             "smlad {a}, {t}, {p0}, {a}",
             "sxtb16 {t}, {x}, ror #8",
@@ -198,10 +204,39 @@ fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], acc: &mut [i3
             "smlad {a}, {t}, {p3}, {a}",
             "str {a}, [{out}], #4",
             "subs {n}, {n}, #1",
-            "bne 2b",
+            "beq 4f",
+            "3:",
+            "ldr {w1}, [{row}, #4]",
+            "ldr {x}, [{row}], #{s}",
+            "ldr {a}, [{src}], #4",
+            "sxtb16 {t}, {x}",
+            "smlad {a}, {t}, {p0}, {a}",
+            "sxtb16 {t}, {x}, ror #8",
+            "smlad {a}, {t}, {p1}, {a}",
+            "sxtb16 {t}, {w1}",
+            "smlad {a}, {t}, {p2}, {a}",
+            "sxtb16 {t}, {w1}, ror #8",
+            "smlad {a}, {t}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "ldr {w1}, [{row}, #4]",
+            "ldr {x}, [{row}], #{s}",
+            "ldr {a}, [{src}], #4",
+            "sxtb16 {t}, {x}",
+            "smlad {a}, {t}, {p0}, {a}",
+            "sxtb16 {t}, {x}, ror #8",
+            "smlad {a}, {t}, {p1}, {a}",
+            "sxtb16 {t}, {w1}",
+            "smlad {a}, {t}, {p2}, {a}",
+            "sxtb16 {t}, {w1}, ror #8",
+            "smlad {a}, {t}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "subs {n}, {n}, #2",
+            "bne 3b",
+            "4:",
             s = const S,
             x = inout(reg) x.as_ptr() => _,
             row = inout(reg) row => _,
+            src = inout(reg) src => _,
             out = inout(reg) out => _,
             n = inout(reg) rows => _,
             p0 = out(reg) _,
@@ -216,42 +251,147 @@ fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], acc: &mut [i3
     }
 }
 
-/// [`block8`] over every block of eight of `x` (`x.len()` a multiple of 8).
+/// [`block8`] over every block of eight of `x` (`x.len()` a multiple of
+/// 8), the first from `from`.
 #[inline(always)]
-fn blocks<const S: usize>(weights: &[i8], col: usize, x: &[i8], acc: &mut [i32]) {
+fn blocks<const S: usize>(weights: &[i8], col: usize, x: &[i8], from: Option<&[i32]>, acc: &mut [i32]) {
     let (chunks, _) = x.as_chunks::<8>();
     for (b, x8) in chunks.iter().enumerate() {
-        block8::<S>(weights, col + 8 * b, x8, acc);
+        block8::<S>(weights, col + 8 * b, x8, if b == 0 { from } else { None }, acc);
     }
 }
 
-/// `acc[o] += Σ_k W[o, col + k] · x[k]` for every output `o` of a row-major
-/// weight matrix with `stride` columns. Inputs in a multiple of 8 of a
-/// matrix whose width is a multiple of 16 up to 96 (every layer that takes
-/// latents) go through [`block8`], which packs the activations itself;
-/// otherwise `x` is packed into `scratch` (`x.len() / 2` words) once for
-/// [`accumulate_packed`].
+/// `acc[o] = from[o] + Σ_k W[o, col + k] · x[k]` for every output `o` of a
+/// row-major weight matrix with `stride` columns, `from` the biases or
+/// the accumulators themselves (`None`; `from` needs `acc.len()` values).
+/// Inputs in a multiple of 8 of a matrix whose width is a multiple of 16
+/// up to 96 (every layer that takes latents) go through [`block8`], which
+/// packs the activations itself; otherwise `x` is packed into `scratch`
+/// (`x.len() / 2` words) once for [`accumulate_packed`].
 #[inline]
-pub fn accumulate(weights: &[i8], stride: usize, col: usize, x: &[i8], scratch: &mut [u32], acc: &mut [i32]) {
-    if x.len() % 8 == 0 {
+pub fn accumulate(
+    weights: &[i8],
+    stride: usize,
+    col: usize,
+    x: &[i8],
+    from: Option<&[i32]>,
+    scratch: &mut [u32],
+    acc: &mut [i32],
+) {
+    if x.len().is_multiple_of(8) && !x.is_empty() {
         match stride {
-            16 => return blocks::<16>(weights, col, x, acc),
-            32 => return blocks::<32>(weights, col, x, acc),
-            48 => return blocks::<48>(weights, col, x, acc),
-            64 => return blocks::<64>(weights, col, x, acc),
-            96 => return blocks::<96>(weights, col, x, acc),
+            16 => return blocks::<16>(weights, col, x, from, acc),
+            32 => return blocks::<32>(weights, col, x, from, acc),
+            48 => return blocks::<48>(weights, col, x, from, acc),
+            64 => return blocks::<64>(weights, col, x, from, acc),
+            96 => return blocks::<96>(weights, col, x, from, acc),
             _ => {}
+        }
+    }
+    if let Some(f) = from {
+        for (a, &b) in acc.iter_mut().zip(f) {
+            *a = b;
         }
     }
     let n = pack(x, scratch);
     accumulate_packed(weights, stride, col, &scratch[..n], x, acc)
 }
 
+/// [`block8`] on widened weights ([`super::int8::widen`]: four words per
+/// row, rows contiguous): `acc[o] = from[o] + Σ_{k<8} W[o][k] · x[k]`, 8
+/// instructions per row, two rows a pass, no sign extension. Does nothing
+/// if `wide` or `from` is too short.
+#[inline(always)]
+fn block8_wide(wide: &[u32], x: &[i8; 8], from: Option<&[i32]>, acc: &mut [i32]) {
+    let rows = acc.len();
+    if rows == 0 || wide.len() < 4 * rows || from.is_some_and(|f| f.len() < rows) {
+        return;
+    }
+    let row = wide.as_ptr();
+    let out = acc.as_mut_ptr();
+    let src = from.map_or(out as *const i32, <[i32]>::as_ptr);
+    // SAFETY: reads the 8 bytes of `x`, the 4·rows words of `wide`
+    // (checked), `src + o` (`from`, checked, or `acc`) and writes `out + o`
+    // (`acc`) for o < rows; each row is read from `src` before it is
+    // written to `out`, so `src == out` accumulates in place. `wide` is
+    // word-aligned (`LDRD` needs it); `x` may be unaligned (`LDR` allows
+    // it on ARMv7-M). No stack use; the condition flags are clobbered (the
+    // default).
+    unsafe {
+        asm!(
+            "ldr {w1}, [{x}, #4]",
+            "ldr {x}, [{x}]",
+            "sxtb16 {p0}, {x}",
+            "sxtb16 {p1}, {x}, ror #8",
+            "sxtb16 {p2}, {w1}",
+            "sxtb16 {p3}, {w1}, ror #8",
+            "tst {n}, #1",
+            "beq 3f",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "ldr {a}, [{src}], #4",
+            "smlad {a}, {w0}, {p0}, {a}",
+            "smlad {a}, {w1}, {p1}, {a}",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "smlad {a}, {w0}, {p2}, {a}",
+            "smlad {a}, {w1}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "subs {n}, {n}, #1",
+            "beq 4f",
+            "3:",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "ldr {a}, [{src}], #4",
+            "smlad {a}, {w0}, {p0}, {a}",
+            "smlad {a}, {w1}, {p1}, {a}",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "smlad {a}, {w0}, {p2}, {a}",
+            "smlad {a}, {w1}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "ldr {a}, [{src}], #4",
+            "smlad {a}, {w0}, {p0}, {a}",
+            "smlad {a}, {w1}, {p1}, {a}",
+            "ldrd {w0}, {w1}, [{row}], #8",
+            "smlad {a}, {w0}, {p2}, {a}",
+            "smlad {a}, {w1}, {p3}, {a}",
+            "str {a}, [{out}], #4",
+            "subs {n}, {n}, #2",
+            "bne 3b",
+            "4:",
+            x = inout(reg) x.as_ptr() => _,
+            row = inout(reg) row => _,
+            src = inout(reg) src => _,
+            out = inout(reg) out => _,
+            n = inout(reg) rows => _,
+            p0 = out(reg) _,
+            p1 = out(reg) _,
+            p2 = out(reg) _,
+            p3 = out(reg) _,
+            w0 = out(reg) _,
+            w1 = out(reg) _,
+            a = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// `acc[o] = from[o] + Σ_k W[o][k] · x[k]` on widened weights (`wide`
+/// from the column block of `x`'s first input on; `x.len()` a multiple of
+/// 8), `from` the biases or the accumulators themselves (`None`).
+#[inline]
+pub fn accumulate_wide(wide: &[u32], x: &[i8], from: Option<&[i32]>, acc: &mut [i32]) {
+    let rows = acc.len();
+    let (chunks, _) = x.as_chunks::<8>();
+    for (b, x8) in chunks.iter().enumerate() {
+        let block = wide.get(4 * rows * b..).unwrap_or(&[]);
+        block8_wide(block, x8, if b == 0 { from } else { None }, acc);
+    }
+}
+
 /// [`accumulate`] for any shape, `packed = pack(x)`.
 #[inline]
 pub fn accumulate_packed(weights: &[i8], stride: usize, col: usize, packed: &[u32], x: &[i8], acc: &mut [i32]) {
     let len = x.len();
-    if len % 8 == 0 && len == 2 * packed.len() {
+    if len.is_multiple_of(8) && len == 2 * packed.len() {
         for (block, p) in packed.chunks_exact(4).enumerate() {
             rows8(weights, stride, col + 8 * block, [p[0], p[1], p[2], p[3]], acc);
         }

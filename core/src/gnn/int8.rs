@@ -139,7 +139,8 @@ fn high_word(v: i32, m: i32) -> i32 {
 
 #[inline]
 fn sat(v: i32) -> i8 {
-    v.clamp(-127, 127) as i8
+    // Saturation to int8 (one `SSAT`), then the symmetric range's floor.
+    v.clamp(-128, 127).max(-127) as i8
 }
 
 #[inline]
@@ -158,6 +159,46 @@ pub struct Linear<'a> {
     /// Per output channel, to the next activation's scale (empty for the
     /// heads' output layers, which are read by [`Output`]).
     pub requant: &'a [Requant],
+    /// The same weights widened to 16-bit pairs in the DSP kernel's order
+    /// ([`widen`]), or empty. Baked networks carry them (flash is cheap,
+    /// and the kernel then needs no sign extension per weight); a network
+    /// whose widened weights differ from `weights` fails its check.
+    pub wide: &'a [u32],
+}
+
+/// Words of a layer's widened weights ([`widen`]): the layers whose inputs
+/// are a multiple of 8 have them, others none.
+pub const fn wide_len(inputs: usize, outputs: usize) -> usize {
+    if inputs.is_multiple_of(8) {
+        inputs / 2 * outputs
+    } else {
+        0
+    }
+}
+
+/// The weights of an `outputs × inputs` row-major layer as 16-bit pairs:
+/// by block of eight inputs, then by output row, four words each —
+/// `(w0, w2)`, `(w1, w3)`, `(w4, w6)`, `(w5, w7)` of the block, low half
+/// first, the order in which the DSP kernel packs the activations (so one
+/// `SMLAD` multiplies a word of weights by a word of activations). `out`
+/// needs [`wide_len`] words; returns how many were written.
+pub fn widen(weights: &[i8], inputs: usize, outputs: usize, out: &mut [u32]) -> usize {
+    let n = wide_len(inputs, outputs);
+    if n == 0 || weights.len() != inputs * outputs || out.len() < n {
+        return 0;
+    }
+    let pair = |a: i8, b: i8| (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16);
+    let mut k = 0;
+    for block in 0..inputs / 8 {
+        for row in weights.chunks_exact(inputs) {
+            let w = &row[8 * block..][..8];
+            for (a, b) in [(0, 2), (1, 3), (4, 6), (5, 7)] {
+                out[k] = pair(w[a], w[b]);
+                k += 1;
+            }
+        }
+    }
+    k
 }
 
 /// `Σ w·x` over int8 vectors (the shorter length), in int32.
@@ -195,10 +236,34 @@ impl<'a> Linear<'a> {
             && self.bias.len() == self.outputs
     }
 
+    /// Its widened weights are absent or [`widen`] of its weights.
+    fn wide_matches(&self) -> bool {
+        if self.wide.is_empty() {
+            return true;
+        }
+        if self.wide.len() != wide_len(self.inputs, self.outputs) {
+            return false;
+        }
+        let mut block = [0u32; 4 * MAX_LATENT];
+        let rows = self.weights.chunks_exact(self.inputs);
+        (0..self.inputs / 8).all(|b| {
+            // One block of eight inputs at a time: its rows' four words.
+            let mut k = 0;
+            for row in rows.clone() {
+                let mut four = [0u32; 4];
+                widen(&row[8 * b..][..8], 8, 1, &mut four);
+                block[k..k + 4].copy_from_slice(&four);
+                k += 4;
+            }
+            self.wide[4 * self.outputs * b..][..k] == block[..k]
+        })
+    }
+
     fn is_valid(&self, requant: bool) -> bool {
         self.inputs > 0
             && self.outputs > 0
             && self.is_shaped()
+            && self.wide_matches()
             && if requant {
                 self.requant.len() == self.outputs && self.requant.iter().all(|r| r.is_valid())
             } else {
@@ -210,13 +275,35 @@ impl<'a> Linear<'a> {
     /// at `col` (`packed`: room for the DSP kernel's packed `x`).
     #[inline]
     fn accumulate(&self, col: usize, x: &[i8], acc: &mut [i32], packed: &mut [u32]) {
+        self.product(col, x, false, acc, packed);
+    }
+
+    /// `acc[o] = bias[o] + Σ_k W[o, col + k] · x[k]`.
+    #[inline]
+    fn start_with(&self, col: usize, x: &[i8], acc: &mut [i32], packed: &mut [u32]) {
+        self.product(col, x, true, acc, packed);
+    }
+
+    /// The column block's product, added to the biases (`start`) or to
+    /// `acc`.
+    #[inline]
+    fn product(&self, col: usize, x: &[i8], start: bool, acc: &mut [i32], packed: &mut [u32]) {
         #[cfg(all(feature = "dsp", target_arch = "arm"))]
         {
-            super::dsp::accumulate(self.weights, self.inputs, col, x, packed, &mut acc[..self.outputs]);
+            let from = start.then_some(self.bias);
+            let acc = &mut acc[..self.outputs];
+            if !self.wide.is_empty() && col.is_multiple_of(8) && x.len().is_multiple_of(8) {
+                super::dsp::accumulate_wide(&self.wide[col / 2 * self.outputs..], x, from, acc);
+            } else {
+                super::dsp::accumulate(self.weights, self.inputs, col, x, from, packed, acc);
+            }
         }
         #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
         {
             let _ = packed;
+            if start {
+                self.start(acc);
+            }
             let rows = self.weights.get(col..).unwrap_or(&[]).chunks(self.inputs);
             if let Ok(x16) = <&[i8; 16]>::try_from(x) {
                 // The latent width: a fixed-size dot product per row.
@@ -246,11 +333,11 @@ impl<'a> Linear<'a> {
             return Err(GnnError::Length { what: "accumulator", needed: self.outputs, got: acc.len() });
         }
         let mut packed = [0u32; MAX_LATENT];
-        self.start(acc);
-        self.accumulate(0, &x[..self.inputs], acc, &mut packed);
+        self.start_with(0, &x[..self.inputs], acc, &mut packed);
         Ok(())
     }
 
+    #[cfg_attr(all(feature = "dsp", target_arch = "arm"), allow(dead_code))]
     #[inline]
     fn start(&self, acc: &mut [i32]) {
         let acc = &mut acc[..self.outputs];
@@ -289,8 +376,7 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn first(&self, x: &[i8], w: &mut Work) {
         let h = self.l1.outputs;
-        self.l1.start(&mut w.acc);
-        self.l1.accumulate(0, x, &mut w.acc, &mut w.packed);
+        self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
         self.hidden(&w.acc[..h], &mut w.hidden[..h]);
     }
 
@@ -307,8 +393,7 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn finish(&self, w: &mut Work, out: &mut [i8]) {
         let h = self.l1.outputs;
-        self.l2.start(&mut w.acc);
-        self.l2.accumulate(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
+        self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
         let terms = out.iter_mut().zip(self.l2.requant).zip(&w.acc);
         if self.residual.is_empty() {
             for ((y, r), &a) in terms {
@@ -332,8 +417,7 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn head(&self, x: &[i8], w: &mut Work) {
         self.first(x, w);
-        self.l2.start(&mut w.acc);
-        self.l2.accumulate(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
+        self.l2.start_with(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
     }
 }
 
@@ -881,12 +965,11 @@ fn edge_update(
     // result in any order).
     for (i, hi) in h.chunks_exact(l).enumerate() {
         let (s, r) = (&mut ps[i * l..][..l], &mut pr[i * l..][..l]);
-        em.l1.start(s);
         match <&mut [i32; 16]>::try_from(&mut *r) {
             Ok(r) => *r = [0; 16],
             Err(_) => r.fill(0),
         }
-        em.l1.accumulate(l, hi, s, &mut w.packed);
+        em.l1.start_with(l, hi, s, &mut w.packed);
         em.l1.accumulate(2 * l, hi, r, &mut w.packed);
     }
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
@@ -1027,4 +1110,32 @@ pub fn infer_probed(
 /// correction leaves the state as it was.
 pub fn apply(state: &mut State) -> Result<(), GnnError> {
     state.apply_lent_correction().map_err(|_| GnnError::NonFinite)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Requant;
+
+    /// The requantisation's fast paths compute what [`Requant::apply`]
+    /// defines, for every valid shift and every int8 input (the residual
+    /// terms), and on int32 accumulators across the range.
+    #[test]
+    fn fast_paths_equal_the_definition() {
+        let multipliers = [0, 1 << 30, (1 << 30) + 12_345, 0x5a5a_5a5a, i32::MAX];
+        let mut values: [i32; 12] =
+            [0, 1, -1, 127, -128, 1 << 20, -(1 << 20), 1 << 28, i32::MAX, i32::MIN, 99_999, -77];
+        for shift in -31i8..=30 {
+            for &multiplier in &multipliers {
+                let r = Requant { multiplier, shift };
+                assert!(r.is_valid());
+                for y in i8::MIN..=i8::MAX {
+                    assert_eq!(r.apply_i8(y), r.apply(y as i32), "{r:?}, {y}");
+                }
+                for v in &mut values {
+                    assert_eq!(r.apply_valid(*v), r.apply(*v), "{r:?}, {v}");
+                    *v = v.wrapping_mul(31).wrapping_add(7);
+                }
+            }
+        }
+    }
 }
