@@ -5,10 +5,16 @@
 //! halves (with `ROR #8`: bytes 1 and 3), and `SMLAD` multiplies two pairs
 //! of 16-bit halves and adds both products to an accumulator. Four weights
 //! loaded as one word therefore take two `SXTB16` and two `SMLAD`; the
-//! activations are packed once per input vector ([`pack`]) into the
-//! matching halves, `(x0, x2)` and `(x1, x3)`. The sums are the same
-//! integers as [`super::int8::dot`] computes (the firmware checks this on
-//! every boot, and its final state matches the desktop's bit for bit).
+//! activations are packed into the matching halves, `(x0, x2)` and
+//! `(x1, x3)`, once per input vector ([`pack`]) or, for layers whose width
+//! is a multiple of 16, inside the row loop itself ([`accumulate`]). A
+//! network baked for the device also carries its weights widened to
+//! 16-bit pairs in that order ([`super::int8::widen`]), so that a row of
+//! eight multiply-accumulates is two `LDRD` and four `SMLAD`
+//! ([`accumulate_wide`]). The sums are the same integers as
+//! [`super::int8::dot`] computes (the firmware checks every kernel against
+//! it on every boot, and its final state matches the desktop's bit for
+//! bit).
 //!
 //! The FPU's square root is here too ([`vsqrt`]): `core` has no `f32`
 //! square root, `libm`'s takes about 45 instructions on the M4, and
@@ -18,10 +24,11 @@
 //! intrinsics, the portable kernel takes about 12 instructions per
 //! multiply-accumulate on the M4 (measured in QEMU), and the same loop in
 //! Rust with these instructions still about 4 (the compiler spills the
-//! packed activations); the goal is 2. Three blocks are single
-//! register-only instructions (`SMLAD` may set the sticky Q flag, which
-//! nothing reads); the row loop ([`rows8`]) also loads weights and updates
-//! accumulators, within bounds checked before it runs.
+//! packed activations); these take 1 to 1.6 in their row loops. Three
+//! blocks are single register-only instructions (`SMLAD` may set the
+//! sticky Q flag, which nothing reads); the row loops also load weights
+//! and activations and update accumulators, within bounds checked before
+//! they run.
 #![allow(unsafe_code)]
 
 use core::arch::asm;
