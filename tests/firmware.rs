@@ -120,8 +120,38 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
         let (host_sum, host_probes) = on_host(scenario);
         assert_eq!(probes, host_probes, "{}: probe positions differ", scenario.name());
         assert_eq!(checksum, host_sum, "{}: final-state checksum differs", scenario.name());
+        if scenario == Scenario::Swing {
+            cost_model_holds(&lines);
+        }
     }
 
     let (flash, ram) = sizes(&elf);
     println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");
+}
+
+/// `weft eval`'s device-cost model (`learn::horizons`) against the
+/// firmware's own counts of the swing: the network's part (features and
+/// forward, dynamic edges, correction) within 5 %, the physics from its CG
+/// iterations within 10 %.
+fn cost_model_holds(lines: &[String]) {
+    use weft_host::learn::horizons::{DEVICE_PER_CG_ITERATION, DEVICE_PER_NETWORK, DEVICE_PER_STEP};
+    let field = |line: &str, name: &str| -> f64 {
+        let at = line.find(name).unwrap_or_else(|| panic!("{name} in {line}"));
+        let digits: String = line[at + name.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or_else(|_| panic!("a number after {name} in {line}"))
+    };
+    let per_step = lines.iter().find(|l| l.starts_with("per step")).expect("a per-step line");
+    let cg_line = lines.iter().find(|l| l.contains("mean CG iterations")).expect("a CG line");
+    let network = field(per_step, "dynamic edges") + field(per_step, "gnn") + field(per_step, "correction");
+    let physics = field(per_step, "physics");
+    let cg = field(cg_line, "mean CG iterations");
+    let model = DEVICE_PER_STEP + cg * DEVICE_PER_CG_ITERATION;
+    println!(
+        "cost model: network {DEVICE_PER_NETWORK:.0} against {network:.0}, physics {model:.0} against {physics:.0}"
+    );
+    assert!(
+        (DEVICE_PER_NETWORK / network - 1.0).abs() < 0.05,
+        "network: model {DEVICE_PER_NETWORK}, firmware {network}"
+    );
+    assert!((model / physics - 1.0).abs() < 0.10, "physics: model {model} at {cg} CG iterations, firmware {physics}");
 }
