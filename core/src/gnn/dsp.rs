@@ -162,6 +162,80 @@ fn rows8(weights: &[i8], stride: usize, col: usize, p: [u32; 4], acc: &mut [i32]
     }
 }
 
+/// `asm!` text: the eight activations at `{x}` packed into `{p0}`–`{p3}`
+/// (`(x0, x2)`, `(x1, x3)`, `(x4, x6)`, `(x5, x7)`); `{x}` and `{w1}` are
+/// free after it.
+macro_rules! pack8 {
+    () => {
+        concat!(
+            "ldr {w1}, [{x}, #4]\n",
+            "ldr {x}, [{x}]\n",
+            "sxtb16 {p0}, {x}\n",
+            "sxtb16 {p1}, {x}, ror #8\n",
+            "sxtb16 {p2}, {w1}\n",
+            "sxtb16 {p3}, {w1}, ror #8\n"
+        )
+    };
+}
+
+/// `asm!` text: `{n}` (≥ 1) passes of `$row`, one row each — an odd row
+/// first, then two rows a pass.
+macro_rules! rows {
+    ($row:expr) => {
+        concat!(
+            "tst {n}, #1\n",
+            "beq 3f\n",
+            $row,
+            "subs {n}, {n}, #1\n",
+            "beq 4f\n",
+            "3:\n",
+            $row,
+            $row,
+            "subs {n}, {n}, #2\n",
+            "bne 3b\n",
+            "4:\n"
+        )
+    };
+}
+
+/// `asm!` text: one row of int8 weights (at `{row}`, `S` bytes apart)
+/// times the packed activations, from `{src}` into `{out}`.
+macro_rules! row8 {
+    () => {
+        concat!(
+            "ldr {w1}, [{row}, #4]\n",
+            "ldr {x}, [{row}], #{s}\n",
+            "ldr {a}, [{src}], #4\n",
+            "sxtb16 {t}, {x}\n",
+            "smlad {a}, {t}, {p0}, {a}\n",
+            "sxtb16 {t}, {x}, ror #8\n",
+            "smlad {a}, {t}, {p1}, {a}\n",
+            "sxtb16 {t}, {w1}\n",
+            "smlad {a}, {t}, {p2}, {a}\n",
+            "sxtb16 {t}, {w1}, ror #8\n",
+            "smlad {a}, {t}, {p3}, {a}\n",
+            "str {a}, [{out}], #4\n"
+        )
+    };
+}
+
+/// `asm!` text: one row of widened weights (four words at `{row}`) times
+/// the packed activations, from `{src}` into `{out}`.
+macro_rules! row8_wide {
+    () => {
+        concat!(
+            "ldrd {w0}, {w1}, [{row}], #8\n",
+            "ldr {a}, [{src}], #4\n",
+            "smlad {a}, {w0}, {p0}, {a}\n",
+            "smlad {a}, {w1}, {p1}, {a}\n",
+            "ldrd {w0}, {w1}, [{row}], #8\n",
+            "smlad {a}, {w0}, {p2}, {a}\n",
+            "smlad {a}, {w1}, {p3}, {a}\n",
+            "str {a}, [{out}], #4\n"
+        )
+    };
+}
+
 /// `acc[o] = from[o] + Σ_{k<8} W[o·S + col + k] · x[k]` for every row `o <
 /// acc.len()` of a row-major weight matrix with `S` columns, `from` being
 /// the layer's biases or the accumulators themselves (`None`): the eight
@@ -189,57 +263,8 @@ fn block8<const S: usize>(weights: &[i8], col: usize, x: &[i8; 8], from: Option<
     // default).
     unsafe {
         asm!(
-            "ldr {w1}, [{x}, #4]",
-            "ldr {x}, [{x}]",
-            "sxtb16 {p0}, {x}",
-            "sxtb16 {p1}, {x}, ror #8",
-            "sxtb16 {p2}, {w1}",
-            "sxtb16 {p3}, {w1}, ror #8",
-            // An odd row first, then two rows a pass.
-            "tst {n}, #1",
-            "beq 3f",
-            "ldr {w1}, [{row}, #4]",
-            "ldr {x}, [{row}], #{s}",
-            "ldr {a}, [{src}], #4",
-            "sxtb16 {t}, {x}",
-            "smlad {a}, {t}, {p0}, {a}",
-            "sxtb16 {t}, {x}, ror #8",
-            "smlad {a}, {t}, {p1}, {a}",
-            "sxtb16 {t}, {w1}",
-            "smlad {a}, {t}, {p2}, {a}",
-            "sxtb16 {t}, {w1}, ror #8",
-            "smlad {a}, {t}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "subs {n}, {n}, #1",
-            "beq 4f",
-            "3:",
-            "ldr {w1}, [{row}, #4]",
-            "ldr {x}, [{row}], #{s}",
-            "ldr {a}, [{src}], #4",
-            "sxtb16 {t}, {x}",
-            "smlad {a}, {t}, {p0}, {a}",
-            "sxtb16 {t}, {x}, ror #8",
-            "smlad {a}, {t}, {p1}, {a}",
-            "sxtb16 {t}, {w1}",
-            "smlad {a}, {t}, {p2}, {a}",
-            "sxtb16 {t}, {w1}, ror #8",
-            "smlad {a}, {t}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "ldr {w1}, [{row}, #4]",
-            "ldr {x}, [{row}], #{s}",
-            "ldr {a}, [{src}], #4",
-            "sxtb16 {t}, {x}",
-            "smlad {a}, {t}, {p0}, {a}",
-            "sxtb16 {t}, {x}, ror #8",
-            "smlad {a}, {t}, {p1}, {a}",
-            "sxtb16 {t}, {w1}",
-            "smlad {a}, {t}, {p2}, {a}",
-            "sxtb16 {t}, {w1}, ror #8",
-            "smlad {a}, {t}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "subs {n}, {n}, #2",
-            "bne 3b",
-            "4:",
+            pack8!(),
+            rows!(row8!()),
             s = const S,
             x = inout(reg) x.as_ptr() => _,
             row = inout(reg) row => _,
@@ -326,44 +351,8 @@ fn block8_wide(wide: &[u32], x: &[i8; 8], from: Option<&[i32]>, acc: &mut [i32])
     // default).
     unsafe {
         asm!(
-            "ldr {w1}, [{x}, #4]",
-            "ldr {x}, [{x}]",
-            "sxtb16 {p0}, {x}",
-            "sxtb16 {p1}, {x}, ror #8",
-            "sxtb16 {p2}, {w1}",
-            "sxtb16 {p3}, {w1}, ror #8",
-            "tst {n}, #1",
-            "beq 3f",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "ldr {a}, [{src}], #4",
-            "smlad {a}, {w0}, {p0}, {a}",
-            "smlad {a}, {w1}, {p1}, {a}",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "smlad {a}, {w0}, {p2}, {a}",
-            "smlad {a}, {w1}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "subs {n}, {n}, #1",
-            "beq 4f",
-            "3:",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "ldr {a}, [{src}], #4",
-            "smlad {a}, {w0}, {p0}, {a}",
-            "smlad {a}, {w1}, {p1}, {a}",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "smlad {a}, {w0}, {p2}, {a}",
-            "smlad {a}, {w1}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "ldr {a}, [{src}], #4",
-            "smlad {a}, {w0}, {p0}, {a}",
-            "smlad {a}, {w1}, {p1}, {a}",
-            "ldrd {w0}, {w1}, [{row}], #8",
-            "smlad {a}, {w0}, {p2}, {a}",
-            "smlad {a}, {w1}, {p3}, {a}",
-            "str {a}, [{out}], #4",
-            "subs {n}, {n}, #2",
-            "bne 3b",
-            "4:",
+            pack8!(),
+            rows!(row8_wide!()),
             x = inout(reg) x.as_ptr() => _,
             row = inout(reg) row => _,
             src = inout(reg) src => _,
