@@ -269,6 +269,14 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let g = GraphRef { pairs: &bad, ..GraphRef::of(model, state) };
         let err = int8::forward(checked, g, &mut l8, &mut s32, &mut dx, &mut dv);
         assert_eq!(err, Err(GnnError::BadPair { pair: 0 }));
+        // The inputs past the graph's nodes and edges are errors, not panics.
+        let g = GraphRef::of(model, state);
+        let inputs = int8::Inputs::new(&net, &g);
+        assert!(inputs.node(n - 1).is_ok());
+        assert_eq!(inputs.node(n), Err(GnnError::MeshMismatch));
+        let edges = features::edge_count(&model.mesh, g.pairs.len());
+        assert!(inputs.edge(edges - 1).is_ok());
+        assert!(matches!(inputs.edge(edges), Err(GnnError::MeshMismatch)));
         let mut acc = [0i32; 4];
         assert!(matches!(net.mlps.node_enc.l1.matvec(&[1, 2], &mut acc), Err(GnnError::Length { what: "input", .. })));
         assert_eq!(net.mlps.node_enc.l1.matvec(&[1; NODE_FEATURES], &mut acc), Ok(()));

@@ -271,6 +271,17 @@ fn run(
             _ => {}
         }
     }
+    match features_cost(&model, &state, net, clock) {
+        Ok(cost) => defmt::info!(
+            "{}: features (node and edge inputs, quantised; part of the encoders' stage): {} per step",
+            name,
+            cost
+        ),
+        Err(e) => {
+            defmt::error!("{}: features: {}", name, defmt::Debug2Format(&e));
+            exit(1)
+        }
+    }
     let x = state.positions();
     for &i in &scene::PROBES {
         defmt::info!(
@@ -284,6 +295,29 @@ fn run(
     }
     let sum = scene::checksum(state.positions(), state.velocities());
     defmt::info!("{}: checksum {:08x} after {} steps", name, sum, scene::STEPS);
+}
+
+/// The network's quantised inputs alone (`int8::Inputs`, what the
+/// encoders read) on the final state and its last dynamic edges: the
+/// features' part of the "features and encoders" stage of one step. Not
+/// inlined: in `run` it would change what the optimiser inlines there and
+/// add 0.2 M instructions a step to the stages it measures.
+#[inline(never)]
+fn features_cost(model: &Model, state: &State, net: int8::Checked, clock: &Clock) -> Result<u64, int8::GnnError> {
+    let g = int8::GraphRef::of(model, state);
+    let edges = weft_core::gnn::features::edge_count(&model.mesh, g.pairs.len());
+    let t = clock.now();
+    let inputs = int8::Inputs::new(&net, &g);
+    let mut sum = 0i32;
+    for i in 0..state.node_count() {
+        sum = inputs.node(i)?.iter().fold(sum, |s, &q| s.wrapping_add(q as i32));
+    }
+    for k in 0..edges {
+        sum = inputs.edge(k)?.1.iter().fold(sum, |s, &q| s.wrapping_add(q as i32));
+    }
+    let ticks = clock.since(t);
+    core::hint::black_box(sum);
+    Ok(ticks * PER_TICK)
 }
 
 /// Stack use, measured by painting the free RAM below the stack at boot

@@ -924,29 +924,66 @@ fn encode(
     w: &mut Work,
 ) -> Result<(), GnnError> {
     let l = net.latent;
-    let c = features::centroid(g.x);
-    let around = g.surroundings(net.radius);
+    let inputs = Inputs::new(net, g);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c, &around);
-        let mut q = [0i8; NODE_FEATURES];
-        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.node_in) {
-            *q = inp.quantize(x);
-        }
-        net.mlps.node_enc.run(&q, w, hi);
+        net.mlps.node_enc.run(&inputs.node(i)?, w, hi);
     }
     degree.fill(0);
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
-        let ends = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        let rest = (k / 2 < g.mesh.edges().len()).then(|| g.mesh.rest());
-        let f = features::edge_feature(rest, g.x, ends, net.radius);
-        let mut q = [0i8; EDGE_FEATURES];
-        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&net.edge_in) {
-            *q = inp.quantize(x);
-        }
+        let (ends, q) = inputs.edge(k)?;
         net.mlps.edge_enc.run(&q, w, ek);
         degree[ends[1] as usize] += 1;
     }
     Ok(())
+}
+
+/// The network's quantised inputs on a graph: what its encoders read
+/// (the firmware also runs them alone, to report the features' share of
+/// the encoders' stage).
+pub struct Inputs<'n, 'g> {
+    net: &'n Network<'n>,
+    g: &'n GraphRef<'g>,
+    centroid: Vec3,
+    around: features::Surroundings<'g>,
+}
+
+impl<'n, 'g> Inputs<'n, 'g> {
+    pub fn new(net: &'n Network<'n>, g: &'n GraphRef<'g>) -> Self {
+        Inputs { net, g, centroid: features::centroid(g.x), around: g.surroundings(net.radius) }
+    }
+
+    /// Node `i`'s features, quantised.
+    #[inline(always)]
+    pub fn node(&self, i: usize) -> Result<[i8; NODE_FEATURES], GnnError> {
+        let g = self.g;
+        let (Some(&x), Some(&v), Some(&pinned)) = (g.x.get(i), g.v.get(i), g.pinned.get(i)) else {
+            return Err(GnnError::MeshMismatch);
+        };
+        let f = features::node_feature(x, v, pinned != 0, self.centroid, &self.around);
+        let mut q = [0i8; NODE_FEATURES];
+        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&self.net.node_in) {
+            *q = inp.quantize(x);
+        }
+        Ok(q)
+    }
+
+    /// Directed edge `k`'s ends and features, quantised (static edges
+    /// first, both directions of each, then the dynamic pairs').
+    #[inline(always)]
+    pub fn edge(&self, k: usize) -> Result<([NodeId; 2], [i8; EDGE_FEATURES]), GnnError> {
+        let g = self.g;
+        let ends = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
+        if ends.iter().any(|&i| i as usize >= g.x.len()) {
+            return Err(GnnError::MeshMismatch);
+        }
+        let rest = (k / 2 < g.mesh.edges().len()).then(|| g.mesh.rest());
+        let f = features::edge_feature(rest, g.x, ends, self.net.radius);
+        let mut q = [0i8; EDGE_FEATURES];
+        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&self.net.edge_in) {
+            *q = inp.quantize(x);
+        }
+        Ok((ends, q))
+    }
 }
 
 /// A processor round's edge update `e ← e + MLP([e, h_s, h_r])`, its first
