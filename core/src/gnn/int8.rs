@@ -384,7 +384,9 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn hidden(&self, acc: &[i32], hidden: &mut [i8]) {
         for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
-            *h = relu_sat(r.apply_valid(a));
+            // A valid requantisation keeps the sign, so the ReLU of a
+            // non-positive accumulator is 0 without it.
+            *h = if a > 0 { relu_sat(r.apply_valid(a)) } else { 0 };
         }
     }
 
