@@ -26,7 +26,7 @@ enum Command {
     /// Run a scenario file: OBJ frames and summary.json into the output folder.
     Simulate {
         scenario: PathBuf,
-        /// Output folder (default: out/<scenario file stem>).
+        /// Output folder (default: out/STEM, STEM the scenario file's name without its extension).
         #[arg(short, long)]
         out: Option<PathBuf>,
         /// Correct every step with the int8 network (the model file of

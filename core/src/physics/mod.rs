@@ -881,7 +881,7 @@ fn wind_power(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], scratch: &mut [Vec3
 ///
 /// The step is one linearised solve, backward Euler or BDF2
 /// ([`crate::model::Integrator`]). If its result fails the energy check,
-/// its velocity change is halved up to [`LINE_SEARCH`] times; if it still
+/// its velocity change is halved up to `LINE_SEARCH` (2) times; if it still
 /// fails (or is not finite) the step is split into halves, each solved
 /// with backward Euler, down to `dt / 2^MAX_SPLIT`; there the solved
 /// velocity change is shortened until the check passes. If a split step still produces a

@@ -153,7 +153,7 @@ pub struct System<'s, 'm> {
     pub precond: &'s [Mat3],
     /// Node flags ([`crate::flags`]).
     pub flags: &'s [u8],
-    /// Contact normals of the nodes flagged [`CONTACT`].
+    /// Contact normals of the nodes flagged [`crate::flags::CONTACT`].
     pub normal: &'s [Vec3],
 }
 
