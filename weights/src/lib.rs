@@ -6,7 +6,7 @@
 //! script, which validates magic, format version, checksum and every layer
 //! shape against `weft-core` first. Nothing is parsed at run time.
 //!
-//! Feature `format` (std) exposes the file format itself ([`format`]) for
+//! Feature `format` (std) exposes the file format itself ([`mod@format`]) for
 //! the tools that write and inspect model files.
 #![cfg_attr(not(feature = "format"), no_std)]
 #![deny(unsafe_code)]
