@@ -407,4 +407,10 @@ fn widened_weights_that_differ_from_the_weights_fail_the_check() {
     changed[37] ^= 1 << 20;
     assert_eq!(with(&changed), Err(GnnError::BadNetwork { what: "layer shapes" }));
     assert_eq!(with(&wide[..wide.len() - 4]), Err(GnnError::BadNetwork { what: "layer shapes" }));
+    // A lone layer with widened weights of the wrong length is refused
+    // by its product, not run.
+    let short = Linear { wide: &wide[..8], ..layer };
+    let mut acc = [0i32; 16];
+    assert_eq!(short.matvec(&[1; 16], &mut acc), Err(GnnError::BadNetwork { what: "layer shape" }));
+    assert_eq!(Linear { wide: &wide, ..layer }.matvec(&[1; 16], &mut acc), Ok(()));
 }

@@ -229,11 +229,13 @@ fn dot_n<const N: usize>(w: &[i8; N], x: &[i8; N]) -> i32 {
 }
 
 impl<'a> Linear<'a> {
-    /// Weights and biases match the stated shape, within the kernels' bounds.
+    /// Weights, biases and widened weights (if any) match the stated
+    /// shape, within the kernels' bounds.
     fn is_shaped(&self) -> bool {
         self.outputs <= MAX_LATENT
             && self.weights.len() == self.inputs * self.outputs
             && self.bias.len() == self.outputs
+            && (self.wide.is_empty() || self.wide.len() == wide_len(self.inputs, self.outputs))
     }
 
     /// Its widened weights are absent or [`widen`] of its weights.
@@ -293,7 +295,8 @@ impl<'a> Linear<'a> {
             let from = start.then_some(self.bias);
             let acc = &mut acc[..self.outputs];
             if !self.wide.is_empty() && col.is_multiple_of(8) && x.len().is_multiple_of(8) {
-                super::dsp::accumulate_wide(&self.wide[col / 2 * self.outputs..], x, from, acc);
+                let wide = self.wide.get(col / 2 * self.outputs..).unwrap_or(&[]);
+                super::dsp::accumulate_wide(wide, x, from, acc);
             } else {
                 super::dsp::accumulate(self.weights, self.inputs, col, x, from, packed, acc);
             }
