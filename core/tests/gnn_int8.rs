@@ -349,18 +349,21 @@ fn the_network_takes_at_most_its_pairs_per_node_and_counts_the_rest() {
 }
 
 /// The widened weights pair up with the activations as the DSP kernel
-/// packs them (`(x0, x2)`, `(x1, x3)` of every four): summing the products
-/// of each word's halves, as `SMLAD` does, gives every row's dot product.
+/// packs them (`(x0, x2)`, `(x1, x3)` of every four, a last block of
+/// fewer than eight inputs padded with zeros): summing the products of
+/// each word's halves, as `SMLAD` does, gives every row's dot product.
 #[test]
 fn widened_weights_pair_with_the_packed_activations() {
     let mut rng = Rng(0x91de);
     let half = |w: u32, hi: bool| (if hi { w >> 16 } else { w & 0xffff }) as u16 as i16 as i32;
-    for (inputs, outputs) in [(8, 1), (16, 16), (48, 16), (32, 5), (24, 3)] {
+    for (inputs, outputs) in [(8, 1), (16, 16), (48, 16), (32, 5), (24, 3), (15, 16), (10, 16), (3, 2)] {
         let w: Vec<i8> = (0..inputs * outputs).map(|_| rng.next_u64() as i8).collect();
-        let x: Vec<i8> = (0..inputs).map(|_| (rng.next_u64() as i8).max(-127)).collect();
+        let mut x: Vec<i8> = (0..inputs).map(|_| (rng.next_u64() as i8).max(-127)).collect();
         let mut wide = vec![0u32; int8::wide_len(inputs, outputs)];
         assert_eq!(int8::widen(&w, inputs, outputs, &mut wide), wide.len());
-        assert_eq!(wide.len(), inputs * outputs / 2);
+        let blocks = inputs.div_ceil(8);
+        assert_eq!(wide.len(), 4 * blocks * outputs);
+        x.resize(8 * blocks, 0);
         let packed: Vec<u32> = x
             .chunks_exact(4)
             .flat_map(|g| [(g[0], g[2]), (g[1], g[3])])
@@ -368,19 +371,22 @@ fn widened_weights_pair_with_the_packed_activations() {
             .collect();
         for o in 0..outputs {
             let mut smlad = 0i32;
-            for b in 0..inputs / 8 {
+            for b in 0..blocks {
                 let words = &wide[4 * (b * outputs + o)..][..4];
                 for (k, &wk) in words.iter().enumerate() {
                     let p = packed[4 * b + k];
                     smlad += half(wk, false) * half(p, false) + half(wk, true) * half(p, true);
                 }
             }
-            assert_eq!(smlad, int8::dot(&w[o * inputs..][..inputs], &x), "{inputs}×{outputs}, row {o}");
+            assert_eq!(smlad, int8::dot(&w[o * inputs..][..inputs], &x[..inputs]), "{inputs}×{outputs}, row {o}");
         }
     }
-    // Inputs not in a multiple of 8 have no widened form.
-    assert_eq!(int8::wide_len(15, 16), 0);
-    assert_eq!(int8::widen(&[1; 30], 15, 2, &mut [0; 16]), 0);
+    // The padding carries zero weights: inputs 15 of two rows of 15 ones.
+    let mut wide = [0u32; 16];
+    assert_eq!(int8::widen(&[1; 30], 15, 2, &mut wide), 16);
+    // Block 1, rows 0 and 1: their fourth words are (w13, w15), w15 padding.
+    assert_eq!((wide[11], wide[15]), (1, 1));
+    assert_eq!(int8::widen(&[1; 30], 15, 2, &mut [0; 15]), 0, "too short an output");
 }
 
 /// A network carrying widened weights is checked against its own int8

@@ -470,14 +470,17 @@ fn dsp_matches_portable() -> Result<u32, usize> {
             }
         }
     }
-    // The widened-weight kernel on every latent-wide shape, from the
-    // biases and in place, against the portable dot products.
-    for (inputs, rows, start) in [(16, 4, true), (48, 3, false), (32, 5, true), (8, 1, false), (96, 2, true)] {
+    // The widened-weight kernel on every shape the network has (a last
+    // block of fewer than eight inputs padded), from the biases and in
+    // place, against the portable dot products.
+    for (inputs, rows, start) in
+        [(16, 4, true), (48, 3, false), (32, 5, true), (8, 1, false), (96, 2, true), (10, 16, true), (15, 3, false)]
+    {
         let mut w = [0i8; 192];
         for v in &mut w[..inputs * rows] {
             *v = next();
         }
-        let mut wide = [0u32; 96];
+        let mut wide = [0u32; 128];
         let n = int8::widen(&w[..inputs * rows], inputs, rows, &mut wide);
         let mut x = [0i8; 96];
         for v in &mut x[..inputs] {

@@ -371,15 +371,23 @@ fn block8_wide(wide: &[u32], x: &[i8; 8], from: Option<&[i32]>, acc: &mut [i32])
 }
 
 /// `acc[o] = from[o] + Σ_k W[o][k] · x[k]` on widened weights (`wide`
-/// from the column block of `x`'s first input on; `x.len()` a multiple of
-/// 8), `from` the biases or the accumulators themselves (`None`).
+/// from the column block of `x`'s first input on; a last block of fewer
+/// than eight inputs is padded with zeros), `from` the biases or the
+/// accumulators themselves (`None`).
 #[inline]
 pub fn accumulate_wide(wide: &[u32], x: &[i8], from: Option<&[i32]>, acc: &mut [i32]) {
     let rows = acc.len();
-    let (chunks, _) = x.as_chunks::<8>();
+    let (chunks, tail) = x.as_chunks::<8>();
     for (b, x8) in chunks.iter().enumerate() {
         let block = wide.get(4 * rows * b..).unwrap_or(&[]);
         block8_wide(block, x8, if b == 0 { from } else { None }, acc);
+    }
+    if !tail.is_empty() {
+        let b = chunks.len();
+        let mut x8 = [0i8; 8];
+        x8[..tail.len()].copy_from_slice(tail);
+        let block = wide.get(4 * rows * b..).unwrap_or(&[]);
+        block8_wide(block, &x8, if b == 0 { from } else { None }, acc);
     }
 }
 

@@ -139,8 +139,10 @@ fn high_word(v: i32, m: i32) -> i32 {
 
 #[inline]
 fn sat(v: i32) -> i8 {
-    // Saturation to int8 (one `SSAT`), then the symmetric range's floor.
-    v.clamp(-128, 127).max(-127) as i8
+    // Saturation to int8 (one `SSAT`), then the symmetric range's floor:
+    // -128 | 1 = -127, and every other value in range keeps its bits.
+    let t = v.clamp(-128, 127);
+    (t | i32::from(t == -128)) as i8
 }
 
 #[inline]
@@ -166,21 +168,18 @@ pub struct Linear<'a> {
     pub wide: &'a [u32],
 }
 
-/// Words of a layer's widened weights ([`widen`]): the layers whose inputs
-/// are a multiple of 8 have them, others none.
+/// Words of a layer's widened weights ([`widen`]): four per output row
+/// and block of eight inputs, the last block padded with zero weights.
 pub const fn wide_len(inputs: usize, outputs: usize) -> usize {
-    if inputs.is_multiple_of(8) {
-        inputs / 2 * outputs
-    } else {
-        0
-    }
+    inputs.div_ceil(8) * 4 * outputs
 }
 
 /// The weights of an `outputs × inputs` row-major layer as 16-bit pairs:
 /// by block of eight inputs, then by output row, four words each —
 /// `(w0, w2)`, `(w1, w3)`, `(w4, w6)`, `(w5, w7)` of the block, low half
 /// first, the order in which the DSP kernel packs the activations (so one
-/// `SMLAD` multiplies a word of weights by a word of activations). `out`
+/// `SMLAD` multiplies a word of weights by a word of activations); a last
+/// block of fewer than eight inputs has zero weights for the rest. `out`
 /// needs [`wide_len`] words; returns how many were written.
 pub fn widen(weights: &[i8], inputs: usize, outputs: usize, out: &mut [u32]) -> usize {
     let n = wide_len(inputs, outputs);
@@ -189,9 +188,12 @@ pub fn widen(weights: &[i8], inputs: usize, outputs: usize, out: &mut [u32]) -> 
     }
     let pair = |a: i8, b: i8| (a as i16 as u16 as u32) | ((b as i16 as u16 as u32) << 16);
     let mut k = 0;
-    for block in 0..inputs / 8 {
+    for block in 0..inputs.div_ceil(8) {
         for row in weights.chunks_exact(inputs) {
-            let w = &row[8 * block..][..8];
+            let mut w = [0i8; 8];
+            let part = &row[8 * block..];
+            let m = part.len().min(8);
+            w[..m].copy_from_slice(&part[..m]);
             for (a, b) in [(0, 2), (1, 3), (4, 6), (5, 7)] {
                 out[k] = pair(w[a], w[b]);
                 k += 1;
@@ -248,12 +250,14 @@ impl<'a> Linear<'a> {
         }
         let mut block = [0u32; 4 * MAX_LATENT];
         let rows = self.weights.chunks_exact(self.inputs);
-        (0..self.inputs / 8).all(|b| {
+        (0..self.inputs.div_ceil(8)).all(|b| {
             // One block of eight inputs at a time: its rows' four words.
             let mut k = 0;
             for row in rows.clone() {
+                let part = &row[8 * b..];
+                let m = part.len().min(8);
                 let mut four = [0u32; 4];
-                widen(&row[8 * b..][..8], 8, 1, &mut four);
+                widen(&part[..m], m, 1, &mut four);
                 block[k..k + 4].copy_from_slice(&four);
                 k += 4;
             }
@@ -293,12 +297,15 @@ impl<'a> Linear<'a> {
         #[cfg(all(feature = "dsp", target_arch = "arm"))]
         {
             let from = start.then_some(self.bias);
-            let acc = &mut acc[..self.outputs];
-            if !self.wide.is_empty() && col.is_multiple_of(8) && x.len().is_multiple_of(8) {
+            let Some(acc) = acc.get_mut(..self.outputs) else { return };
+            // Widened weights serve whole blocks of eight inputs and a
+            // layer's last, shorter block (padded with zero weights).
+            let blocks = x.len().is_multiple_of(8) || col + x.len() == self.inputs;
+            if !self.wide.is_empty() && col.is_multiple_of(8) && blocks {
                 let wide = self.wide.get(col / 2 * self.outputs..).unwrap_or(&[]);
                 super::dsp::accumulate_wide(wide, x, from, acc);
             } else {
-                super::dsp::accumulate(self.weights, self.inputs, col, x, from, packed, acc);
+                self.product_int8(col, x, from, packed, acc);
             }
         }
         #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
@@ -321,6 +328,15 @@ impl<'a> Linear<'a> {
                 }
             }
         }
+    }
+
+    /// [`Linear::product`] on the int8 weights (layers without widened
+    /// weights): out of line, so that the widened path, which every
+    /// latent-wide layer takes, stays small where it is inlined.
+    #[cfg(all(feature = "dsp", target_arch = "arm"))]
+    #[inline(never)]
+    fn product_int8(&self, col: usize, x: &[i8], from: Option<&[i32]>, packed: &mut [u32], acc: &mut [i32]) {
+        super::dsp::accumulate(self.weights, self.inputs, col, x, from, packed, acc);
     }
 
     /// `acc = bias + W x` (the layer's accumulators, before
@@ -375,55 +391,174 @@ impl<'a> Mlp<'a> {
                 || (self.residual.len() == outputs && self.residual.iter().all(|r| r.is_valid())))
     }
 
-    /// First layer and ReLU on `x` into `w.hidden`.
+    /// Its requantisations in the form its loops run them ([`Ready`]):
+    /// made once per stage, not per node or edge.
     #[inline]
-    fn first(&self, x: &[i8], w: &mut Work) {
-        let h = self.l1.outputs;
-        self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
-        self.hidden(&w.acc[..h], &mut w.hidden[..h]);
+    fn ready(&self) -> Ready {
+        let mut r = Ready {
+            hidden: [Down::ZERO; MAX_LATENT],
+            out: [Down::ZERO; MAX_LATENT],
+            residual: [Up::ZERO; MAX_LATENT],
+            hidden_down: false,
+            out_down: false,
+            residual_up: false,
+        };
+        r.hidden_down = Down::row(self.l1.requant, &mut r.hidden);
+        r.out_down = Down::row(self.l2.requant, &mut r.out);
+        r.residual_up = Up::row(self.residual, &mut r.residual);
+        r
     }
 
-    /// Hidden layer from a finished first-layer accumulator.
+    /// First layer and ReLU on `x` into `w.hidden`.
     #[inline]
-    fn hidden(&self, acc: &[i32], hidden: &mut [i8]) {
-        for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
-            // A valid requantisation keeps the sign, so the ReLU of a
-            // non-positive accumulator is 0 without it.
-            *h = if a > 0 { relu_sat(r.apply_valid(a)) } else { 0 };
+    fn first(&self, ready: &Ready, x: &[i8], w: &mut Work) {
+        let h = self.l1.outputs;
+        self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
+        self.hidden(ready, &w.acc[..h], &mut w.hidden[..h]);
+    }
+
+    /// Hidden layer from a finished first-layer accumulator. A valid
+    /// requantisation keeps the sign, so the ReLU of a non-positive
+    /// accumulator is 0 without it.
+    #[inline]
+    fn hidden(&self, ready: &Ready, acc: &[i32], hidden: &mut [i8]) {
+        if ready.hidden_down {
+            for ((h, &a), d) in hidden.iter_mut().zip(acc).zip(&ready.hidden) {
+                *h = if a > 0 { relu_sat(d.apply(a)) } else { 0 };
+            }
+        } else {
+            for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
+                *h = if a > 0 { relu_sat(r.apply_valid(a)) } else { 0 };
+            }
         }
     }
 
     /// Second layer from `w.hidden` into `out` (int8), adding the residual
     /// term of the old `out` when there is one.
     #[inline]
-    fn finish(&self, w: &mut Work, out: &mut [i8]) {
+    fn finish(&self, ready: &Ready, w: &mut Work, out: &mut [i8]) {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
-        let terms = out.iter_mut().zip(self.l2.requant).zip(&w.acc);
-        if self.residual.is_empty() {
-            for ((y, r), &a) in terms {
-                *y = sat(r.apply_valid(a));
+        let acc = &w.acc[..out.len()];
+        match (self.residual.is_empty(), ready.out_down, ready.residual_up) {
+            (true, true, _) => {
+                for ((y, d), &a) in out.iter_mut().zip(&ready.out).zip(acc) {
+                    *y = sat(d.apply(a));
+                }
             }
-        } else {
-            for (((y, r), &a), res) in terms.zip(self.residual) {
-                *y = sat(r.apply_valid(a).saturating_add(res.apply_i8(*y)));
+            (true, false, _) => {
+                for ((y, r), &a) in out.iter_mut().zip(self.l2.requant).zip(acc) {
+                    *y = sat(r.apply_valid(a));
+                }
+            }
+            (false, true, true) => {
+                for (((y, d), &a), u) in out.iter_mut().zip(&ready.out).zip(acc).zip(&ready.residual) {
+                    *y = sat(d.apply(a).saturating_add(u.apply(*y)));
+                }
+            }
+            (false, _, _) => {
+                for (((y, r), &a), res) in out.iter_mut().zip(self.l2.requant).zip(acc).zip(self.residual) {
+                    *y = sat(r.apply_valid(a).saturating_add(res.apply_i8(*y)));
+                }
             }
         }
     }
 
     /// The whole MLP on one int8 input vector.
     #[inline]
-    fn run(&self, x: &[i8], w: &mut Work, out: &mut [i8]) {
-        self.first(x, w);
-        self.finish(w, out);
+    fn run(&self, ready: &Ready, x: &[i8], w: &mut Work, out: &mut [i8]) {
+        self.first(ready, x, w);
+        self.finish(ready, w, out);
     }
 
     /// A head: the second layer's int32 accumulators in `w.acc`.
     #[inline]
-    fn head(&self, x: &[i8], w: &mut Work) {
-        self.first(x, w);
+    fn head(&self, ready: &Ready, x: &[i8], w: &mut Work) {
+        self.first(ready, x, w);
         self.l2.start_with(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
     }
+}
+
+/// A valid requantisation that scales down (`shift < 0`, as a hidden
+/// layer's and an MLP's output almost always do), with its rounding term
+/// and right shift worked out: [`Requant::apply_valid`] without the
+/// per-call branch and shifts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Down {
+    m: i32,
+    round: i32,
+    right: u32,
+}
+
+impl Down {
+    const ZERO: Down = Down { m: 0, round: 0, right: 0 };
+
+    fn of(r: Requant) -> Option<Down> {
+        let s = r.shift as i32 + 1;
+        if s > 0 || !r.is_valid() {
+            return None;
+        }
+        let right = (-s) as u32 & 31;
+        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right })
+    }
+
+    /// `row[k] = Down::of(requant[k])` for every `k`; whether all are.
+    fn row(requant: &[Requant], row: &mut [Down; MAX_LATENT]) -> bool {
+        requant.len() <= MAX_LATENT
+            && requant.iter().zip(row.iter_mut()).all(|(r, d)| Down::of(*r).map(|v| *d = v).is_some())
+    }
+
+    #[inline(always)]
+    fn apply(self, value: i32) -> i32 {
+        high_word(value, self.m).wrapping_add(self.round) >> self.right
+    }
+}
+
+/// A residual term's requantisation of an int8 value: scaling up by
+/// `2^left` (1 to 23; the fast path of [`Requant::apply_i8`]) or down by a
+/// rounded right shift (as [`Down`]), in one form.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Up {
+    m: i32,
+    left: u32,
+    round: i32,
+    right: u32,
+}
+
+impl Up {
+    const ZERO: Up = Up { m: 0, left: 0, round: 0, right: 0 };
+
+    fn of(r: Requant) -> Option<Up> {
+        let s = r.shift as i32 + 1;
+        if (1..=23).contains(&s) && r.is_valid() {
+            return Some(Up { m: r.multiplier, left: s as u32, round: 0, right: 0 });
+        }
+        Down::of(r).map(|d| Up { m: d.m, left: 0, round: d.round, right: d.right })
+    }
+
+    /// `row[k] = Up::of(requant[k])` for every `k`, and a non-empty row.
+    fn row(requant: &[Requant], row: &mut [Up; MAX_LATENT]) -> bool {
+        !requant.is_empty()
+            && requant.len() <= MAX_LATENT
+            && requant.iter().zip(row.iter_mut()).all(|(r, u)| Up::of(*r).map(|v| *u = v).is_some())
+    }
+
+    #[inline(always)]
+    fn apply(self, value: i8) -> i32 {
+        high_word((value as i32) << (self.left & 31), self.m).wrapping_add(self.round) >> (self.right & 31)
+    }
+}
+
+/// An MLP's requantisations as its loops run them ([`Mlp::ready`]); a row
+/// that does not fit the fast form (a factor of 1/2 or more) runs the
+/// general one.
+struct Ready {
+    hidden: [Down; MAX_LATENT],
+    out: [Down; MAX_LATENT],
+    residual: [Up; MAX_LATENT],
+    hidden_down: bool,
+    out_down: bool,
+    residual_up: bool,
 }
 
 /// Per-forward working rows (on the stack, made once per pass).
@@ -930,13 +1065,15 @@ fn encode(
 ) -> Result<(), GnnError> {
     let l = net.latent;
     let inputs = Inputs::new(net, g);
+    let ready = net.mlps.node_enc.ready();
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        net.mlps.node_enc.run(&inputs.node(i)?, w, hi);
+        net.mlps.node_enc.run(&ready, &inputs.node(i)?, w, hi);
     }
     degree.fill(0);
+    let ready = net.mlps.edge_enc.ready();
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let (ends, q) = inputs.edge(k)?;
-        net.mlps.edge_enc.run(&q, w, ek);
+        net.mlps.edge_enc.run(&ready, &q, w, ek);
         degree[ends[1] as usize] += 1;
     }
     Ok(())
@@ -1014,14 +1151,15 @@ fn edge_update(
         em.l1.start_with(l, hi, s, &mut w.packed);
         em.l1.accumulate(2 * l, hi, r, &mut w.packed);
     }
+    let ready = em.ready();
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
         for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
             *a = x + y;
         }
         em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
-        em.hidden(&w.acc[..l], &mut w.hidden[..l]);
-        em.finish(w, ek);
+        em.hidden(&ready, &w.acc[..l], &mut w.hidden[..l]);
+        em.finish(&ready, w, ek);
     }
     Ok(())
 }
@@ -1047,13 +1185,14 @@ fn node_update(
         }
     }
     let mut input = [0i8; 2 * MAX_LATENT];
+    let ready = nm.ready();
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         input[..l].copy_from_slice(hi);
         let d = degree[i].max(1);
         for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
             *q = sat(div_round(s, d));
         }
-        nm.run(&input[..2 * l], w, hi);
+        nm.run(&ready, &input[..2 * l], w, hi);
     }
     Ok(())
 }
@@ -1061,10 +1200,11 @@ fn node_update(
 /// The position and velocity heads: `dx[i]`, `dv[i]` from the int32
 /// accumulators of each node's latent.
 fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
+    let ready = [net.mlps.head_x.ready(), net.mlps.head_v.ready()];
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
-        for (head, part) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)] {
-            head.head(hi, w);
+        for ((head, part), ready) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)].into_iter().zip(&ready) {
+            head.head(ready, hi, w);
             for k in 0..3 {
                 let q = net.out[part + k];
                 out[part + k] = w.acc[k] as f32 * q.scale + q.offset;
@@ -1161,6 +1301,53 @@ mod tests {
     /// The requantisation's fast paths compute what [`Requant::apply`]
     /// defines, for every valid shift and every int8 input (the residual
     /// terms), and on int32 accumulators across the range.
+    /// Saturation to the symmetric int8 range.
+    #[test]
+    fn saturation_is_symmetric() {
+        for v in (-70_000..70_000).chain([i32::MIN, i32::MIN + 1, i32::MAX]) {
+            assert_eq!(super::sat(v) as i32, v.clamp(-127, 127), "{v}");
+        }
+    }
+
+    /// The prepared forms ([`super::Down`], [`super::Up`]) compute what
+    /// the checked paths do wherever they are made, and are not made
+    /// where those paths take another branch.
+    #[test]
+    fn prepared_forms_equal_the_checked_paths() {
+        let multipliers = [0, 1 << 30, (1 << 30) + 12_345, 0x5a5a_5a5a, i32::MAX];
+        let (mut downs, mut ups) = (0, 0);
+        for shift in -31i8..=30 {
+            for &multiplier in &multipliers {
+                let r = Requant { multiplier, shift };
+                let s = shift as i32 + 1;
+                assert_eq!(super::Down::of(r).is_some(), s <= 0, "{r:?}");
+                assert_eq!(super::Up::of(r).is_some(), s <= 23, "{r:?}");
+                if let Some(d) = super::Down::of(r) {
+                    downs += 1;
+                    let mut v: i32 = 1;
+                    for _ in 0..2000 {
+                        assert_eq!(d.apply(v), r.apply_valid(v), "{r:?}, {v}");
+                        assert_eq!(d.apply(-v), r.apply_valid(-v), "{r:?}, {}", -v);
+                        v = v.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    }
+                    for v in [0, i32::MAX, i32::MIN] {
+                        assert_eq!(d.apply(v), r.apply_valid(v), "{r:?}, {v}");
+                    }
+                }
+                if let Some(u) = super::Up::of(r) {
+                    ups += 1;
+                    for y in i8::MIN..=i8::MAX {
+                        assert_eq!(u.apply(y), r.apply_i8(y), "{r:?}, {y}");
+                    }
+                }
+            }
+        }
+        assert_eq!((downs, ups), (31 * 5, 54 * 5));
+        // Out of range: no prepared form.
+        assert!(super::Down::of(Requant { multiplier: 1, shift: -3 }).is_none());
+        assert!(super::Up::of(Requant { multiplier: 1 << 30, shift: 31 }).is_none());
+    }
+
     #[test]
     fn fast_paths_equal_the_definition() {
         let multipliers = [0, 1 << 30, (1 << 30) + 12_345, 0x5a5a_5a5a, i32::MAX];
