@@ -362,7 +362,7 @@ impl<'a> Mesh<'a> {
             }
         }
         if let Some([nx, ny]) = p.grid {
-            if nx < 2 || ny < 2 || nx.checked_mul(ny) != Some(n) {
+            if nx < 2 || ny < 2 || nx.checked_mul(ny) != Some(n) || !grid_edges_are(p.edges, nx, ny) {
                 return Err(MeshError::BadGrid);
             }
         }
@@ -580,6 +580,39 @@ fn index_edges(edges: &[Edge], edge_start: &mut [u16], triangles: &mut [Triangle
     }
 }
 
+/// The forward static edges of node (`x`, `y`) of an `nx × ny` grid mesh
+/// ([`Mesh::grid`]'s checkerboard of diagonals), in the edges' order: the
+/// steps `b − a` to their other nodes (to the right; where `x + y` is even
+/// down-left; down; where `x + y` is even down-right) and how many.
+pub fn grid_forward(x: usize, y: usize, nx: usize, ny: usize) -> ([usize; 4], usize) {
+    let (right, below, even) = (x + 1 < nx, y + 1 < ny, (x + y).is_multiple_of(2));
+    let mut steps = [0; 4];
+    let mut k = 0;
+    for (on, step) in [(right, 1), (even && below && x >= 1, nx - 1), (below, nx), (even && below && right, nx + 1)] {
+        if on {
+            steps[k] = step;
+            k += 1;
+        }
+    }
+    (steps, k)
+}
+
+/// Whether `edges` are those of an `nx × ny` grid ([`grid_forward`]): a
+/// mesh that says it is a grid has them, so the solver may take its edges
+/// in that pattern.
+fn grid_edges_are(edges: &[Edge], nx: usize, ny: usize) -> bool {
+    let mut e = edges.iter();
+    for a in 0..nx * ny {
+        let (steps, k) = grid_forward(a % nx, a / nx, nx, ny);
+        for &s in &steps[..k] {
+            if !e.next().is_some_and(|ed| ed.a as usize == a && ed.b as usize == a + s) {
+                return false;
+            }
+        }
+    }
+    e.next().is_none()
+}
+
 fn build<'a>(
     n_nodes: usize,
     n_tris: usize,
@@ -608,6 +641,9 @@ fn build<'a>(
     }
     let (n_edges, n_hinges) = collect_edges(triangles, rest, grid.is_some(), edges, hinges, bending)?;
     let edges = &edges[..n_edges];
+    if grid.is_some_and(|g| !grid_edges_are(edges, g.nx, g.ny)) {
+        return Err(MeshError::BadGrid);
+    }
     let edge_start = &mut edge_start[..n_nodes];
     index_edges(edges, edge_start, triangles);
     if let Some(grid) = grid {

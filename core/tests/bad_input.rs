@@ -250,4 +250,19 @@ fn mesh_parts_round_trip_and_corrupt_parts_are_errors() {
     assert_eq!(check(MeshParts { rest: &rest, ..p }, "NaN"), MeshError::NonFinitePosition { node: 5 });
     check(MeshParts { rest: &p.rest[1..], ..p }, "lengths");
     check(MeshParts { grid: Some([5, 6 + 1]), ..p }, "grid size");
+    // A mesh of the same nodes with every cell's diagonal one way has other
+    // edges than the grid's checkerboard: it cannot pass for the grid (the
+    // solver takes a grid's edges in its pattern).
+    let one_way: Vec<[u16; 3]> = (0..5 * 4)
+        .flat_map(|c| {
+            let (i, j) = ((c % 5) as u16, (c / 5) as u16);
+            let n = |a: u16, b: u16| b * 6 + a;
+            [[n(i, j), n(i + 1, j), n(i + 1, j + 1)], [n(i, j), n(i + 1, j + 1), n(i, j + 1)]]
+        })
+        .collect();
+    let mut os = VecMeshStorage::for_counts(weft_core::mesh::MeshCounts::upper_bound(30, one_way.len()));
+    let other = Mesh::from_triangles(p.rest, &one_way, os.storage()).unwrap();
+    assert_eq!(other.edges().len(), mesh.edges().len());
+    assert_eq!(Mesh::from_parts(MeshParts { grid: Some([6, 5]), ..other.parts() }).err(), Some(MeshError::BadGrid));
+    assert!(Mesh::from_parts(MeshParts { grid: None, ..other.parts() }).is_ok());
 }

@@ -7,7 +7,7 @@
 
 use crate::flags;
 use crate::math::{Mat3, Vec3};
-use crate::mesh::Mesh;
+use crate::mesh::{self, Edge, Mesh};
 use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 
@@ -19,15 +19,90 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bending: Bending, p: &[V
     bending.apply(mesh, 1.0, p, out);
 }
 
-/// `out = B p` for the node-diagonal and static-edge blocks `B`.
+/// `out = B p` for the node-diagonal and static-edge blocks `B`. On the
+/// grid widths with a fixed kernel ([`crate::physics::stencil::FIXED_WIDTHS`]) the inner
+/// nodes take their edges with every neighbour at a fixed place; the same
+/// sums in the same order, so the same bits.
 fn block_product(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
     }
-    for (e, b) in mesh.edges().iter().zip(off) {
-        let (i, j) = (e.a as usize, e.b as usize);
-        out[i] += b.mul_vec(p[j]);
-        out[j] += b.tmul_vec(p[i]);
+    let edges = mesh.edges();
+    match mesh.counts().grid {
+        Some([16, ny]) => grid_edges::<16>(ny, edges, off, p, out),
+        Some([31, ny]) => grid_edges::<31>(ny, edges, off, p, out),
+        Some([61, ny]) => grid_edges::<61>(ny, edges, off, p, out),
+        _ => {
+            for (e, b) in edges.iter().zip(off) {
+                edge_product(e, b, p, out);
+            }
+        }
+    }
+}
+
+/// Edge `e`'s two terms of a block product.
+#[inline(always)]
+fn edge_product(e: &Edge, b: &Mat3, p: &[Vec3], out: &mut [Vec3]) {
+    let (i, j) = (e.a as usize, e.b as usize);
+    out[i] += b.mul_vec(p[j]);
+    out[j] += b.tmul_vec(p[i]);
+}
+
+/// The edge terms of a block product on a grid `NX` nodes wide (whose
+/// edges a mesh checks are the grid's, [`mesh::grid_forward`]), node by
+/// node in the edges' order: a node at least one step from the sides and
+/// the last row runs its edges with every neighbour at a fixed place, the
+/// others as listed.
+fn grid_edges<const NX: usize>(ny: usize, edges: &[Edge], off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
+    let mut e = 0;
+    // A node's edges as listed, checked.
+    let listed = |e: &mut usize, x: usize, y: usize, out: &mut [Vec3]| {
+        let (_, k) = mesh::grid_forward(x, y, NX, ny);
+        let range = *e..*e + k;
+        for (ed, b) in edges.get(range.clone()).unwrap_or(&[]).iter().zip(off.get(range).unwrap_or(&[])) {
+            edge_product(ed, b, p, out);
+        }
+        *e += k;
+    };
+    for y in 0..ny.saturating_sub(1) {
+        listed(&mut e, 0, y, out);
+        for x in 1..NX - 1 {
+            let a = y * NX + x;
+            if (x + y).is_multiple_of(2) {
+                if let Some(b) = off.get(e..e + 4).and_then(|b| <&[Mat3; 4]>::try_from(b).ok()) {
+                    node_edges::<NX, 4>(a, [1, NX - 1, NX, NX + 1], b, p, out);
+                }
+                e += 4;
+            } else {
+                if let Some(b) = off.get(e..e + 2).and_then(|b| <&[Mat3; 2]>::try_from(b).ok()) {
+                    node_edges::<NX, 2>(a, [1, NX], b, p, out);
+                }
+                e += 2;
+            }
+        }
+        listed(&mut e, NX - 1, y, out);
+    }
+    for x in 0..NX {
+        listed(&mut e, x, ny - 1, out);
+    }
+}
+
+/// Node `a`'s forward edges to `a + step[k]` with their blocks, node
+/// `a − 1` at the start of fixed windows of `p` and `out`.
+#[inline(always)]
+fn node_edges<const NX: usize, const K: usize>(
+    a: usize,
+    step: [usize; K],
+    blocks: &[Mat3; K],
+    p: &[Vec3],
+    out: &mut [Vec3],
+) {
+    let Some(base) = a.checked_sub(1) else { return };
+    let (Some(pw), Some(ow)) = (p.get(base..base + NX + 3), out.get_mut(base..base + NX + 3)) else { return };
+    let pa = pw[1];
+    for (b, s) in blocks.iter().zip(step) {
+        ow[1] += b.mul_vec(pw[1 + s]);
+        ow[1 + s] += b.tmul_vec(pa);
     }
 }
 

@@ -112,6 +112,11 @@ impl<'a> BendingStencil<'a> {
         Some(BendingStencil { nx, ny, weights, active, count })
     }
 
+    /// The slots ([`OFFSETS`], from 1) with a coupling anywhere.
+    pub fn active_slots(&self) -> &[u8] {
+        &self.active[..self.count]
+    }
+
     /// The diagonal weight of node `i`.
     #[inline]
     pub fn diagonal(&self, i: usize) -> f32 {
@@ -136,47 +141,124 @@ impl<'a> BendingStencil<'a> {
 
     /// Adds `scale · K_b · p` to `out`, on differences `p_j − p_i` (the
     /// rows sum to zero), so that positions far from the origin lose no
-    /// accuracy to cancellation.
+    /// accuracy to cancellation. On the grid widths the device, the 2×
+    /// finer column and the fine reference use ([`FIXED_WIDTHS`]) with a
+    /// grid's own couplings ([`GRID_SLOTS`]), the nodes away from the
+    /// sides and last rows run a kernel in which every coupling is at a
+    /// fixed place: no index computed or checked, the same sums in the same
+    /// order.
     pub fn apply(&self, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
-        let (nx, ny) = (self.nx, self.ny);
-        let active = &self.active[..self.count];
-        // Linear index offsets of the active slots.
-        let mut step = [0usize; 12];
-        for (st, &k) in step.iter_mut().zip(active) {
-            let (dx, dy) = OFFSETS[k as usize - 1];
-            *st = (dy * nx as isize + dx) as usize;
+        let n = self.nx * self.ny;
+        let (Some(p), Some(out)) = (p.get(..n), out.get_mut(..n)) else { return };
+        let slots = self.active_slots().iter().fold(0u16, |m, &k| m | 1 << (k - 1));
+        match (self.nx, slots) {
+            (16, GRID_SLOTS) => self.apply_fixed::<16, GRID_SLOTS>(scale, p, out),
+            (31, GRID_SLOTS) => self.apply_fixed::<31, GRID_SLOTS>(scale, p, out),
+            (61, GRID_SLOTS) => self.apply_fixed::<61, GRID_SLOTS>(scale, p, out),
+            _ => self.apply_fixed::<0, 0>(scale, p, out),
         }
-        let step = &step[..self.count];
+    }
+
+    /// [`BendingStencil::apply`] with the fixed kernel for grids `NX` nodes
+    /// wide whose couplings are the slots `SLOTS` (bit `k` for slot
+    /// `k + 1`); `NX = 0`: the general path only.
+    #[inline(always)]
+    fn apply_fixed<const NX: usize, const SLOTS: u16>(&self, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
+        let (nx, ny) = (self.nx, self.ny);
+        let (rows, _) = self.weights.as_chunks::<PER_NODE>();
+        let left = const { reach_left(SLOTS) };
         for y in 0..ny {
             for x in 0..nx {
                 let i = y * nx + x;
-                let w = &self.weights[PER_NODE * i..PER_NODE * (i + 1)];
-                let pi = p[i];
-                let mut acc = Vec3::ZERO;
-                if x >= 2 && x + 2 < nx && y + 2 < ny {
-                    for (&k, &d) in active.iter().zip(step) {
-                        let j = i.wrapping_add(d);
-                        let f = (p[j] - pi) * (w[k as usize] * scale);
-                        acc += f;
-                        out[j] -= f;
-                    }
+                let Some(w) = rows.get(i) else { return };
+                if NX != 0 && x >= left && x + 2 < nx && y + 2 < ny {
+                    node_fixed::<NX, SLOTS>(i - left, w, scale, p, out);
                 } else {
-                    for &k in active {
-                        let (dx, dy) = OFFSETS[k as usize - 1];
-                        let (jx, jy) = (x as isize + dx, y + dy as usize);
-                        if jx < 0 || jx as usize >= nx || jy >= ny {
-                            continue;
-                        }
-                        let j = jy * nx + jx as usize;
-                        let f = (p[j] - pi) * (w[k as usize] * scale);
-                        acc += f;
-                        out[j] -= f;
-                    }
+                    self.node_general(x, y, w, scale, p, out);
                 }
-                out[i] += acc;
             }
         }
     }
+
+    /// Node (`x`, `y`)'s share of [`BendingStencil::apply`]: its row and
+    /// its forward couplings' transposes, each index checked.
+    #[inline(always)]
+    fn node_general(&self, x: usize, y: usize, w: &[f32; PER_NODE], scale: f32, p: &[Vec3], out: &mut [Vec3]) {
+        let (nx, ny) = (self.nx, self.ny);
+        let i = y * nx + x;
+        let (Some(&pi), true) = (p.get(i), i < out.len()) else { return };
+        let mut acc = Vec3::ZERO;
+        for &k in self.active_slots() {
+            let (dx, dy) = OFFSETS[k as usize - 1];
+            let (jx, jy) = (x as isize + dx, y + dy as usize);
+            if jx < 0 || jx as usize >= nx || jy >= ny {
+                continue;
+            }
+            let j = jy * nx + jx as usize;
+            let (Some(&pj), Some(wk)) = (p.get(j), w.get(k as usize)) else { continue };
+            let f = (pj - pi) * (*wk * scale);
+            acc += f;
+            if let Some(o) = out.get_mut(j) {
+                *o -= f;
+            }
+        }
+        out[i] += acc;
+    }
+}
+
+/// The grid widths with a fixed kernel ([`BendingStencil::apply`]): the
+/// device's 16, the 31 of the 2× finer column, the fine reference's 61.
+pub const FIXED_WIDTHS: [usize; 3] = [16, 31, 61];
+
+/// The couplings of a grid's bending triangulation (all diagonals one
+/// way), as bits `k` of the slots `k + 1`: (1, 0), (2, 0), (−1, 1) … (2, 1),
+/// (0, 2) … (2, 2).
+pub const GRID_SLOTS: u16 = 0b1110_0111_1011;
+
+/// How far left of its node a coupling among `slots` reaches.
+const fn reach_left(slots: u16) -> usize {
+    let mut k = 0;
+    let mut left = 0;
+    while k < OFFSETS.len() {
+        if slots & (1 << k) != 0 && OFFSETS[k].0 < 0 && (-OFFSETS[k].0) as usize > left {
+            left = (-OFFSETS[k].0) as usize;
+        }
+        k += 1;
+    }
+    left
+}
+
+/// One node's share of [`BendingStencil::apply`] on a grid `NX` wide
+/// with the couplings `SLOTS`: `base` is the node's index less
+/// [`reach_left`]; every neighbour is at a constant place in the windows
+/// of `p` and `out` from `base` (the caller keeps them inside the grid).
+#[inline(always)]
+fn node_fixed<const NX: usize, const SLOTS: u16>(
+    base: usize,
+    w: &[f32; PER_NODE],
+    scale: f32,
+    p: &[Vec3],
+    out: &mut [Vec3],
+) {
+    let left = const { reach_left(SLOTS) };
+    let span = 2 * NX + 3 + left;
+    let (Some(pw), Some(ow)) = (p.get(base..base + span), out.get_mut(base..base + span)) else { return };
+    let pi = pw[left];
+    let mut acc = Vec3::ZERO;
+    // Written out per slot (a loop over them is not unrolled), so that
+    // every place is a constant.
+    macro_rules! couple {
+        ($($k:literal)*) => {$(
+            if SLOTS & (1 << $k) != 0 {
+                let at = const { (reach_left(SLOTS) as isize + OFFSETS[$k].1 * NX as isize + OFFSETS[$k].0) as usize };
+                let f = (pw[at] - pi) * (w[$k + 1] * scale);
+                acc += f;
+                ow[at] -= f;
+            }
+        )*};
+    }
+    couple!(0 1 2 3 4 5 6 7 8 9 10 11);
+    ow[left] += acc;
 }
 
 /// The bending Hessian as a step applies it: assembled on grids,
