@@ -137,3 +137,49 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
         assert!(dot(&u, &bu) > 0.0);
     }
 }
+
+/// On the grid widths with fixed kernels, the block product and the
+/// bending stencil take every neighbour at a fixed place: the same sums in
+/// the same order as the general path (the same mesh without its grid),
+/// so the same bits.
+#[test]
+fn fixed_grid_kernels_give_the_general_paths_bits() {
+    use weft_core::mesh::MeshParts;
+    use weft_core::physics::solver::matvec;
+    for (nx, ny) in [(16usize, 5usize), (31, 4), (61, 3)] {
+        let grid = Grid::horizontal(nx, ny, 0.7, 0.9, 0.3);
+        let mut ms = VecMeshStorage::for_counts(grid.counts());
+        let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+        let general = Mesh::from_parts(MeshParts { grid: None, ..mesh.parts() }).unwrap();
+        let mut rng = Rng(7 * nx as u64);
+        let mut block = || Mat3 { c: [rng.vec3(1.0), rng.vec3(1.0), rng.vec3(1.0)] };
+        let diag: Vec<Mat3> = (0..nx * ny).map(|_| block()).collect();
+        let off: Vec<Mat3> = (0..mesh.edges().len()).map(|_| block()).collect();
+        let mut pool = vec![0.0; PER_NODE * nx * ny];
+        let stencil = BendingStencil::new(&mesh, Material::COTTON.plate(), &mut pool).unwrap();
+        let p: Vec<Vec3> = (0..nx * ny).map(|_| rng.vec3(1.0)).collect();
+        let (mut a, mut b) = (vec![Vec3::ZERO; nx * ny], vec![Vec3::ZERO; nx * ny]);
+        let plate = Bending::MatrixFree(weft_core::physics::bending::Plate { stiffness: 0.0, poisson: 0.3 });
+        matvec(&mesh, &diag, &off, plate, &p, &mut a);
+        matvec(&general, &diag, &off, plate, &p, &mut b);
+        assert_eq!(a, b, "{nx}×{ny} block product");
+        // The stencil against its definition in the same order: node by
+        // node, each forward coupling's term on the difference (a zero
+        // weight adds a zero), the node's own sum after its couplings.
+        let mut reference = vec![Vec3::ZERO; nx * ny];
+        let (mut node, mut acc) = (0, Vec3::ZERO);
+        stencil.each_forward(|i, j, w| {
+            if i != node {
+                reference[node] += acc;
+                (node, acc) = (i, Vec3::ZERO);
+            }
+            let f = (p[j] - p[i]) * (w * -1.0);
+            acc += f;
+            reference[j] -= f;
+        });
+        reference[node] += acc;
+        let mut s = vec![Vec3::ZERO; nx * ny];
+        stencil.apply(-1.0, &p, &mut s);
+        assert_eq!(s, reference, "{nx}×{ny} bending stencil");
+    }
+}

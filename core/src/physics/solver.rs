@@ -7,7 +7,7 @@
 
 use crate::flags;
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{self, Edge, Mesh};
+use crate::mesh::{Edge, Mesh};
 use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 
@@ -20,18 +20,18 @@ pub fn matvec(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], bending: Bending, p: &[V
 }
 
 /// `out = B p` for the node-diagonal and static-edge blocks `B`. On the
-/// grid widths with a fixed kernel ([`crate::physics::stencil::FIXED_WIDTHS`]) the inner
-/// nodes take their edges with every neighbour at a fixed place; the same
-/// sums in the same order, so the same bits.
+/// grid widths with a fixed kernel ([`crate::physics::stencil::FIXED_WIDTHS`])
+/// every node takes its edges with each neighbour at a fixed place; the
+/// same sums in the same order, so the same bits.
 fn block_product(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
     for ((o, d), pi) in out.iter_mut().zip(diag).zip(p) {
         *o = d.mul_vec(*pi);
     }
     let edges = mesh.edges();
     match mesh.counts().grid {
-        Some([16, ny]) => grid_edges::<16>(ny, edges, off, p, out),
-        Some([31, ny]) => grid_edges::<31>(ny, edges, off, p, out),
-        Some([61, ny]) => grid_edges::<61>(ny, edges, off, p, out),
+        Some([16, ny]) => grid_edges::<16>(ny, off, p, out),
+        Some([31, ny]) => grid_edges::<31>(ny, off, p, out),
+        Some([61, ny]) => grid_edges::<61>(ny, off, p, out),
         _ => {
             for (e, b) in edges.iter().zip(off) {
                 edge_product(e, b, p, out);
@@ -49,60 +49,68 @@ fn edge_product(e: &Edge, b: &Mat3, p: &[Vec3], out: &mut [Vec3]) {
 }
 
 /// The edge terms of a block product on a grid `NX` nodes wide (whose
-/// edges a mesh checks are the grid's, [`mesh::grid_forward`]), node by
-/// node in the edges' order: a node at least one step from the sides and
-/// the last row runs its edges with every neighbour at a fixed place, the
-/// others as listed.
-fn grid_edges<const NX: usize>(ny: usize, edges: &[Edge], off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
+/// edges a mesh checks are the grid's, [`crate::mesh::grid_forward`]), node by
+/// node in the edges' order, every neighbour at a fixed place: the first
+/// and last node of a row and the last row have fewer edges than the
+/// inner nodes (to the right, then down; both diagonals where `x + y` is
+/// even).
+fn grid_edges<const NX: usize>(ny: usize, off: &[Mat3], p: &[Vec3], out: &mut [Vec3]) {
     let mut e = 0;
-    // A node's edges as listed, checked.
-    let listed = |e: &mut usize, x: usize, y: usize, out: &mut [Vec3]| {
-        let (_, k) = mesh::grid_forward(x, y, NX, ny);
-        let range = *e..*e + k;
-        for (ed, b) in edges.get(range.clone()).unwrap_or(&[]).iter().zip(off.get(range).unwrap_or(&[])) {
-            edge_product(ed, b, p, out);
-        }
-        *e += k;
-    };
+    // Node `a`'s `k` edges (from edge `e` on) to `a + steps`, node `a − l`
+    // at the start of windows `s` long.
+    macro_rules! node {
+        ($a:expr, $l:literal, $s:expr, $k:literal, $steps:expr) => {{
+            if let Some(b) = off.get(e..e + $k).and_then(|b| <&[Mat3; $k]>::try_from(b).ok()) {
+                node_edges::<$l, $k>($a, $s, $steps, b, p, out);
+            }
+            e += $k;
+        }};
+    }
     for y in 0..ny.saturating_sub(1) {
-        listed(&mut e, 0, y, out);
+        let a = y * NX;
+        if y.is_multiple_of(2) {
+            node!(a, 0, NX + 2, 3, [1, NX, NX + 1]);
+        } else {
+            node!(a, 0, NX + 2, 2, [1, NX]);
+        }
         for x in 1..NX - 1 {
-            let a = y * NX + x;
             if (x + y).is_multiple_of(2) {
-                if let Some(b) = off.get(e..e + 4).and_then(|b| <&[Mat3; 4]>::try_from(b).ok()) {
-                    node_edges::<NX, 4>(a, [1, NX - 1, NX, NX + 1], b, p, out);
-                }
-                e += 4;
+                node!(a + x, 1, NX + 3, 4, [1, NX - 1, NX, NX + 1]);
             } else {
-                if let Some(b) = off.get(e..e + 2).and_then(|b| <&[Mat3; 2]>::try_from(b).ok()) {
-                    node_edges::<NX, 2>(a, [1, NX], b, p, out);
-                }
-                e += 2;
+                node!(a + x, 1, NX + 3, 2, [1, NX]);
             }
         }
-        listed(&mut e, NX - 1, y, out);
+        if (NX - 1 + y).is_multiple_of(2) {
+            node!(a + NX - 1, 1, NX + 2, 2, [NX - 1, NX]);
+        } else {
+            node!(a + NX - 1, 1, NX + 2, 1, [NX]);
+        }
     }
-    for x in 0..NX {
-        listed(&mut e, x, ny - 1, out);
+    if ny >= 1 {
+        for x in 0..NX - 1 {
+            node!((ny - 1) * NX + x, 0, 2, 1, [1]);
+        }
     }
 }
 
 /// Node `a`'s forward edges to `a + step[k]` with their blocks, node
-/// `a − 1` at the start of fixed windows of `p` and `out`.
+/// `a − L` at the start of windows of `p` and `out` `span` long (every
+/// neighbour at a fixed place in them where `span` is a constant).
 #[inline(always)]
-fn node_edges<const NX: usize, const K: usize>(
+fn node_edges<const L: usize, const K: usize>(
     a: usize,
+    span: usize,
     step: [usize; K],
     blocks: &[Mat3; K],
     p: &[Vec3],
     out: &mut [Vec3],
 ) {
-    let Some(base) = a.checked_sub(1) else { return };
-    let (Some(pw), Some(ow)) = (p.get(base..base + NX + 3), out.get_mut(base..base + NX + 3)) else { return };
-    let pa = pw[1];
+    let Some(base) = a.checked_sub(L) else { return };
+    let (Some(pw), Some(ow)) = (p.get(base..base + span), out.get_mut(base..base + span)) else { return };
+    let pa = pw[L];
     for (b, s) in blocks.iter().zip(step) {
-        ow[1] += b.mul_vec(pw[1 + s]);
-        ow[1 + s] += b.tmul_vec(pa);
+        ow[L] += b.mul_vec(pw[L + s]);
+        ow[L + s] += b.tmul_vec(pa);
     }
 }
 
