@@ -173,7 +173,7 @@ fn fixed_grid_kernels_give_the_general_paths_bits() {
                 reference[node] += acc;
                 (node, acc) = (i, Vec3::ZERO);
             }
-            let f = (p[j] - p[i]) * (w * -1.0);
+            let f = (p[j] - p[i]) * -w;
             acc += f;
             reference[j] -= f;
         });
