@@ -395,35 +395,28 @@ impl<'a> Mlp<'a> {
     /// made once per stage, not per node or edge.
     #[inline]
     fn ready(&self) -> Ready {
-        let mut r = Ready {
-            hidden: [Down::ZERO; MAX_LATENT],
-            out: [Down::ZERO; MAX_LATENT],
-            residual: [Up::ZERO; MAX_LATENT],
-            hidden_down: false,
-            out_down: false,
-            residual_up: false,
-        };
-        r.hidden_down = Down::row(self.l1.requant, &mut r.hidden);
-        r.out_down = Down::row(self.l2.requant, &mut r.out);
-        r.residual_up = Up::row(self.residual, &mut r.residual);
-        r
+        Ready {
+            hidden: DownRow::of(self.l1.requant),
+            out: DownRow::of(self.l2.requant),
+            residual: UpRow::of(self.residual),
+        }
     }
 
     /// First layer and ReLU on `x` into `w.hidden`.
     #[inline]
-    fn first(&self, ready: &Ready, x: &[i8], w: &mut Work) {
+    fn first(&self, ready: &DownRow, x: &[i8], w: &mut Work) {
         let h = self.l1.outputs;
         self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
         self.hidden(ready, &w.acc[..h], &mut w.hidden[..h]);
     }
 
-    /// Hidden layer from a finished first-layer accumulator. A valid
-    /// requantisation keeps the sign, so the ReLU of a non-positive
-    /// accumulator is 0 without it.
+    /// Hidden layer from a finished first-layer accumulator (`ready`: its
+    /// requantisations, [`Mlp::ready`]). A valid requantisation keeps the
+    /// sign, so the ReLU of a non-positive accumulator is 0 without it.
     #[inline]
-    fn hidden(&self, ready: &Ready, acc: &[i32], hidden: &mut [i8]) {
-        if ready.hidden_down {
-            for ((h, &a), d) in hidden.iter_mut().zip(acc).zip(&ready.hidden) {
+    fn hidden(&self, ready: &DownRow, acc: &[i32], hidden: &mut [i8]) {
+        if ready.ok {
+            for ((h, &a), d) in hidden.iter_mut().zip(acc).zip(&ready.row) {
                 *h = if a > 0 { relu_sat(d.apply(a)) } else { 0 };
             }
         } else {
@@ -440,9 +433,9 @@ impl<'a> Mlp<'a> {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
         let acc = &w.acc[..out.len()];
-        match (self.residual.is_empty(), ready.out_down, ready.residual_up) {
+        match (self.residual.is_empty(), ready.out.ok, ready.residual.ok) {
             (true, true, _) => {
-                for ((y, d), &a) in out.iter_mut().zip(&ready.out).zip(acc) {
+                for ((y, d), &a) in out.iter_mut().zip(&ready.out.row).zip(acc) {
                     *y = sat(d.apply(a));
                 }
             }
@@ -452,7 +445,7 @@ impl<'a> Mlp<'a> {
                 }
             }
             (false, true, true) => {
-                for (((y, d), &a), u) in out.iter_mut().zip(&ready.out).zip(acc).zip(&ready.residual) {
+                for (((y, d), &a), u) in out.iter_mut().zip(&ready.out.row).zip(acc).zip(&ready.residual.row) {
                     *y = sat(d.apply(a).saturating_add(u.apply(*y)));
                 }
             }
@@ -467,13 +460,13 @@ impl<'a> Mlp<'a> {
     /// The whole MLP on one int8 input vector.
     #[inline]
     fn run(&self, ready: &Ready, x: &[i8], w: &mut Work, out: &mut [i8]) {
-        self.first(ready, x, w);
+        self.first(&ready.hidden, x, w);
         self.finish(ready, w, out);
     }
 
     /// A head: the second layer's int32 accumulators in `w.acc`.
     #[inline]
-    fn head(&self, ready: &Ready, x: &[i8], w: &mut Work) {
+    fn head(&self, ready: &DownRow, x: &[i8], w: &mut Work) {
         self.first(ready, x, w);
         self.l2.start_with(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
     }
@@ -500,12 +493,6 @@ impl Down {
         }
         let right = (-s) as u32 & 31;
         Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right })
-    }
-
-    /// `row[k] = Down::of(requant[k])` for every `k`; whether all are.
-    fn row(requant: &[Requant], row: &mut [Down; MAX_LATENT]) -> bool {
-        requant.len() <= MAX_LATENT
-            && requant.iter().zip(row.iter_mut()).all(|(r, d)| Down::of(*r).map(|v| *d = v).is_some())
     }
 
     #[inline(always)]
@@ -536,29 +523,50 @@ impl Up {
         Down::of(r).map(|d| Up { m: d.m, left: 0, round: d.round, right: d.right })
     }
 
-    /// `row[k] = Up::of(requant[k])` for every `k`, and a non-empty row.
-    fn row(requant: &[Requant], row: &mut [Up; MAX_LATENT]) -> bool {
-        !requant.is_empty()
-            && requant.len() <= MAX_LATENT
-            && requant.iter().zip(row.iter_mut()).all(|(r, u)| Up::of(*r).map(|v| *u = v).is_some())
-    }
-
     #[inline(always)]
     fn apply(self, value: i8) -> i32 {
         high_word((value as i32) << (self.left & 31), self.m).wrapping_add(self.round) >> (self.right & 31)
     }
 }
 
-/// An MLP's requantisations as its loops run them ([`Mlp::ready`]); a row
-/// that does not fit the fast form (a factor of 1/2 or more) runs the
-/// general one.
+/// A layer's requantisations as [`Down`]s, `ok` if every one has that
+/// form (else the layer runs the general one).
+struct DownRow {
+    row: [Down; MAX_LATENT],
+    ok: bool,
+}
+
+impl DownRow {
+    fn of(requant: &[Requant]) -> DownRow {
+        let mut row = [Down::ZERO; MAX_LATENT];
+        let ok = requant.len() <= MAX_LATENT
+            && requant.iter().zip(row.iter_mut()).all(|(r, d)| Down::of(*r).map(|v| *d = v).is_some());
+        DownRow { row, ok }
+    }
+}
+
+/// A residual's requantisations as [`Up`]s, `ok` if there is a residual
+/// and every one has that form.
+struct UpRow {
+    row: [Up; MAX_LATENT],
+    ok: bool,
+}
+
+impl UpRow {
+    fn of(requant: &[Requant]) -> UpRow {
+        let mut row = [Up::ZERO; MAX_LATENT];
+        let ok = !requant.is_empty()
+            && requant.len() <= MAX_LATENT
+            && requant.iter().zip(row.iter_mut()).all(|(r, u)| Up::of(*r).map(|v| *u = v).is_some());
+        UpRow { row, ok }
+    }
+}
+
+/// An MLP's requantisations as its loops run them ([`Mlp::ready`]).
 struct Ready {
-    hidden: [Down; MAX_LATENT],
-    out: [Down; MAX_LATENT],
-    residual: [Up; MAX_LATENT],
-    hidden_down: bool,
-    out_down: bool,
-    residual_up: bool,
+    hidden: DownRow,
+    out: DownRow,
+    residual: UpRow,
 }
 
 /// Per-forward working rows (on the stack, made once per pass).
@@ -1158,7 +1166,7 @@ fn edge_update(
             *a = x + y;
         }
         em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
-        em.hidden(&ready, &w.acc[..l], &mut w.hidden[..l]);
+        em.hidden(&ready.hidden, &w.acc[..l], &mut w.hidden[..l]);
         em.finish(&ready, w, ek);
     }
     Ok(())
@@ -1200,7 +1208,7 @@ fn node_update(
 /// The position and velocity heads: `dx[i]`, `dv[i]` from the int32
 /// accumulators of each node's latent.
 fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
-    let ready = [net.mlps.head_x.ready(), net.mlps.head_v.ready()];
+    let ready = [DownRow::of(net.mlps.head_x.l1.requant), DownRow::of(net.mlps.head_v.l1.requant)];
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
         for ((head, part), ready) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)].into_iter().zip(&ready) {
