@@ -149,6 +149,36 @@ pub fn energy_and_noise(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> (f32, f32) {
     (energy, noise)
 }
 
+/// [`energy_and_noise`] with every hinge's measure and rounding factor
+/// worked out once into `cache` (a hinge is shared by two triangles): the
+/// same sums in the same order, so the same bits. Without room for one
+/// entry per hinge, [`energy_and_noise`].
+pub fn energy_and_noise_cached(mesh: &Mesh, plate: Plate, x: &[Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
+    let hinges = mesh.hinges();
+    let Some(cache) = cache.get_mut(..hinges.len()) else { return energy_and_noise(mesh, plate, x) };
+    for (c, h) in cache.iter_mut().zip(hinges) {
+        let m = curvature(h, x);
+        let dm: f32 = (0..4).map(|q| x[h.nodes[q] as usize].norm_l1() * libm::fabsf(h.k[q])).sum();
+        *c = [m.x, m.y, m.z, dm];
+    }
+    let (mut energy, mut noise) = (0.0, 0.0);
+    for t in mesh.bending() {
+        let hs = t.hinges.map(|h| cache.get(h as usize));
+        if hs.iter().all(Option::is_none) {
+            continue;
+        }
+        let m = hs.map(|c| c.map_or(Vec3::ZERO, |c| Vec3::new(c[0], c[1], c[2])));
+        let moments = moments(t, plate, &m);
+        for e in 0..3 {
+            energy += 0.5 * m[e].dot(moments[e]);
+            if let Some(c) = hs[e] {
+                noise += moments[e].norm() * c[3];
+            }
+        }
+    }
+    (energy, noise)
+}
+
 /// Bending energy of positions `x`.
 pub fn energy(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> f32 {
     energy_and_noise(mesh, plate, x).0

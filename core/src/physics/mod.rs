@@ -96,18 +96,19 @@ impl Energy {
 
 /// Energy of positions `x` and velocities `v`.
 pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
-    energy_and_noise(model, x, v).0
+    energy_and_noise(model, x, v, &mut []).0
 }
 
-/// [`energy`] and the elastic energy's rounding bound ([`Elastic::noise`]).
-fn energy_and_noise(model: &Model, x: &[Vec3], v: &[Vec3]) -> (Energy, f32) {
+/// [`energy`] and the elastic energy's rounding bound ([`Elastic::noise`]),
+/// with `cache` as [`elastic`]'s scratch.
+fn energy_and_noise(model: &Model, x: &[Vec3], v: &[Vec3], cache: &mut [[f32; 4]]) -> (Energy, f32) {
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
         let m = model.mass(i);
         e.kinetic += 0.5 * m * vi.norm2();
         e.gravity -= m * model.scene.gravity.dot(*xi);
     }
-    let el = elastic(model, x);
+    let el = elastic(model, x, cache);
     (e.membrane, e.bending) = (el.membrane, el.bending);
     (e, el.noise)
 }
@@ -224,20 +225,20 @@ impl EnergyCheck<'_, '_> {
 
     /// `Ψ(u)` and its rounding bound, with `xt` as scratch for the end
     /// positions `base + h u`.
-    fn after(&self, u: &[Vec3], xt: &mut [Vec3]) -> (f32, f32) {
+    fn after(&self, u: &[Vec3], xt: &mut [Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
         let mut psi = 0.0;
         for (i, (ui, fi)) in u.iter().zip(self.f_ext).enumerate() {
             xt[i] = self.base[i] + *ui * self.h;
             let w = self.free_part(i, *ui);
             psi += 0.5 * self.model.mass(i) * w.norm2() - fi.dot(self.free_part(i, self.displacement(i, *ui)));
         }
-        let el = elastic(self.model, xt);
+        let el = elastic(self.model, xt, cache);
         (psi + el.total(), el.noise)
     }
 
     /// `½‖v‖²_M + E(x̃)` and its rounding bound, for the trial velocities
     /// `u` (which give the constrained motion).
-    fn before(&self, v: &[Vec3], u: &[Vec3], xt: &mut [Vec3]) -> (f32, f32) {
+    fn before(&self, v: &[Vec3], u: &[Vec3], xt: &mut [Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
         let mut kin = 0.0;
         for (i, (vi, (xi, ui))) in v.iter().zip(self.x.iter().zip(u)).enumerate() {
             let w = self.free_part(i, *vi);
@@ -245,7 +246,7 @@ impl EnergyCheck<'_, '_> {
             let d = self.displacement(i, *ui);
             xt[i] = *xi + (d - self.free_part(i, d));
         }
-        let el = elastic(self.model, xt);
+        let el = elastic(self.model, xt, cache);
         (kin + el.total(), el.noise)
     }
 }
@@ -267,8 +268,11 @@ impl Elastic {
     }
 }
 
-/// Membrane and bending energy of positions `x`, with its rounding bound.
-pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
+/// Membrane and bending energy of positions `x`, with its rounding bound;
+/// `cache` is scratch for the bending's hinges
+/// ([`bending::energy_and_noise_cached`]; the solver's idle blocks during a
+/// step, [`hinge_cache`]), or empty.
+pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
     let mem = model.material.membrane();
     let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
     for t in model.mesh.triangles() {
@@ -279,11 +283,17 @@ pub fn elastic(model: &Model, x: &[Vec3]) -> Elastic {
             xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
         el.noise += stress * df;
     }
-    let (bending, noise) = bending::energy_and_noise(&model.mesh, model.material.plate(), x);
+    let (bending, noise) = bending::energy_and_noise_cached(&model.mesh, model.material.plate(), x, cache);
     el.bending = bending;
     el.noise += noise;
     el.noise *= f32::EPSILON;
     el
+}
+
+/// The solver's blocks as the energy's hinge scratch: idle where energies
+/// are measured (before the system is assembled and after it is solved).
+fn hinge_cache(blocks: &mut [Mat3]) -> &mut [[f32; 4]] {
+    bytemuck::cast_slice_mut::<Mat3, f32>(blocks).as_chunks_mut::<4>().0
 }
 
 /// Gap (m) under which a swept node or edge counts as touching a collider.
@@ -686,8 +696,9 @@ fn check_energy(
     let mut scale = 1.0;
     let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.flags, normal: ws.normal };
     trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
-    let (mut psi, noise1) = check.after(ws.p, ws.x_new);
-    let (psi0, noise0) = check.before(v, ws.p, ws.x_new);
+    let cache = hinge_cache(ws.blocks);
+    let (mut psi, noise1) = check.after(ws.p, ws.x_new, cache);
+    let (psi0, noise0) = check.before(v, ws.p, ws.x_new, cache);
     // The solve's own inexactness may cost up to its error energy.
     let tol = 1e-5 * (psi0.abs() + psi.abs())
         + NOISE_FACTOR * (noise0 + noise1)
@@ -700,7 +711,7 @@ fn check_energy(
         halvings += 1;
         scale *= 0.5;
         trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
-        psi = check.after(ws.p, ws.x_new).0;
+        psi = check.after(ws.p, ws.x_new, cache).0;
         passed = psi <= psi0 + tol;
     }
     (passed, scale)
@@ -849,7 +860,7 @@ impl EnergyAudit {
         if !model.params.energy_check || moving {
             return None;
         }
-        let (e, _) = energy_and_noise(model, state.x, state.v);
+        let (e, _) = energy_and_noise(model, state.x, state.v, hinge_cache(state.ws.blocks));
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         Some(EnergyAudit { energy: e.total(), stake: e.kinetic + e.membrane + e.bending, power })
     }
@@ -857,7 +868,7 @@ impl EnergyAudit {
     /// Whether the step ended with more energy than it may have (beyond
     /// the energies' rounding bounds too).
     fn rose(&self, model: &Model, state: &mut State) -> bool {
-        let (e, noise) = energy_and_noise(model, state.x, state.v);
+        let (e, noise) = energy_and_noise(model, state.x, state.v, hinge_cache(state.ws.blocks));
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         let work = 0.5 * model.params.dt * (self.power + power);
         let stake = self.stake + e.kinetic + e.membrane + e.bending + work.abs();
