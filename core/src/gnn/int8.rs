@@ -472,6 +472,92 @@ impl<'a> Mlp<'a> {
     }
 }
 
+/// A shift amount, 0 to 31, as a type whose every value is one: the
+/// compiler knows its range, so a shift by it needs no mask.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(u8)]
+enum Shift {
+    S0,
+    S1,
+    S2,
+    S3,
+    S4,
+    S5,
+    S6,
+    S7,
+    S8,
+    S9,
+    S10,
+    S11,
+    S12,
+    S13,
+    S14,
+    S15,
+    S16,
+    S17,
+    S18,
+    S19,
+    S20,
+    S21,
+    S22,
+    S23,
+    S24,
+    S25,
+    S26,
+    S27,
+    S28,
+    S29,
+    S30,
+    S31,
+}
+
+impl Shift {
+    const ALL: [Shift; 32] = [
+        Shift::S0,
+        Shift::S1,
+        Shift::S2,
+        Shift::S3,
+        Shift::S4,
+        Shift::S5,
+        Shift::S6,
+        Shift::S7,
+        Shift::S8,
+        Shift::S9,
+        Shift::S10,
+        Shift::S11,
+        Shift::S12,
+        Shift::S13,
+        Shift::S14,
+        Shift::S15,
+        Shift::S16,
+        Shift::S17,
+        Shift::S18,
+        Shift::S19,
+        Shift::S20,
+        Shift::S21,
+        Shift::S22,
+        Shift::S23,
+        Shift::S24,
+        Shift::S25,
+        Shift::S26,
+        Shift::S27,
+        Shift::S28,
+        Shift::S29,
+        Shift::S30,
+        Shift::S31,
+    ];
+
+    /// `n mod 32`.
+    fn new(n: u32) -> Shift {
+        Shift::ALL[(n & 31) as usize]
+    }
+
+    #[inline(always)]
+    fn get(self) -> u32 {
+        self as u32
+    }
+}
+
 /// A valid requantisation that scales down (`shift < 0`, as a hidden
 /// layer's and an MLP's output almost always do), with its rounding term
 /// and right shift worked out: [`Requant::apply_valid`] without the
@@ -480,11 +566,11 @@ impl<'a> Mlp<'a> {
 struct Down {
     m: i32,
     round: i32,
-    right: u32,
+    right: Shift,
 }
 
 impl Down {
-    const ZERO: Down = Down { m: 0, round: 0, right: 0 };
+    const ZERO: Down = Down { m: 0, round: 0, right: Shift::S0 };
 
     fn of(r: Requant) -> Option<Down> {
         let s = r.shift as i32 + 1;
@@ -492,12 +578,12 @@ impl Down {
             return None;
         }
         let right = (-s) as u32 & 31;
-        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right })
+        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right: Shift::new(right) })
     }
 
     #[inline(always)]
     fn apply(self, value: i32) -> i32 {
-        high_word(value, self.m).wrapping_add(self.round) >> self.right
+        high_word(value, self.m).wrapping_add(self.round) >> self.right.get()
     }
 }
 
@@ -507,25 +593,25 @@ impl Down {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Up {
     m: i32,
-    left: u32,
+    left: Shift,
     round: i32,
-    right: u32,
+    right: Shift,
 }
 
 impl Up {
-    const ZERO: Up = Up { m: 0, left: 0, round: 0, right: 0 };
+    const ZERO: Up = Up { m: 0, left: Shift::S0, round: 0, right: Shift::S0 };
 
     fn of(r: Requant) -> Option<Up> {
         let s = r.shift as i32 + 1;
         if (1..=23).contains(&s) && r.is_valid() {
-            return Some(Up { m: r.multiplier, left: s as u32, round: 0, right: 0 });
+            return Some(Up { m: r.multiplier, left: Shift::new(s as u32), round: 0, right: Shift::S0 });
         }
-        Down::of(r).map(|d| Up { m: d.m, left: 0, round: d.round, right: d.right })
+        Down::of(r).map(|d| Up { m: d.m, left: Shift::S0, round: d.round, right: d.right })
     }
 
     #[inline(always)]
     fn apply(self, value: i8) -> i32 {
-        high_word((value as i32) << (self.left & 31), self.m).wrapping_add(self.round) >> (self.right & 31)
+        high_word((value as i32) << self.left.get(), self.m).wrapping_add(self.round) >> self.right.get()
     }
 }
 
