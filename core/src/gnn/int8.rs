@@ -615,38 +615,46 @@ impl Up {
     }
 }
 
-/// A layer's requantisations as [`Down`]s, `ok` if every one has that
-/// form (else the layer runs the general one).
-struct DownRow {
-    row: [Down; MAX_LATENT],
-    ok: bool,
+/// A requantisation in a form a loop runs without branching ([`Down`],
+/// [`Up`]).
+trait Prepared: Copy {
+    const ZERO: Self;
+    fn of(r: Requant) -> Option<Self>;
 }
 
-impl DownRow {
-    fn of(requant: &[Requant]) -> DownRow {
-        let mut row = [Down::ZERO; MAX_LATENT];
-        let ok = requant.len() <= MAX_LATENT
-            && requant.iter().zip(row.iter_mut()).all(|(r, d)| Down::of(*r).map(|v| *d = v).is_some());
-        DownRow { row, ok }
+impl Prepared for Down {
+    const ZERO: Down = Down::ZERO;
+    fn of(r: Requant) -> Option<Down> {
+        Down::of(r)
     }
 }
 
-/// A residual's requantisations as [`Up`]s, `ok` if there is a residual
-/// and every one has that form.
-struct UpRow {
-    row: [Up; MAX_LATENT],
+impl Prepared for Up {
+    const ZERO: Up = Up::ZERO;
+    fn of(r: Requant) -> Option<Up> {
+        Up::of(r)
+    }
+}
+
+/// A layer's requantisations in a prepared form, `ok` if there are any
+/// and every one has that form (else the layer runs the general one).
+struct Row<T> {
+    row: [T; MAX_LATENT],
     ok: bool,
 }
 
-impl UpRow {
-    fn of(requant: &[Requant]) -> UpRow {
-        let mut row = [Up::ZERO; MAX_LATENT];
+impl<T: Prepared> Row<T> {
+    fn of(requant: &[Requant]) -> Row<T> {
+        let mut row = [T::ZERO; MAX_LATENT];
         let ok = !requant.is_empty()
             && requant.len() <= MAX_LATENT
-            && requant.iter().zip(row.iter_mut()).all(|(r, u)| Up::of(*r).map(|v| *u = v).is_some());
-        UpRow { row, ok }
+            && requant.iter().zip(row.iter_mut()).all(|(r, d)| T::of(*r).map(|v| *d = v).is_some());
+        Row { row, ok }
     }
 }
+
+type DownRow = Row<Down>;
+type UpRow = Row<Up>;
 
 /// An MLP's requantisations as its loops run them ([`Mlp::ready`]).
 struct Ready {
