@@ -30,7 +30,9 @@ fn block_product(mesh: &Mesh, diag: &[Mat3], off: &[Mat3], p: &[Vec3], out: &mut
     let edges = mesh.edges();
     match mesh.counts().grid {
         Some([16, ny]) => grid_edges::<16>(ny, off, p, out),
+        #[cfg(not(target_os = "none"))]
         Some([31, ny]) => grid_edges::<31>(ny, off, p, out),
+        #[cfg(not(target_os = "none"))]
         Some([61, ny]) => grid_edges::<61>(ny, off, p, out),
         _ => {
             for (e, b) in edges.iter().zip(off) {

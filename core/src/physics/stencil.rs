@@ -153,7 +153,9 @@ impl<'a> BendingStencil<'a> {
         let slots = self.active_slots().iter().fold(0u16, |m, &k| m | 1 << (k - 1));
         match (self.nx, slots) {
             (16, GRID_SLOTS) => self.apply_fixed::<16, GRID_SLOTS>(scale, p, out),
+            #[cfg(not(target_os = "none"))]
             (31, GRID_SLOTS) => self.apply_fixed::<31, GRID_SLOTS>(scale, p, out),
+            #[cfg(not(target_os = "none"))]
             (61, GRID_SLOTS) => self.apply_fixed::<61, GRID_SLOTS>(scale, p, out),
             _ => self.apply_fixed::<0, 0>(scale, p, out),
         }
@@ -206,8 +208,12 @@ impl<'a> BendingStencil<'a> {
     }
 }
 
-/// The grid widths with a fixed kernel ([`BendingStencil::apply`]): the
-/// device's 16, the 31 of the 2× finer column, the fine reference's 61.
+/// The grid widths with a fixed kernel ([`BendingStencil::apply`] and the
+/// solver's block product): the device's 16, the 31 of the 2× finer
+/// column, the fine reference's 61. On bare-metal targets
+/// (`target_os = "none"`) only 16 is compiled in (the others would be
+/// about 20 KB of flash a board's cloth does not use); other widths take
+/// the general path, with the same results.
 pub const FIXED_WIDTHS: [usize; 3] = [16, 31, 61];
 
 /// The couplings of a grid's bending triangulation (all diagonals one
