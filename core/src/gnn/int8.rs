@@ -570,17 +570,6 @@ struct Down {
 }
 
 impl Down {
-    const ZERO: Down = Down { m: 0, round: 0, right: Shift::S0 };
-
-    fn of(r: Requant) -> Option<Down> {
-        let s = r.shift as i32 + 1;
-        if s > 0 || !r.is_valid() {
-            return None;
-        }
-        let right = (-s) as u32 & 31;
-        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right: Shift::new(right) })
-    }
-
     #[inline(always)]
     fn apply(self, value: i32) -> i32 {
         high_word(value, self.m).wrapping_add(self.round) >> self.right.get()
@@ -599,16 +588,6 @@ struct Up {
 }
 
 impl Up {
-    const ZERO: Up = Up { m: 0, left: Shift::S0, round: 0, right: Shift::S0 };
-
-    fn of(r: Requant) -> Option<Up> {
-        let s = r.shift as i32 + 1;
-        if (1..=23).contains(&s) && r.is_valid() {
-            return Some(Up { m: r.multiplier, left: Shift::new(s as u32), round: 0, right: Shift::S0 });
-        }
-        Down::of(r).map(|d| Up { m: d.m, left: Shift::S0, round: d.round, right: d.right })
-    }
-
     #[inline(always)]
     fn apply(self, value: i8) -> i32 {
         high_word((value as i32) << self.left.get(), self.m).wrapping_add(self.round) >> self.right.get()
@@ -623,16 +602,27 @@ trait Prepared: Copy {
 }
 
 impl Prepared for Down {
-    const ZERO: Down = Down::ZERO;
+    const ZERO: Down = Down { m: 0, round: 0, right: Shift::S0 };
+
     fn of(r: Requant) -> Option<Down> {
-        Down::of(r)
+        let s = r.shift as i32 + 1;
+        if s > 0 || !r.is_valid() {
+            return None;
+        }
+        let right = (-s) as u32 & 31;
+        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right: Shift::new(right) })
     }
 }
 
 impl Prepared for Up {
-    const ZERO: Up = Up::ZERO;
+    const ZERO: Up = Up { m: 0, left: Shift::S0, round: 0, right: Shift::S0 };
+
     fn of(r: Requant) -> Option<Up> {
-        Up::of(r)
+        let s = r.shift as i32 + 1;
+        if (1..=23).contains(&s) && r.is_valid() {
+            return Some(Up { m: r.multiplier, left: Shift::new(s as u32), round: 0, right: Shift::S0 });
+        }
+        Down::of(r).map(|d| Up { m: d.m, left: Shift::S0, round: d.round, right: d.right })
     }
 }
 
@@ -1398,7 +1388,7 @@ pub fn apply(state: &mut State) -> Result<(), GnnError> {
 
 #[cfg(test)]
 mod tests {
-    use super::Requant;
+    use super::{Prepared, Requant};
 
     /// The requantisation's fast paths compute what [`Requant::apply`]
     /// defines, for every valid shift and every int8 input (the residual
