@@ -27,6 +27,9 @@
 //! - [`step`]: one corrected step — physics, dynamic edges, network,
 //!   correction — and its two stages.
 //! - [`storage`]: const-generic buffers for static storage.
+//! - `fpu` (hard-float Arm with the `dsp` feature): the Cortex-M4F's
+//!   `VSQRT.F32` and `VFMA.F32`, which [`math`] and the solver's block
+//!   products use there (the same bits as elsewhere).
 //!
 //! ## Example
 //! ```
@@ -54,6 +57,8 @@
 
 pub mod contact;
 pub mod flags;
+#[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+pub mod fpu;
 pub mod gnn;
 pub mod math;
 pub mod mesh;

@@ -12,12 +12,53 @@ use core::ops::{Add, AddAssign, Mul, Neg, Sub, SubAssign};
 pub fn sqrt(x: f32) -> f32 {
     #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
     {
-        crate::gnn::dsp::vsqrt(x)
+        crate::fpu::vsqrt(x)
     }
     #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
     {
         libm::sqrtf(x)
     }
+}
+
+/// `a·b + c` rounded once (a fused multiply-add, IEEE 754's
+/// `fusedMultiplyAdd`), so the same bits on every target: the FPU's
+/// `VFMA.F32` on a Cortex-M4F with the `dsp` feature (the solver's block
+/// kernels, [`crate::gnn::dsp`]), `VFMADD` on x86-64 built with FMA (the
+/// workspace builds for the host's own processor, `.cargo/config.toml`),
+/// elsewhere `libm::fmaf` (exact in software, or the instruction where
+/// the processor has one). The solver's block products use it: half the
+/// floating-point operations of a separate multiply and add.
+#[inline(always)]
+pub fn fused(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "fma"))]
+    {
+        fused_x86(a, b, c)
+    }
+    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+    {
+        crate::fpu::vfma(a, b, c)
+    }
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_feature = "fma"),
+        all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")
+    )))]
+    {
+        libm::fmaf(a, b, c)
+    }
+}
+
+/// `VFMADD` through its intrinsic: `libm::fmaf` picks the instruction at
+/// run time behind a function pointer, about eight times the cost of the
+/// inlined instruction in the desktop's block products.
+#[cfg(all(target_arch = "x86_64", target_feature = "fma"))]
+#[allow(unsafe_code)]
+#[inline(always)]
+fn fused_x86(a: f32, b: f32, c: f32) -> f32 {
+    use core::arch::x86_64::{_mm_cvtss_f32, _mm_fmadd_ss, _mm_set_ss};
+    // SAFETY: this function is compiled only where the `fma` target feature
+    // is enabled for the whole build (the `cfg` above), so the instruction
+    // exists on every processor the build runs on; register-only.
+    unsafe { _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))) }
 }
 
 /// Base-10 logarithm (`libm`; the network's material features).
@@ -178,6 +219,29 @@ impl Mat3 {
     pub fn tmul_vec(&self, v: Vec3) -> Vec3 {
         Vec3::new(self.c[0].dot(v), self.c[1].dot(v), self.c[2].dot(v))
     }
+    /// `self * v` in fused multiply-adds ([`fused`]), column by column:
+    /// `c0·v.x`, then `c1·v.y` and `c2·v.z` added each rounded once.
+    #[inline]
+    pub fn mul_vec_fused(&self, v: Vec3) -> Vec3 {
+        Mat3::fma_column(self.c[2], v.z, Mat3::fma_column(self.c[1], v.y, self.c[0] * v.x))
+    }
+    /// `acc + self * v` in fused multiply-adds, column by column from `acc`.
+    #[inline]
+    pub fn mul_vec_add(&self, v: Vec3, acc: Vec3) -> Vec3 {
+        let acc = Mat3::fma_column(self.c[0], v.x, acc);
+        Mat3::fma_column(self.c[2], v.z, Mat3::fma_column(self.c[1], v.y, acc))
+    }
+    /// `acc + self^T * v` in fused multiply-adds: component `k` adds
+    /// `c_k.x·v.x`, `c_k.y·v.y`, `c_k.z·v.z` to `acc_k` in that order.
+    #[inline]
+    pub fn tmul_vec_add(&self, v: Vec3, acc: Vec3) -> Vec3 {
+        let row = |c: Vec3, a: f32| fused(c.z, v.z, fused(c.y, v.y, fused(c.x, v.x, a)));
+        Vec3::new(row(self.c[0], acc.x), row(self.c[1], acc.y), row(self.c[2], acc.z))
+    }
+    #[inline(always)]
+    fn fma_column(c: Vec3, s: f32, acc: Vec3) -> Vec3 {
+        Vec3::new(fused(c.x, s, acc.x), fused(c.y, s, acc.y), fused(c.z, s, acc.z))
+    }
     /// Entry at row `r`, column `c`.
     #[inline]
     pub fn at(&self, r: usize, c: usize) -> f32 {
@@ -312,5 +376,40 @@ mod tests {
         let pd = Sym2 { a: 2.0, b: 0.5, d: 1.0 };
         assert_eq!(pd.positive_part(), pd);
         assert_eq!(Sym2 { a: -1.0, b: 0.0, d: -2.0 }.positive_part(), Sym2::default());
+    }
+
+    /// `fused` rounds once, as `libm`'s exact software `fmaf` does, on
+    /// whichever path this build takes; and on enough of these triples the
+    /// separate multiply and add round differently (so a path that did
+    /// not fuse would fail).
+    #[test]
+    fn fused_rounds_once_on_every_path() {
+        let mut seed = 0x2545_f491_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            // Magnitudes from about 1e-6 to 1e6, both signs.
+            let m = (seed >> 8) as f32 / (1u32 << 24) as f32 + 0.5;
+            let e = ((seed & 0x3f) as i32 - 20) as f32;
+            let s = if seed & 0x40 != 0 { -1.0 } else { 1.0 };
+            s * m * libm::exp2f(e)
+        };
+        let mut differs = 0;
+        for _ in 0..100_000 {
+            let (a, b, c) = (next(), next(), next());
+            let f = fused(a, b, c);
+            assert_eq!(f.to_bits(), libm::fmaf(a, b, c).to_bits(), "{a:e} · {b:e} + {c:e}");
+            differs += usize::from(f.to_bits() != (a * b + c).to_bits());
+        }
+        assert!(differs > 1_000, "only {differs} of 100 000 differ from a separate multiply and add");
+        // The block forms are their fused definitions.
+        let m = Mat3 { c: [Vec3::new(0.3, -1.1, 2.7), Vec3::new(1.3, 0.7, -0.4), Vec3::new(-2.2, 0.9, 1.6)] };
+        let (v, acc) = (Vec3::new(0.1, -0.7, 1.9), Vec3::new(3.0, -2.0, 0.5));
+        let col = |c: Vec3, s: f32, a: Vec3| Vec3::new(fused(c.x, s, a.x), fused(c.y, s, a.y), fused(c.z, s, a.z));
+        assert_eq!(m.mul_vec_add(v, acc), col(m.c[2], v.z, col(m.c[1], v.y, col(m.c[0], v.x, acc))));
+        assert_eq!(m.mul_vec_fused(v), col(m.c[2], v.z, col(m.c[1], v.y, m.c[0] * v.x)));
+        let t = m.transpose();
+        assert_eq!(m.tmul_vec_add(v, acc), t.mul_vec_add(v, acc));
     }
 }

@@ -16,10 +16,6 @@
 //! it on every boot, and its final state matches the desktop's bit for
 //! bit).
 //!
-//! The FPU's square root is here too ([`vsqrt`]): `core` has no `f32`
-//! square root, `libm`'s takes about 45 instructions on the M4, and
-//! `VSQRT.F32` one (14 cycles), with the same correctly rounded result.
-//!
 //! `unsafe` is confined to the `asm!` blocks below: stable Rust has no DSP
 //! intrinsics, the portable kernel takes about 12 instructions per
 //! multiply-accumulate on the M4 (measured in QEMU), and the same loop in
@@ -32,21 +28,6 @@
 #![allow(unsafe_code)]
 
 use core::arch::asm;
-
-/// `VSQRT.F32`: the FPU's correctly rounded square root (hard-float ABI
-/// only; [`crate::math::sqrt`] picks it).
-#[cfg(target_abi = "eabihf")]
-#[inline(always)]
-pub fn vsqrt(x: f32) -> f32 {
-    let r: u32;
-    // SAFETY: register-only FPU instructions (through s0, declared
-    // clobbered), no memory or stack access.
-    unsafe {
-        asm!("vmov s0, {x}", "vsqrt.f32 s0, s0", "vmov {r}, s0", x = in(reg) x.to_bits(), r = lateout(reg) r,
-             out("s0") _, options(pure, nomem, nostack))
-    };
-    f32::from_bits(r)
-}
 
 #[inline(always)]
 fn sxtb16(w: u32) -> u32 {
