@@ -24,6 +24,30 @@ use core::arch::asm;
 type Block = [f32; 9];
 type Vector = [f32; 3];
 
+/// `s12–s14 += c1·s10 + c2·s11` for the block's columns 1 and 2 in
+/// s3–s5 and s6–s8 and the vector in s9–s11, in fused multiply-adds, column
+/// by column (the order of `Mat3::mul_vec_add`).
+macro_rules! columns_1_2 {
+    () => {
+        concat!(
+            "vfma.f32 s12, s3, s10\n",
+            "vfma.f32 s13, s4, s10\n",
+            "vfma.f32 s14, s5, s10\n",
+            "vfma.f32 s12, s6, s11\n",
+            "vfma.f32 s13, s7, s11\n",
+            "vfma.f32 s14, s8, s11\n",
+        )
+    };
+}
+
+/// `s12–s14 = D v` for the block in s0–s8 (by columns) and the vector in
+/// s9–s11 (the order of `Mat3::mul_vec_fused`).
+macro_rules! block_times_vector {
+    () => {
+        concat!("vmul.f32 s12, s0, s9\n", "vmul.f32 s13, s1, s9\n", "vmul.f32 s14, s2, s9\n", columns_1_2!())
+    };
+}
+
 /// `VSQRT.F32`: the FPU's correctly rounded square root
 /// ([`crate::math::sqrt`] picks it).
 #[inline(always)]
@@ -66,15 +90,7 @@ pub fn block_vec(d: &Block, p: &Vector, o: &mut Vector) {
         asm!(
             "vldmia {d}, {{s0-s8}}",
             "vldmia {p}, {{s9-s11}}",
-            "vmul.f32 s12, s0, s9",
-            "vmul.f32 s13, s1, s9",
-            "vmul.f32 s14, s2, s9",
-            "vfma.f32 s12, s3, s10",
-            "vfma.f32 s13, s4, s10",
-            "vfma.f32 s14, s5, s10",
-            "vfma.f32 s12, s6, s11",
-            "vfma.f32 s13, s7, s11",
-            "vfma.f32 s14, s8, s11",
+            block_times_vector!(),
             "vstmia {o}, {{s12-s14}}",
             d = in(reg) d as *const Block, p = in(reg) p as *const Vector, o = in(reg) o as *mut Vector,
             out("s0") _, out("s1") _, out("s2") _, out("s3") _, out("s4") _, out("s5") _, out("s6") _, out("s7") _,
@@ -96,15 +112,7 @@ pub fn smooth_term(d: &Block, r: &Vector, omega: f32, z: &mut Vector) {
             "vmov s15, {w}",
             "vldmia {d}, {{s0-s8}}",
             "vldmia {r}, {{s9-s11}}",
-            "vmul.f32 s12, s0, s9",
-            "vmul.f32 s13, s1, s9",
-            "vmul.f32 s14, s2, s9",
-            "vfma.f32 s12, s3, s10",
-            "vfma.f32 s13, s4, s10",
-            "vfma.f32 s14, s5, s10",
-            "vfma.f32 s12, s6, s11",
-            "vfma.f32 s13, s7, s11",
-            "vfma.f32 s14, s8, s11",
+            block_times_vector!(),
             "vldmia {z}, {{s9-s11}}",
             "vfma.f32 s9, s12, s15",
             "vfma.f32 s10, s13, s15",
@@ -138,12 +146,7 @@ pub fn edge_pair(b: &Block, pa: &Vector, pb: &Vector, oa: &mut Vector, ob: &mut 
             "vfma.f32 s12, s0, s9",
             "vfma.f32 s13, s1, s9",
             "vfma.f32 s14, s2, s9",
-            "vfma.f32 s12, s3, s10",
-            "vfma.f32 s13, s4, s10",
-            "vfma.f32 s14, s5, s10",
-            "vfma.f32 s12, s6, s11",
-            "vfma.f32 s13, s7, s11",
-            "vfma.f32 s14, s8, s11",
+            columns_1_2!(),
             "vstmia {oa}, {{s12-s14}}",
             "vldmia {pa}, {{s9-s11}}",
             "vldmia {ob}, {{s12-s14}}",
