@@ -168,3 +168,70 @@ pub fn edge_pair(b: &Block, pa: &Vector, pb: &Vector, oa: &mut Vector, ob: &mut 
         )
     };
 }
+
+/// `acc −= …` for a block and a vector: loads the block into s0–s8, the
+/// vector into s9–s11 and `acc` into s12–s14, runs `$body` (nine
+/// `VFMS.F32`) and stores s12–s14 back.
+macro_rules! subtract_block {
+    ($b:expr, $v:expr, $acc:expr, $($body:tt)*) => {
+        // SAFETY: reads the 9 and 3 `f32` of the block and the vector,
+        // reads and writes the 3 of `acc` (references, so valid, aligned
+        // and apart); FPU registers s0–s14 are declared clobbered; no
+        // stack access.
+        unsafe {
+            asm!(
+                "vldmia {b}, {{s0-s8}}",
+                "vldmia {v}, {{s9-s11}}",
+                "vldmia {acc}, {{s12-s14}}",
+                $($body)*,
+                "vstmia {acc}, {{s12-s14}}",
+                b = in(reg) $b as *const Block, v = in(reg) $v as *const Vector, acc = in(reg) $acc as *mut Vector,
+                out("s0") _, out("s1") _, out("s2") _, out("s3") _, out("s4") _, out("s5") _, out("s6") _,
+                out("s7") _, out("s8") _, out("s9") _, out("s10") _, out("s11") _, out("s12") _, out("s13") _,
+                out("s14") _, options(nostack),
+            )
+        }
+    };
+}
+
+/// `acc −= B v` as `Mat3::mul_vec_sub`: nine `VFMS.F32`, column by column.
+#[inline(always)]
+pub fn block_sub(b: &Block, v: &Vector, acc: &mut Vector) {
+    subtract_block!(
+        b,
+        v,
+        acc,
+        concat!(
+            "vfms.f32 s12, s0, s9\n",
+            "vfms.f32 s13, s1, s9\n",
+            "vfms.f32 s14, s2, s9\n",
+            "vfms.f32 s12, s3, s10\n",
+            "vfms.f32 s13, s4, s10\n",
+            "vfms.f32 s14, s5, s10\n",
+            "vfms.f32 s12, s6, s11\n",
+            "vfms.f32 s13, s7, s11\n",
+            "vfms.f32 s14, s8, s11\n",
+        )
+    );
+}
+
+/// `acc −= Bᵀ v` as `Mat3::tmul_vec_sub`: nine `VFMS.F32`, row by row.
+#[inline(always)]
+pub fn tblock_sub(b: &Block, v: &Vector, acc: &mut Vector) {
+    subtract_block!(
+        b,
+        v,
+        acc,
+        concat!(
+            "vfms.f32 s12, s0, s9\n",
+            "vfms.f32 s12, s1, s10\n",
+            "vfms.f32 s12, s2, s11\n",
+            "vfms.f32 s13, s3, s9\n",
+            "vfms.f32 s13, s4, s10\n",
+            "vfms.f32 s13, s5, s11\n",
+            "vfms.f32 s14, s6, s9\n",
+            "vfms.f32 s14, s7, s10\n",
+            "vfms.f32 s14, s8, s11\n",
+        )
+    );
+}

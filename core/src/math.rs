@@ -238,6 +238,18 @@ impl Mat3 {
         let row = |c: Vec3, a: f32| fused(c.z, v.z, fused(c.y, v.y, fused(c.x, v.x, a)));
         Vec3::new(row(self.c[0], acc.x), row(self.c[1], acc.y), row(self.c[2], acc.z))
     }
+    /// `acc − self * v` in fused multiply-adds, column by column from
+    /// `acc` (each term `fused(−c, s, acc)`, the Cortex-M4F's `VFMS.F32`).
+    #[inline]
+    pub fn mul_vec_sub(&self, v: Vec3, acc: Vec3) -> Vec3 {
+        Mat3 { c: self.c.map(|c| -c) }.mul_vec_add(v, acc)
+    }
+    /// `acc − self^T * v` in fused multiply-adds, as
+    /// [`Mat3::tmul_vec_add`] of `−self`.
+    #[inline]
+    pub fn tmul_vec_sub(&self, v: Vec3, acc: Vec3) -> Vec3 {
+        Mat3 { c: self.c.map(|c| -c) }.tmul_vec_add(v, acc)
+    }
     #[inline(always)]
     fn fma_column(c: Vec3, s: f32, acc: Vec3) -> Vec3 {
         Vec3::new(fused(c.x, s, acc.x), fused(c.y, s, acc.y), fused(c.z, s, acc.z))

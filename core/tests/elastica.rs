@@ -53,7 +53,13 @@ fn elastica_chord_angle(l: f64) -> f64 {
 /// The FEM strip's chord angle (degrees): `cells + ½` cells along the
 /// overhang `l·c`, `across` cells of width `aspect × ` the cell length across it,
 /// one more cell in the clamp (two node columns pinned), settled by
-/// damped steps.
+/// damped steps. Settled means that its chord angle at steps 500, 550 and
+/// 600 lies within 0.1° (a tenth of what the elastica test allows; a
+/// strip still swinging moves by degrees) and no node moves faster than
+/// 1e-3 m/s. Neither goes to zero: from step 400 on the strips jitter at a
+/// rounding floor, up to 0.02° and 1e-5 to about 1e-4 m/s from step to
+/// step, not decreasing, which a bound on the last step's speed alone
+/// would sample.
 fn strip_chord_angle(l: f32, cells: usize, across: usize, aspect: f32) -> f32 {
     let mat = Material { poisson: 0.0, damping_mass: 8.0, ..Material::COTTON };
     let c = (mat.bending / (mat.density * 9.81)).powf(1.0 / 3.0);
@@ -64,16 +70,27 @@ fn strip_chord_angle(l: f32, cells: usize, across: usize, aspect: f32) -> f32 {
     let clamp: Vec<usize> = (0..grid.ny).flat_map(|j| [grid.node(0, j), grid.node(1, j)]).collect();
     let params = StepParams { dt: 0.01, cg_tolerance: 1e-6, cg_max_iterations: 2000, ..StepParams::default() };
     with_pinned(&grid, mat, &clamp, params, |model, state| {
-        for _ in 0..600 {
+        let angle = |x: &[Vec3]| {
+            let mean = |i: usize| {
+                (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32)
+            };
+            let d = mean(grid.nx - 1) - (mean(0) + mean(1)) * 0.5;
+            (-d.y).atan2(d.x).to_degrees()
+        };
+        let mut angles = Vec::new();
+        for k in 1..=600 {
             step(model, state).unwrap();
+            if k >= 500 && k % 50 == 0 {
+                angles.push(angle(state.positions()));
+            }
         }
         let v = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
-        assert!(v < 1e-4, "strip not at rest: |v| = {v}");
-        let x = state.positions();
-        let mean =
-            |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
-        let d = mean(grid.nx - 1) - (mean(0) + mean(1)) * 0.5;
-        (-d.y).atan2(d.x).to_degrees()
+        let drift = angles.iter().map(|a| (a - angles[0]).abs()).fold(0.0, f32::max);
+        assert!(
+            drift < 0.1 && v < 1e-3,
+            "strip not at rest: the chord angle moved {drift}° (steps 500–600), |v| = {v}"
+        );
+        angle(state.positions())
     })
 }
 

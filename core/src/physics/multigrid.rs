@@ -371,17 +371,49 @@ fn relax(lv: Level, blocks: &[Mat3], r: &[Vec3], v: &mut [Vec3], x: usize, y: us
     let mut acc = r[i];
     for (s, j) in lv.backward(x, y).into_iter().enumerate() {
         if let Some(j) = j {
-            acc -= blocks[STENCIL * j + s + 1].tmul_vec(v[j]);
+            tblock_sub(&blocks[STENCIL * j + s + 1], &v[j], &mut acc);
         }
     }
     if with_forward {
         for (s, j) in lv.forward(x, y).into_iter().enumerate() {
             if let Some(j) = j {
-                acc -= blocks[STENCIL * i + s + 1].mul_vec(v[j]);
+                block_sub(&blocks[STENCIL * i + s + 1], &v[j], &mut acc);
             }
         }
     }
-    v[i] = blocks[STENCIL * i].mul_vec(acc);
+    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+    crate::fpu::block_vec(
+        bytemuck::cast_ref(&blocks[STENCIL * i]),
+        bytemuck::cast_ref(&acc),
+        bytemuck::cast_mut(&mut v[i]),
+    );
+    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
+    {
+        v[i] = blocks[STENCIL * i].mul_vec_fused(acc);
+    }
+}
+
+/// `acc −= B v` in fused multiply-adds ([`Mat3::mul_vec_sub`]; the
+/// Cortex-M4F's `VFMS.F32` kernel with the `dsp` feature).
+#[inline(always)]
+fn block_sub(b: &Mat3, v: &Vec3, acc: &mut Vec3) {
+    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+    crate::fpu::block_sub(bytemuck::cast_ref(b), bytemuck::cast_ref(v), bytemuck::cast_mut(acc));
+    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
+    {
+        *acc = b.mul_vec_sub(*v, *acc);
+    }
+}
+
+/// `acc −= Bᵀ v` in fused multiply-adds ([`Mat3::tmul_vec_sub`]).
+#[inline(always)]
+fn tblock_sub(b: &Mat3, v: &Vec3, acc: &mut Vec3) {
+    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
+    crate::fpu::tblock_sub(bytemuck::cast_ref(b), bytemuck::cast_ref(v), bytemuck::cast_mut(acc));
+    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
+    {
+        *acc = b.tmul_vec_sub(*v, *acc);
+    }
 }
 
 /// The fine level's operator, as the solver holds it.
@@ -656,7 +688,7 @@ fn coarse_cycle(
             let mut res = Vec3::ZERO;
             for (s, j) in lv.forward(x, y).into_iter().enumerate() {
                 if let Some(j) = j {
-                    res -= mine[STENCIL * i + s + 1].mul_vec(v[j]);
+                    block_sub(&mine[STENCIL * i + s + 1], &v[j], &mut res);
                 }
             }
             r2[Level::parent(cx, x, y)] += res;
