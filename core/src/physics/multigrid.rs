@@ -362,6 +362,20 @@ fn cholesky_solve(d: &[f32], x: &mut [Vec3]) {
     }
 }
 
+/// `fine[i] += coarse[parent(i)]` for every node of the level `lv`, the
+/// coarse level `cx` wide, row by row.
+#[inline(always)]
+fn prolong(lv: Level, cx: usize, coarse: &[Vec3], fine: &mut [Vec3]) {
+    for (y, row) in fine.chunks_exact_mut(lv.nx.max(1)).take(lv.ny).enumerate() {
+        let Some(parents) = coarse.get((y / BOX) * cx..).and_then(|c| c.get(..cx)) else { break };
+        for (nodes, c) in row.chunks_mut(BOX).zip(parents) {
+            for f in nodes {
+                *f += *c;
+            }
+        }
+    }
+}
+
 /// One block Gauss–Seidel update of node (`x`, `y`) on a stencil level
 /// whose diagonal blocks hold their inverses: `x_i = D_i⁻¹ (r_i − Σ_j A_ij
 /// x_j)`, the forward neighbours left out when they are still zero.
@@ -613,18 +627,19 @@ impl<'a> Multigrid<'a> {
         let (x1, rest) = self.vectors.split_at_mut(first.nodes());
         let (r1, rest) = rest.split_at_mut(first.nodes());
         r1.fill(Vec3::ZERO);
-        for y in 0..fine.ny {
-            for x in 0..fine.nx {
-                let i = y * fine.nx + x;
-                r1[Level::parent(first.nx, x, y)] += r[i] - t[i];
+        // Row by row, each coarse node's box in node order (the same sums
+        // in the same order as node by node).
+        let n = fine.nx.max(1);
+        for (y, (rr, tr)) in r.chunks_exact(n).zip(t.chunks_exact(n)).take(fine.ny).enumerate() {
+            let Some(row) = r1.get_mut((y / BOX) * first.nx..).and_then(|c| c.get_mut(..first.nx)) else { break };
+            for ((c, rb), tb) in row.iter_mut().zip(rr.chunks(BOX)).zip(tr.chunks(BOX)) {
+                for (ri, ti) in rb.iter().zip(tb) {
+                    *c += *ri - *ti;
+                }
             }
         }
         coarse_cycle(&self.layout, 1, self.blocks, x1, r1, rest, self.dense);
-        for y in 0..fine.ny {
-            for x in 0..fine.nx {
-                z[y * fine.nx + x] += x1[Level::parent(first.nx, x, y)];
-            }
-        }
+        prolong(fine, first.nx, x1, z);
         fine_op.filter(z);
         // Post-smoothing.
         fine_op.apply(z, t);
@@ -695,11 +710,7 @@ fn coarse_cycle(
         }
     }
     coarse_cycle(layout, l + 1, deeper, v2, r2, rest, dense);
-    for y in 0..ny {
-        for x in 0..nx {
-            v[y * nx + x] += v2[Level::parent(cx, x, y)];
-        }
-    }
+    prolong(lv, cx, v2, v);
     // Backward Gauss–Seidel.
     for y in (0..ny).rev() {
         for x in (0..nx).rev() {
