@@ -181,8 +181,24 @@ pub fn dot(a: &[Vec3], b: &[Vec3]) -> f32 {
 
 /// Removes the constrained components of `v`: all of a pinned node's, the
 /// normal component of a node held by a collider (`normal[i]`).
+/// Most nodes are free: four nodes' flags are tested as one word, and a
+/// word with none held is skipped.
 #[inline]
 fn filter(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
+    const HELD: u32 = u32::from_ne_bytes([flags::PINNED | flags::CONTACT; 4]);
+    let n = flags.len().min(normal.len()).min(v.len());
+    let (words, _) = flags[..n].as_chunks::<4>();
+    let tail = 4 * words.len();
+    for (k, w) in words.iter().enumerate() {
+        if u32::from_ne_bytes(*w) & HELD != 0 {
+            filter_nodes(w, &normal[4 * k..4 * k + 4], &mut v[4 * k..4 * k + 4]);
+        }
+    }
+    filter_nodes(&flags[tail..n], &normal[tail..n], &mut v[tail..n]);
+}
+
+#[inline(always)]
+fn filter_nodes(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
     for ((vi, &f), n) in v.iter_mut().zip(flags).zip(normal) {
         if flags::pinned(f) {
             *vi = Vec3::ZERO;
