@@ -1,10 +1,11 @@
 //! The Cortex-M4F's FPU instructions that stable Rust does not emit:
 //! `VSQRT.F32` for `f32` square roots ([`vsqrt`]: `core` has no `f32`
 //! square root, `libm`'s takes about 45 instructions on the M4, the FPU's
-//! one, with the same correctly rounded result) and `VFMA.F32`, the fused
-//! multiply-add ([`vfma`], and the solver's 3×3 block kernels
-//! [`block_vec`], [`smooth_term`], [`edge_pair`]), which Rust has only as
-//! `f32::mul_add` in `std`. Built on hard-float Arm targets with the `dsp`
+//! one, with the same correctly rounded result) and `VFMA.F32`/`VFMS.F32`,
+//! the fused multiply-add and -subtract ([`vfma`], and the solver's 3×3
+//! block kernels [`block_vec`], [`smooth_term`], [`edge_pair`],
+//! [`block_sub`], [`tblock_sub`]), which Rust has only as `f32::mul_add`
+//! in `std`. Built on hard-float Arm targets with the `dsp`
 //! feature (the firmware's); [`crate::math::fused`] and the solver pick
 //! them, and compute the same bits elsewhere.
 //!
@@ -15,7 +16,7 @@
 //! (`VMOV`), and the block kernels load and store their blocks and vectors
 //! themselves (`VLDM`/`VSTM`) through pointers made from references.
 //! Measured in QEMU, the block kernels take the firmware's physics from
-//! 12.31 M to 11.12 M instructions a step (docs/device.md).
+//! 12.31 M to 10.82 M instructions a step (docs/device.md).
 #![allow(unsafe_code)]
 
 use core::arch::asm;
