@@ -22,8 +22,8 @@ pub fn sqrt(x: f32) -> f32 {
 
 /// `a·b + c` rounded once (a fused multiply-add, IEEE 754's
 /// `fusedMultiplyAdd`), so the same bits on every target: the FPU's
-/// `VFMA.F32` on a Cortex-M4F with the `dsp` feature (the solver's block
-/// kernels, [`crate::gnn::dsp`]), `VFMADD` on x86-64 built with FMA (the
+/// `VFMA.F32` on a Cortex-M4F with the `dsp` feature (there the solver's
+/// block products run the `fpu` module's kernels, [`crate::physics::blocks`]), `VFMADD` on x86-64 built with FMA (the
 /// workspace builds for the host's own processor, `.cargo/config.toml`),
 /// elsewhere `libm::fmaf` (exact in software, or the instruction where
 /// the processor has one). The solver's block products use it: half the

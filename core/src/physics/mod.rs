@@ -13,6 +13,7 @@
 //! commits a finite state or leaves the state as it was.
 
 pub mod bending;
+pub mod blocks;
 pub mod limit;
 pub mod membrane;
 pub mod multigrid;

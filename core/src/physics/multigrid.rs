@@ -32,6 +32,7 @@
 use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
+use crate::physics::blocks::{block_sub, diagonal_term, tblock_sub};
 use crate::physics::stencil::BendingStencil;
 
 /// Grid nodes per side of a coarse box.
@@ -395,39 +396,7 @@ fn relax(lv: Level, blocks: &[Mat3], r: &[Vec3], v: &mut [Vec3], x: usize, y: us
             }
         }
     }
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::block_vec(
-        bytemuck::cast_ref(&blocks[STENCIL * i]),
-        bytemuck::cast_ref(&acc),
-        bytemuck::cast_mut(&mut v[i]),
-    );
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        v[i] = blocks[STENCIL * i].mul_vec_fused(acc);
-    }
-}
-
-/// `acc −= B v` in fused multiply-adds ([`Mat3::mul_vec_sub`]; the
-/// Cortex-M4F's `VFMS.F32` kernel with the `dsp` feature).
-#[inline(always)]
-fn block_sub(b: &Mat3, v: &Vec3, acc: &mut Vec3) {
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::block_sub(bytemuck::cast_ref(b), bytemuck::cast_ref(v), bytemuck::cast_mut(acc));
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        *acc = b.mul_vec_sub(*v, *acc);
-    }
-}
-
-/// `acc −= Bᵀ v` in fused multiply-adds ([`Mat3::tmul_vec_sub`]).
-#[inline(always)]
-fn tblock_sub(b: &Mat3, v: &Vec3, acc: &mut Vec3) {
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::tblock_sub(bytemuck::cast_ref(b), bytemuck::cast_ref(v), bytemuck::cast_mut(acc));
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        *acc = b.tmul_vec_sub(*v, *acc);
-    }
+    diagonal_term(&blocks[STENCIL * i], &acc, &mut v[i]);
 }
 
 /// The fine level's operator, as the solver holds it.

@@ -6,10 +6,9 @@
 //! ([`crate::physics::multigrid`]) and by block Jacobi elsewhere.
 
 use crate::flags;
-#[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-use crate::math::fused;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Edge, Mesh};
+use crate::physics::blocks::{diagonal_term, edge_terms, smooth_term};
 use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 
@@ -59,49 +58,6 @@ fn edge_product(e: &Edge, b: &Mat3, p: &[Vec3], out: &mut [Vec3]) {
     let (Some(low), Some(high)) = (lo.get_mut(i.min(j)), hi.first_mut()) else { return };
     let (oi, oj) = if i < j { (low, high) } else { (high, low) };
     edge_terms(b, pi, pj, oi, oj);
-}
-
-/// `o = D p` ([`Mat3::mul_vec_fused`]).
-#[inline(always)]
-fn diagonal_term(d: &Mat3, p: &Vec3, o: &mut Vec3) {
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::block_vec(bytemuck::cast_ref(d), bytemuck::cast_ref(p), bytemuck::cast_mut(o));
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        *o = d.mul_vec_fused(*p);
-    }
-}
-
-/// `z += ω (D r)`: `D r` as [`Mat3::mul_vec_fused`], then added in fused
-/// multiply-adds.
-#[inline(always)]
-fn smooth_term(d: &Mat3, r: &Vec3, omega: f32, z: &mut Vec3) {
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::smooth_term(bytemuck::cast_ref(d), bytemuck::cast_ref(r), omega, bytemuck::cast_mut(z));
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        let t = d.mul_vec_fused(*r);
-        *z = Vec3::new(fused(t.x, omega, z.x), fused(t.y, omega, z.y), fused(t.z, omega, z.z));
-    }
-}
-
-/// `oa += B pb`, `ob += Bᵀ pa` ([`Mat3::mul_vec_add`],
-/// [`Mat3::tmul_vec_add`]).
-#[inline(always)]
-fn edge_terms(b: &Mat3, pa: &Vec3, pb: &Vec3, oa: &mut Vec3, ob: &mut Vec3) {
-    #[cfg(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))]
-    crate::fpu::edge_pair(
-        bytemuck::cast_ref(b),
-        bytemuck::cast_ref(pa),
-        bytemuck::cast_ref(pb),
-        bytemuck::cast_mut(oa),
-        bytemuck::cast_mut(ob),
-    );
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
-    {
-        *oa = b.mul_vec_add(*pb, *oa);
-        *ob = b.tmul_vec_add(*pa, *ob);
-    }
 }
 
 /// The edge terms of a block product on a grid `NX` nodes wide (whose
