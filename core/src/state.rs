@@ -6,12 +6,14 @@ use crate::contact::{self, Proximity, ProximityError};
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
+use crate::physics::energy::ElasticMemo;
 use crate::physics::multigrid::{Layout, Multigrid};
 use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
-/// contact normal.
-pub const VEC3_PER_NODE: usize = 10;
+/// contact normal, the positions of the last elastic energy measured
+/// ([`ElasticMemo`]).
+pub const VEC3_PER_NODE: usize = 11;
 
 /// Optional Vec3 slots per node after the others: the previous step's
 /// positions and velocities (BDF2).
@@ -195,6 +197,8 @@ pub(crate) struct Workspace<'a> {
     pub x_new: &'a mut [Vec3],
     /// Contact normal of each node held by a collider during a step.
     pub normal: &'a mut [Vec3],
+    /// The elastic energy a step measured last, and where.
+    pub memo: ElasticMemo<'a>,
     /// Diagonal blocks, preconditioner blocks (one each per node), then
     /// edge blocks ([`split_blocks`]); between steps the network's int32
     /// sums live here.
@@ -266,7 +270,7 @@ impl<'a> State<'a> {
         let q = v3(&mut vec3)?;
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
-        let normal = v3(&mut vec3)?;
+        let (normal, memo) = (v3(&mut vec3)?, v3(&mut vec3)?);
         let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
             (v3(&mut vec3)?, v3(&mut vec3)?)
         } else {
@@ -311,6 +315,7 @@ impl<'a> State<'a> {
                 dv,
                 x_new,
                 normal,
+                memo: ElasticMemo::new(memo),
                 blocks,
                 flags: &mut flags[..n],
                 cells,

@@ -14,6 +14,7 @@
 
 pub mod bending;
 pub mod blocks;
+pub mod energy;
 pub mod limit;
 pub mod membrane;
 pub mod multigrid;
@@ -26,6 +27,8 @@ use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::{blocks_of, split_blocks, State, Workspace};
+use energy::ElasticMemo;
+pub use energy::{elastic, Elastic};
 use stencil::Bending;
 
 /// What one step did.
@@ -103,15 +106,28 @@ pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
 /// [`energy`] and the elastic energy's rounding bound ([`Elastic::noise`]),
 /// with `cache` as [`elastic`]'s scratch.
 fn energy_and_noise(model: &Model, x: &[Vec3], v: &[Vec3], cache: &mut [[f32; 4]]) -> (Energy, f32) {
+    energy_with(model, x, v, |x| elastic(model, x, cache))
+}
+
+/// [`energy_and_noise`] with the elastic part from `elastic`.
+fn energy_with(model: &Model, x: &[Vec3], v: &[Vec3], elastic: impl FnOnce(&[Vec3]) -> Elastic) -> (Energy, f32) {
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
         let m = model.mass(i);
         e.kinetic += 0.5 * m * vi.norm2();
         e.gravity -= m * model.scene.gravity.dot(*xi);
     }
-    let el = elastic(model, x, cache);
+    let el = elastic(x);
     (e.membrane, e.bending) = (el.membrane, el.bending);
     (e, el.noise)
+}
+
+/// The energy of the state's placement, its elastic part through the
+/// step's memo.
+fn state_energy(model: &Model, state: &mut State) -> (Energy, f32) {
+    let ws = &mut state.ws;
+    let cache = hinge_cache(ws.blocks);
+    energy_with(model, state.x, state.v, |x| ws.memo.elastic(model, x, cache))
 }
 
 /// The strain `l/l₀ − 1` of every static edge (positive: stretched).
@@ -226,20 +242,27 @@ impl EnergyCheck<'_, '_> {
 
     /// `Ψ(u)` and its rounding bound, with `xt` as scratch for the end
     /// positions `base + h u`.
-    fn after(&self, u: &[Vec3], xt: &mut [Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
+    fn after(&self, u: &[Vec3], xt: &mut [Vec3], memo: &mut ElasticMemo, cache: &mut [[f32; 4]]) -> (f32, f32) {
         let mut psi = 0.0;
         for (i, (ui, fi)) in u.iter().zip(self.f_ext).enumerate() {
             xt[i] = self.base[i] + *ui * self.h;
             let w = self.free_part(i, *ui);
             psi += 0.5 * self.model.mass(i) * w.norm2() - fi.dot(self.free_part(i, self.displacement(i, *ui)));
         }
-        let el = elastic(self.model, xt, cache);
+        let el = memo.elastic(self.model, xt, cache);
         (psi + el.total(), el.noise)
     }
 
     /// `½‖v‖²_M + E(x̃)` and its rounding bound, for the trial velocities
     /// `u` (which give the constrained motion).
-    fn before(&self, v: &[Vec3], u: &[Vec3], xt: &mut [Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
+    fn before(
+        &self,
+        v: &[Vec3],
+        u: &[Vec3],
+        xt: &mut [Vec3],
+        memo: &mut ElasticMemo,
+        cache: &mut [[f32; 4]],
+    ) -> (f32, f32) {
         let mut kin = 0.0;
         for (i, (vi, (xi, ui))) in v.iter().zip(self.x.iter().zip(u)).enumerate() {
             let w = self.free_part(i, *vi);
@@ -247,48 +270,9 @@ impl EnergyCheck<'_, '_> {
             let d = self.displacement(i, *ui);
             xt[i] = *xi + (d - self.free_part(i, d));
         }
-        let el = elastic(self.model, xt, cache);
+        let el = memo.elastic(self.model, xt, cache);
         (kin + el.total(), el.noise)
     }
-}
-
-/// Elastic energy of a placement, and a bound on its `f32` rounding noise.
-pub struct Elastic {
-    pub membrane: f32,
-    pub bending: f32,
-    /// The stresses times the strain error of each element's deformation
-    /// gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node positions far
-    /// from the origin), the bending moments times the same error of each
-    /// hinge's measure.
-    pub noise: f32,
-}
-
-impl Elastic {
-    pub fn total(&self) -> f32 {
-        self.membrane + self.bending
-    }
-}
-
-/// Membrane and bending energy of positions `x`, with its rounding bound;
-/// `cache` is scratch for the bending's hinges
-/// ([`bending::energy_and_noise_cached`]; the solver's idle blocks during a
-/// step, [`hinge_cache`]), or empty.
-pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
-    let mem = model.material.membrane();
-    let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
-    for t in model.mesh.triangles() {
-        let xs = t.nodes.map(|i| x[i as usize]);
-        let (energy, stress) = mem.energy_and_stress(t, xs);
-        el.membrane += energy;
-        let df: f32 =
-            xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
-        el.noise += stress * df;
-    }
-    let (bending, noise) = bending::energy_and_noise_cached(&model.mesh, model.material.plate(), x, cache);
-    el.bending = bending;
-    el.noise += noise;
-    el.noise *= f32::EPSILON;
-    el
 }
 
 /// The solver's blocks as the energy's hinge scratch: idle where energies
@@ -698,8 +682,10 @@ fn check_energy(
     let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.flags, normal: ws.normal };
     trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
     let cache = hinge_cache(ws.blocks);
-    let (mut psi, noise1) = check.after(ws.p, ws.x_new, cache);
-    let (psi0, noise0) = check.before(v, ws.p, ws.x_new, cache);
+    // Before, then after: the start is often the audit's placement, and
+    // the last trial often the step's end.
+    let (psi0, noise0) = check.before(v, ws.p, ws.x_new, &mut ws.memo, cache);
+    let (mut psi, noise1) = check.after(ws.p, ws.x_new, &mut ws.memo, cache);
     // The solve's own inexactness may cost up to its error energy.
     let tol = 1e-5 * (psi0.abs() + psi.abs())
         + NOISE_FACTOR * (noise0 + noise1)
@@ -712,7 +698,7 @@ fn check_energy(
         halvings += 1;
         scale *= 0.5;
         trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
-        psi = check.after(ws.p, ws.x_new, cache).0;
+        psi = check.after(ws.p, ws.x_new, &mut ws.memo, cache).0;
         passed = psi <= psi0 + tol;
     }
     (passed, scale)
@@ -861,7 +847,7 @@ impl EnergyAudit {
         if !model.params.energy_check || moving {
             return None;
         }
-        let (e, _) = energy_and_noise(model, state.x, state.v, hinge_cache(state.ws.blocks));
+        let (e, _) = state_energy(model, state);
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         Some(EnergyAudit { energy: e.total(), stake: e.kinetic + e.membrane + e.bending, power })
     }
@@ -869,7 +855,7 @@ impl EnergyAudit {
     /// Whether the step ended with more energy than it may have (beyond
     /// the energies' rounding bounds too).
     fn rose(&self, model: &Model, state: &mut State) -> bool {
-        let (e, noise) = energy_and_noise(model, state.x, state.v, hinge_cache(state.ws.blocks));
+        let (e, noise) = state_energy(model, state);
         let power = wind_power(model, state.time(), state.x, state.v, state.ws.f_ext);
         let work = 0.5 * model.params.dt * (self.power + power);
         let stake = self.stake + e.kinetic + e.membrane + e.bending + work.abs();
@@ -910,6 +896,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
         return Err(StepError::MeshMismatch);
     }
     model.scene.mark_pinned(state.ws.flags);
+    state.ws.memo.forget();
     let h = model.params.dt;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
@@ -963,4 +950,39 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;
     state.steps += 1;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::energy::{elastic, ElasticMemo};
+    use crate::math::Vec3;
+    use crate::mesh::{Grid, Mesh, MeshCounts};
+    use crate::model::Model;
+    use crate::model::{Material, Scene, StepParams};
+    use crate::storage::MeshBuffers;
+
+    const C: MeshCounts = MeshCounts::grid(4, 4);
+
+    #[test]
+    fn memo_answers_only_for_the_same_placement() {
+        let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
+        let Ok(mesh) = Mesh::grid(&Grid::horizontal(4, 4, 0.3, 0.3, 0.0), mb.storage()) else { panic!("mesh") };
+        let Ok(model) = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()) else {
+            panic!("model")
+        };
+        let mut x: [Vec3; C.nodes] = core::array::from_fn(|i| model.mesh.rest()[i] * 1.05);
+        let mut copy = [Vec3::ZERO; C.nodes];
+        let mut memo = ElasticMemo::new(&mut copy);
+        let first = memo.elastic(&model, &x, &mut []);
+        assert_eq!(first, elastic(&model, &x, &mut []));
+        assert!(first.membrane > 0.0);
+        assert_eq!(memo.elastic(&model, &x, &mut []), first);
+        // One node moved: measured again, not remembered.
+        x[5].z += 0.01;
+        let moved = memo.elastic(&model, &x, &mut []);
+        assert_eq!(moved, elastic(&model, &x, &mut []));
+        assert_ne!(moved, first);
+        memo.forget();
+        assert_eq!(memo.elastic(&model, &x, &mut []), moved);
+    }
 }

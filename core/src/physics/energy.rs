@@ -1,0 +1,91 @@
+//! The cloth's elastic energy (membrane and bending) with a bound on its
+//! rounding, which the step's energy check and audit measure, and the
+//! step's memory of the last placement measured.
+
+use crate::math::Vec3;
+use crate::model::Model;
+use crate::physics::bending;
+
+/// Elastic energy of a placement, and a bound on its `f32` rounding noise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Elastic {
+    pub membrane: f32,
+    pub bending: f32,
+    /// The stresses times the strain error of each element's deformation
+    /// gradient (`ε Σ |x_k| |∇φ_k|`, the cancellation of node positions far
+    /// from the origin), the bending moments times the same error of each
+    /// hinge's measure.
+    pub noise: f32,
+}
+
+impl Elastic {
+    pub fn total(&self) -> f32 {
+        self.membrane + self.bending
+    }
+}
+
+/// Membrane and bending energy of positions `x`, with its rounding bound;
+/// `cache` is scratch for the bending's hinges
+/// ([`bending::energy_and_noise_cached`]; the solver's idle blocks during a
+/// step, [`hinge_cache`]), or empty.
+pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
+    let mem = model.material.membrane();
+    let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
+    for t in model.mesh.triangles() {
+        let xs = t.nodes.map(|i| x[i as usize]);
+        let (energy, stress) = mem.energy_and_stress(t, xs);
+        el.membrane += energy;
+        let df: f32 =
+            xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
+        el.noise += stress * df;
+    }
+    let (bending, noise) = bending::energy_and_noise_cached(&model.mesh, model.material.plate(), x, cache);
+    el.bending = bending;
+    el.noise += noise;
+    el.noise *= f32::EPSILON;
+    el
+}
+
+/// The elastic energy a step measured last and the positions it measured
+/// it at. A step measures the same placement more than once: the audit's
+/// start and the energy check's start when no constraint moves a node, the
+/// check's last trial and the audit's end when no contact, friction or
+/// strain limit changes the candidate. A placement equal to the last bit
+/// for bit has its energy to the last bit, so it is not measured again.
+/// Forgotten at every step's start (the model may have changed between
+/// steps).
+pub(crate) struct ElasticMemo<'a> {
+    x: &'a mut [Vec3],
+    el: Option<Elastic>,
+}
+
+impl<'a> ElasticMemo<'a> {
+    pub(crate) fn new(x: &'a mut [Vec3]) -> ElasticMemo<'a> {
+        ElasticMemo { x, el: None }
+    }
+
+    pub(crate) fn forget(&mut self) {
+        self.el = None;
+    }
+
+    /// [`elastic`] of `x`, from memory if it measured `x` last.
+    pub(crate) fn elastic(&mut self, model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
+        match self.el {
+            Some(el) if same_bits(self.x, x) => el,
+            _ => {
+                let el = elastic(model, x, cache);
+                let stored = self.x.len() == x.len();
+                if stored {
+                    self.x.copy_from_slice(x);
+                }
+                self.el = stored.then_some(el);
+                el
+            }
+        }
+    }
+}
+
+/// Whether two placements are equal bit for bit.
+fn same_bits(a: &[Vec3], b: &[Vec3]) -> bool {
+    bytemuck::cast_slice::<Vec3, u32>(a) == bytemuck::cast_slice::<Vec3, u32>(b)
+}
