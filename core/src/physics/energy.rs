@@ -27,7 +27,7 @@ impl Elastic {
 /// Membrane and bending energy of positions `x`, with its rounding bound;
 /// `cache` is scratch for the bending's hinges
 /// ([`bending::energy_and_noise_cached`]; the solver's idle blocks during a
-/// step, [`hinge_cache`]), or empty.
+/// step), or empty.
 pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
     let mem = model.material.membrane();
     let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
