@@ -70,7 +70,11 @@ fn random_layers(rng: &mut Rng, l: usize, rounds: usize) -> Layers {
     layers
 }
 
-fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Mlp<'a>>) -> Network<'a> {
+/// A network of `layers`; with `odd`, the edge features that turn over
+/// with the edge's direction are quantised without offset (as trained
+/// networks' are), which lets the forward pass take an edge's other
+/// direction from the first ([`int8::Inputs::reversed`]).
+fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Mlp<'a>>, odd: bool) -> Network<'a> {
     let lin = |k: usize, inputs: usize, outputs: usize| Linear {
         inputs,
         outputs,
@@ -90,7 +94,13 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
         latent: l,
         radius: 0.11,
         node_in: core::array::from_fn(node_gain),
-        edge_in: core::array::from_fn(gain),
+        edge_in: core::array::from_fn(|k| {
+            if odd && features::TURNS_OVER[k] {
+                Input { offset: 0.0, ..gain(k) }
+            } else {
+                gain(k)
+            }
+        }),
         mlps: Parts {
             node_enc: mlps[0],
             edge_enc: mlps[1],
@@ -210,7 +220,8 @@ fn forward_matches_the_plain_reference() {
         let (l, rounds) = [(4, 1), (8, 2), (5, 3), (16, 2), (3, 1), (12, 2)][seed as usize - 1];
         let layers = random_layers(&mut rng, l, rounds);
         let mut mlps = Vec::new();
-        let net = network(&layers, l, rounds, &mut mlps);
+        let odd = seed % 2 == 0;
+        let net = network(&layers, l, rounds, &mut mlps, odd);
         let checked = net.check().unwrap();
         cloth_state(&mut rng, |model, state| {
             state.find_pairs(&model.mesh, net.radius, 64).unwrap();
@@ -222,6 +233,14 @@ fn forward_matches_the_plain_reference() {
             let g = GraphRef::of(model, state);
             int8::forward(checked, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
             let want = reference(&net, g);
+            // An edge's other direction from the first: the same inputs,
+            // where the network's quantisation allows it.
+            let inputs = int8::Inputs::new(&net, &g);
+            for k in (0..features::edge_count(g.mesh, g.pairs.len())).step_by(2) {
+                let (first, second) = (inputs.edge(k).unwrap(), inputs.edge(k + 1).unwrap());
+                assert_eq!(inputs.reversed(first), odd.then_some(second), "seed {seed}, edge {k}");
+                assert_eq!(inputs.edge_after(k + 1, Some(first)), Ok(second));
+            }
             let mut distinct = std::collections::BTreeSet::new();
             for i in 0..n {
                 let got = [dx[i].x, dx[i].y, dx[i].z, dv[i].x, dv[i].y, dv[i].z];
@@ -238,7 +257,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     let mut rng = Rng(77);
     let layers = random_layers(&mut rng, 4, 1);
     let mut mlps = Vec::new();
-    let net = network(&layers, 4, 1, &mut mlps);
+    let net = network(&layers, 4, 1, &mut mlps, false);
     let mut broken = net;
     broken.latent = 5;
     assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "layer shapes" }));
@@ -323,7 +342,7 @@ fn the_network_takes_at_most_its_pairs_per_node_and_counts_the_rest() {
     let mut rng = Rng(11);
     let layers = random_layers(&mut rng, 4, 1);
     let mut mlps = Vec::new();
-    let net = network(&layers, 4, 1, &mut mlps);
+    let net = network(&layers, 4, 1, &mut mlps, false);
     let checked = net.check().unwrap();
     // A 5×4 cloth 2 cm across: every node within the network's radius of
     // every other, far more pairs than 4 per node.
@@ -397,7 +416,7 @@ fn widened_weights_that_differ_from_the_weights_fail_the_check() {
     let (l, rounds) = (16, 2);
     let layers = random_layers(&mut rng, l, rounds);
     let mut mlps = Vec::new();
-    let net = network(&layers, l, rounds, &mut mlps);
+    let net = network(&layers, l, rounds, &mut mlps, false);
     let layer = net.mlps.edge_mlp[1].l2;
     let mut wide = vec![0u32; int8::wide_len(layer.inputs, layer.outputs)];
     int8::widen(layer.weights, layer.inputs, layer.outputs, &mut wide);

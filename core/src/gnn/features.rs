@@ -35,6 +35,12 @@ use crate::model::{Collider, Material};
 
 pub const NODE_FEATURES: usize = 15;
 pub const EDGE_FEATURES: usize = 10;
+/// The edge features that turn over with the edge's direction (the rest
+/// and current directions); the others (lengths, the dynamic flag, the
+/// strain) are the same both ways. Exactly: `x_s − x_r` is `−(x_r − x_s)`
+/// in floating point, a vector's norm is its opposite's, and so the unit
+/// vector of the one is the other's negated.
+pub const TURNS_OVER: [bool; EDGE_FEATURES] = [true, true, true, false, true, true, true, false, false, false];
 /// Node features of the first format (velocity, position, pinned): a
 /// network that knows only these reads the others with zero weights.
 pub const BASE_NODE_FEATURES: usize = 7;

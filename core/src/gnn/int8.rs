@@ -1163,8 +1163,10 @@ fn encode(
     }
     degree.fill(0);
     let ready = net.mlps.edge_enc.ready();
+    let mut last = None;
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
-        let (ends, q) = inputs.edge(k)?;
+        let (ends, q) = inputs.edge_after(k, last)?;
+        last = Some((ends, q));
         net.mlps.edge_enc.run(&ready, &q, w, ek);
         degree[ends[1] as usize] += 1;
     }
@@ -1179,11 +1181,46 @@ pub struct Inputs<'n, 'g> {
     g: &'n GraphRef<'g>,
     centroid: Vec3,
     around: features::Surroundings<'g>,
+    /// The quantisation of every feature that turns over with an edge's
+    /// direction is odd (no offset): [`Inputs::reversed`].
+    odd: bool,
 }
 
 impl<'n, 'g> Inputs<'n, 'g> {
     pub fn new(net: &'n Network<'n>, g: &'n GraphRef<'g>) -> Self {
-        Inputs { net, g, centroid: features::centroid(g.x), around: g.surroundings(net.radius) }
+        let odd = features::TURNS_OVER.iter().zip(&net.edge_in).all(|(&turns, q)| !turns || q.offset == 0.0);
+        Inputs { net, g, centroid: features::centroid(g.x), around: g.surroundings(net.radius), odd }
+    }
+
+    /// The other direction's ends and quantised features from one
+    /// direction's ([`Inputs::edge`] of directed edge `2m` gives `2m + 1`'s):
+    /// the features that turn over ([`features::TURNS_OVER`]) negated, the
+    /// same values [`Inputs::edge`] computes, when their quantisation has
+    /// no offset (`round(−y) = −round(y)`, half away from zero, and the
+    /// saturation is symmetric); `None` for a network whose has one.
+    #[inline(always)]
+    pub fn reversed(
+        &self,
+        (ends, q): ([NodeId; 2], [i8; EDGE_FEATURES]),
+    ) -> Option<([NodeId; 2], [i8; EDGE_FEATURES])> {
+        let turn = |k: usize| if features::TURNS_OVER[k] { -q[k] } else { q[k] };
+        self.odd.then(|| ([ends[1], ends[0]], core::array::from_fn(turn)))
+    }
+
+    /// Directed edge `k`'s ends and quantised features, from the edge
+    /// before it (`last`) where that is its other direction
+    /// ([`Inputs::reversed`]): every edge's features in order at half the
+    /// work.
+    #[inline(always)]
+    pub fn edge_after(
+        &self,
+        k: usize,
+        last: Option<([NodeId; 2], [i8; EDGE_FEATURES])>,
+    ) -> Result<([NodeId; 2], [i8; EDGE_FEATURES]), GnnError> {
+        match last.filter(|_| k % 2 == 1).and_then(|l| self.reversed(l)) {
+            Some(other) => Ok(other),
+            None => self.edge(k),
+        }
     }
 
     /// Node `i`'s features, quantised.
