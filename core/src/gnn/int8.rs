@@ -1197,7 +1197,8 @@ impl<'n, 'g> Inputs<'n, 'g> {
     /// the features that turn over ([`features::TURNS_OVER`]) negated, the
     /// same values [`Inputs::edge`] computes, when their quantisation has
     /// no offset (`round(−y) = −round(y)`, half away from zero, and the
-    /// saturation is symmetric); `None` for a network whose has one.
+    /// saturation is symmetric); `None` for a network whose quantisation
+    /// has an offset there.
     #[inline(always)]
     pub fn reversed(
         &self,
