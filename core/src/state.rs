@@ -11,8 +11,8 @@ use crate::physics::multigrid::{Layout, Multigrid};
 use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
-/// contact normal, the positions of the last elastic energy measured
-/// ([`ElasticMemo`]).
+/// contact normal, the placement whose elastic energy the step measured
+/// last (`physics::energy`'s memo).
 pub const VEC3_PER_NODE: usize = 11;
 
 /// Optional Vec3 slots per node after the others: the previous step's
