@@ -91,12 +91,12 @@ pub fn proximity(
     // rounding of the products, so no pair within the radius is missed.
     let inv = 0.5 / radius;
     let reach = radius * (1.0 + 1e-5);
+    let span = Vec3::new(reach, reach, reach);
     let r2 = radius * radius;
 
     sort_by_bucket(x, inv, mask, cells, order);
     let mut found = Proximity::default();
     for (i, &pi) in x.iter().enumerate() {
-        let span = Vec3::new(reach, reach, reach);
         let (lo, hi) = (cell_of(pi - span, inv), cell_of(pi + span, inv));
         // At most three cells an axis, whatever the input (a radius so
         // small that its inverse overflows makes every product infinite).
