@@ -100,16 +100,11 @@ impl Energy {
 
 /// Energy of positions `x` and velocities `v`.
 pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
-    energy_and_noise(model, x, v, &mut []).0
+    energy_with(model, x, v, |x| elastic(model, x, &mut [])).0
 }
 
-/// [`energy`] and the elastic energy's rounding bound ([`Elastic::noise`]),
-/// with `cache` as [`elastic`]'s scratch.
-fn energy_and_noise(model: &Model, x: &[Vec3], v: &[Vec3], cache: &mut [[f32; 4]]) -> (Energy, f32) {
-    energy_with(model, x, v, |x| elastic(model, x, cache))
-}
-
-/// [`energy_and_noise`] with the elastic part from `elastic`.
+/// [`energy`] with the elastic part from `elastic`, and the elastic
+/// energy's rounding bound ([`Elastic::noise`]).
 fn energy_with(model: &Model, x: &[Vec3], v: &[Vec3], elastic: impl FnOnce(&[Vec3]) -> Elastic) -> (Energy, f32) {
     let mut e = Energy::default();
     for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
