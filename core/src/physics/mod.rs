@@ -951,20 +951,26 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
 mod tests {
     use super::energy::{elastic, ElasticMemo};
     use crate::math::Vec3;
-    use crate::mesh::{Grid, Mesh, MeshCounts};
-    use crate::model::Model;
-    use crate::model::{Material, Scene, StepParams};
+    use crate::mesh::{Grid, Mesh, MeshCounts, MeshError};
+    use crate::model::{Material, Model, ParamError, Scene, StepParams};
     use crate::storage::MeshBuffers;
 
     const C: MeshCounts = MeshCounts::grid(4, 4);
 
+    /// A mesh or model the test could not build.
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    enum Setup {
+        Mesh(MeshError),
+        Model(ParamError),
+    }
+
     #[test]
-    fn memo_answers_only_for_the_same_placement() {
+    fn memo_answers_only_for_the_same_placement() -> Result<(), Setup> {
         let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
-        let Ok(mesh) = Mesh::grid(&Grid::horizontal(4, 4, 0.3, 0.3, 0.0), mb.storage()) else { panic!("mesh") };
-        let Ok(model) = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()) else {
-            panic!("model")
-        };
+        let mesh = Mesh::grid(&Grid::horizontal(4, 4, 0.3, 0.3, 0.0), mb.storage()).map_err(Setup::Mesh)?;
+        let model =
+            Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).map_err(Setup::Model)?;
         let mut x: [Vec3; C.nodes] = core::array::from_fn(|i| model.mesh.rest()[i] * 1.05);
         let mut copy = [Vec3::ZERO; C.nodes];
         let mut memo = ElasticMemo::new(&mut copy);
@@ -979,5 +985,6 @@ mod tests {
         assert_ne!(moved, first);
         memo.forget();
         assert_eq!(memo.elastic(&model, &x, &mut []), moved);
+        Ok(())
     }
 }
