@@ -5,8 +5,9 @@ use core::ops::{Add, AddAssign, Mul, Neg, Sub, SubAssign};
 
 /// `√x`, correctly rounded as IEEE 754 asks: on a Cortex-M4F with the
 /// `dsp` feature the FPU's `VSQRT.F32` (one instruction where `libm`'s
-/// routine takes about 45), elsewhere `libm::sqrtf`. Both round exactly, so
-/// every target gets the same bits (the firmware's checksum against the
+/// routine takes about 45), on x86-64 `SQRTSS` through its intrinsic
+/// ([`sqrt_x86`]), elsewhere `libm::sqrtf`. All round exactly, so every
+/// target gets the same bits (the firmware's checksum against the
 /// desktop's checks it).
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
@@ -14,10 +15,31 @@ pub fn sqrt(x: f32) -> f32 {
     {
         crate::fpu::vsqrt(x)
     }
-    #[cfg(not(all(feature = "dsp", target_arch = "arm", target_abi = "eabihf")))]
+    #[cfg(target_arch = "x86_64")]
+    {
+        sqrt_x86(x)
+    }
+    #[cfg(not(any(target_arch = "x86_64", all(feature = "dsp", target_arch = "arm", target_abi = "eabihf"))))]
     {
         libm::sqrtf(x)
     }
+}
+
+/// `SQRTSS` through its intrinsic, which the compiler encodes as the
+/// build's other vector instructions are (`VSQRTSS` in a build with AVX,
+/// `.cargo/config.toml`). `libm::sqrtf` is an `asm!` block holding the
+/// legacy SSE encoding, and a legacy SSE instruction amid AVX code waits
+/// on the registers' upper halves: on the desktop every instruction after
+/// such a root stalled, 95 % of the strain limiter's time and 80 % of the
+/// membrane assembly's (`perf annotate` on the fine reference).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[inline(always)]
+fn sqrt_x86(x: f32) -> f32 {
+    use core::arch::x86_64::{_mm_cvtss_f32, _mm_set_ss, _mm_sqrt_ss};
+    // SAFETY: SSE is part of every x86-64 processor (the target's
+    // baseline); register-only.
+    unsafe { _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))) }
 }
 
 /// `a·b + c` rounded once (a fused multiply-add, IEEE 754's
