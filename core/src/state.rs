@@ -7,6 +7,7 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
 use crate::physics::energy::ElasticMemo;
+use crate::physics::gather::{self, Gather};
 use crate::physics::multigrid::{Layout, Multigrid};
 use crate::physics::stencil::{self, BendingStencil};
 
@@ -65,6 +66,14 @@ impl StateSizes {
     /// backward Euler).
     pub const fn with_history(self, counts: MeshCounts) -> StateSizes {
         StateSizes { vec3: self.vec3 + HISTORY_PER_NODE * counts.nodes, ..self }
+    }
+
+    /// The same sizes with room for the block product's gather table
+    /// ([`crate::physics::gather`], grids only): the solve's products in
+    /// vector instructions where the target has them, at 81 `f32`s and
+    /// a few more per node.
+    pub const fn with_gather(self, counts: MeshCounts) -> StateSizes {
+        StateSizes { solver: self.solver + gather::floats(counts.grid), ..self }
     }
 
     /// Storage for a mesh of `counts` with room for `pairs` proximity pairs
@@ -219,6 +228,8 @@ pub(crate) struct Workspace<'a> {
     pub stencil: Option<BendingStencil<'a>>,
     /// The solve's multigrid preconditioner (no levels on other meshes).
     pub mg: Multigrid<'a>,
+    /// The block product as a gather (grids with its storage only).
+    pub gather: Option<Gather<'a>>,
 }
 
 /// The changing part of a simulation.
@@ -290,10 +301,12 @@ impl<'a> State<'a> {
         if counts.grid.is_some() && stencil.is_none() {
             return Err(short);
         }
+        let (mg_pool, gather_pool) = mg_pool.split_at_mut(Layout::of(counts.grid).floats().min(mg_pool.len()));
         let mg = match &stencil {
             Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
             None => Multigrid::none(),
         };
+        let gather = Gather::new(&model.mesh, gather_pool);
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
@@ -327,6 +340,7 @@ impl<'a> State<'a> {
                 history: false,
                 stencil,
                 mg,
+                gather,
             },
             ticks: 0,
             tick: model.params.dt as f64 / TICKS_PER_STEP as f64,

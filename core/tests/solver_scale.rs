@@ -6,6 +6,7 @@
 mod common;
 use common::*;
 use weft_core::math::{Mat3, Vec3};
+use weft_core::physics::gather::{self, Gather, Product};
 use weft_core::physics::multigrid::{Layout, Multigrid};
 use weft_core::physics::solver::System;
 use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
@@ -109,6 +110,7 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
         precond: &precond,
         flags: &flags,
         normal: &normal,
+        gather: None,
     };
     let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
     system.prepare(&mut mg);
@@ -141,12 +143,13 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
 /// On the grid widths with fixed kernels, the block product and the
 /// bending stencil take every neighbour at a fixed place: the same sums in
 /// the same order as the general path (the same mesh without its grid),
-/// so the same bits.
+/// so the same bits; so does the gather product, on those widths and
+/// another.
 #[test]
 fn fixed_grid_kernels_give_the_general_paths_bits() {
     use weft_core::mesh::MeshParts;
     use weft_core::physics::solver::matvec;
-    for (nx, ny) in [(16usize, 5usize), (31, 4), (61, 3)] {
+    for (nx, ny) in [(16usize, 5usize), (31, 4), (61, 3), (7, 6)] {
         let grid = Grid::horizontal(nx, ny, 0.7, 0.9, 0.3);
         let mut ms = VecMeshStorage::for_counts(grid.counts());
         let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
@@ -163,6 +166,15 @@ fn fixed_grid_kernels_give_the_general_paths_bits() {
         matvec(&mesh, &diag, &off, plate, &p, &mut a);
         matvec(&general, &diag, &off, plate, &p, &mut b);
         assert_eq!(a, b, "{nx}×{ny} block product");
+        // The gather: the same sums in the same order (a missing neighbour
+        // adds a zero block, which may turn a −0 into +0: `==` on floats).
+        let mut gpool = vec![0.0; gather::floats(Some([nx, ny]))];
+        let mut g = Gather::new(&mesh, &mut gpool).expect("gather table");
+        let mut c = vec![Vec3::ZERO; nx * ny];
+        assert!(!g.product(&p, &mut c), "{nx}×{ny}: no product before a build");
+        g.build(&mesh, &diag, &off);
+        assert!(g.product(&p, &mut c), "{nx}×{ny}: gather product");
+        assert_eq!(c, a, "{nx}×{ny} gather product");
         // The stencil against its definition in the same order: node by
         // node, each forward coupling's term on the difference (a zero
         // weight adds a zero), the node's own sum after its couplings.
@@ -203,4 +215,32 @@ fn cached_bending_energy_gives_the_same_bits() {
     assert_eq!((cached.0.to_bits(), cached.1.to_bits()), (plain.0.to_bits(), plain.1.to_bits()));
     let short = bending::energy_and_noise_cached(&mesh, plate, &x, &mut cache[1..]);
     assert_eq!((short.0.to_bits(), short.1.to_bits()), (plain.0.to_bits(), plain.1.to_bits()));
+}
+
+/// A state with the gather table steps to the same positions and
+/// velocities as one without (the drape onto a sphere, pinned at two
+/// corners, with contacts and releases).
+#[test]
+fn the_gather_product_leaves_a_step_unchanged() {
+    let grid = Grid::horizontal(16, 16, 0.8, 0.8, 0.5);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let pins = [Pin::fixed(0, mesh.rest()[0]), Pin::fixed(15, mesh.rest()[15])];
+    let colliders = [Collider::new(Shape::Sphere { center: Vec3::new(0.4, 0.2, 0.4), radius: 0.2 })];
+    let scene = Scene { pins: &pins, colliders: &colliders, ..Scene::default() };
+    let model = Model::new(mesh, Material::COTTON, scene, StepParams::default()).unwrap();
+    let c = model.mesh.counts();
+    let run = |sizes: StateSizes| {
+        let mut ss = VecStateStorage::with_sizes(sizes);
+        let mut state = State::new(&model, ss.storage()).unwrap();
+        let mut contacts = 0;
+        for _ in 0..40 {
+            contacts += step(&model, &mut state).unwrap().contacts;
+        }
+        (state.positions().to_vec(), state.velocities().to_vec(), contacts)
+    };
+    let (x, v, contacts) = run(StateSizes::new(c, 64));
+    let (xg, vg, contacts_g) = run(StateSizes::new(c, 64).with_gather(c));
+    assert!(contacts > 0, "the cloth reaches the sphere");
+    assert_eq!((x, v, contacts), (xg, vg, contacts_g));
 }

@@ -63,6 +63,7 @@ fn bench(c: &mut Criterion) {
             precond: &precond,
             flags: &flags,
             normal: &normal,
+            gather: None,
         };
         let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
         g.bench_function(id("matrix-vector product"), |b| b.iter(|| system.apply(black_box(&x), &mut out)));

@@ -15,6 +15,7 @@
 pub mod bending;
 pub mod blocks;
 pub mod energy;
+pub mod gather;
 pub mod limit;
 pub mod membrane;
 pub mod multigrid;
@@ -450,6 +451,9 @@ fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k:
     wind(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, bend, x, ws.force, diag, off);
+    if let Some(g) = &mut ws.gather {
+        g.build(mesh, diag, off);
+    }
 
     // rhs b = h (f − αMv − (β + h) K v); with BDF2 (h = 2h_step/3) also
     // − h K d + M (v̂ − v), d = (x − x_prev)/3, v̂ = (4v − v_prev)/3.
@@ -545,7 +549,7 @@ fn solve(
     // The operator of the flags (and preconditioner) as they are then.
     macro_rules! system {
         () => {
-            operator(model, k, ws.blocks, &ws.stencil, ws.flags, ws.normal)
+            operator(model, k, ws.blocks, &ws.stencil, ws.gather.as_ref(), ws.flags, ws.normal)
         };
     }
     // Residuals are measured against the right-hand side, not against the
@@ -612,6 +616,7 @@ fn operator<'s, 'm>(
     k: &Coefficients,
     blocks: &'s [Mat3],
     stencil: &'s Option<stencil::BendingStencil<'_>>,
+    gather: Option<&'s gather::Gather<'_>>,
     flags: &'s [u8],
     normal: &'s [Vec3],
 ) -> solver::System<'s, 'm> {
@@ -627,6 +632,7 @@ fn operator<'s, 'm>(
         precond,
         flags,
         normal,
+        gather: gather.map(|g| g as &dyn gather::Product),
     }
 }
 

@@ -9,6 +9,7 @@ use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Edge, Mesh};
 use crate::physics::blocks::{diagonal_term, edge_terms, smooth_term};
+use crate::physics::gather::Product;
 use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 
@@ -173,7 +174,7 @@ fn filter_nodes(flags: &[u8], normal: &[Vec3], v: &mut [Vec3]) {
 /// positive definite, so it preconditions the exact operator CG runs.
 impl FineLevel for System<'_, '_> {
     fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        block_product(self.mesh, self.diag, self.off, p, out);
+        self.block_product(p, out);
         let m = self.density * self.m_scale;
         let bending = |i: usize| match self.bending {
             Bending::Stencil(s) => s.diagonal(i),
@@ -269,12 +270,24 @@ pub struct System<'s, 'm> {
     pub flags: &'s [u8],
     /// Contact normals of the nodes flagged [`crate::flags::CONTACT`].
     pub normal: &'s [Vec3],
+    /// The block product as a gather ([`crate::physics::gather`]), where
+    /// the state has one: the same bits as the scatter product.
+    pub gather: Option<&'s dyn Product>,
 }
 
 impl System<'_, '_> {
+    /// `out = B p` for the node and edge blocks: the gather where there is
+    /// one, else the scatter.
+    fn block_product(&self, p: &[Vec3], out: &mut [Vec3]) {
+        if !self.gather.is_some_and(|g| g.product(p, out)) {
+            block_product(self.mesh, self.diag, self.off, p, out);
+        }
+    }
+
     /// `out = A p`.
     pub fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        matvec(self.mesh, self.diag, self.off, self.bending, p, out);
+        self.block_product(p, out);
+        self.bending.apply(self.mesh, 1.0, p, out);
         let m = self.density * self.m_scale;
         for ((o, pi), a) in out.iter_mut().zip(p).zip(self.mesh.node_area()) {
             *o = *o * self.c + *pi * (m * a);

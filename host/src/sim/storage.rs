@@ -62,7 +62,7 @@ impl VecStateStorage {
     /// With history storage when the model's integrator needs it (BDF2).
     pub fn new(model: &Model, pairs: usize) -> Self {
         let counts = model.mesh.counts();
-        let sizes = StateSizes::new(counts, pairs);
+        let sizes = StateSizes::new(counts, pairs).with_gather(counts);
         Self::with_sizes(match model.params.integrator {
             Integrator::Bdf2 => sizes.with_history(counts),
             Integrator::BackwardEuler => sizes,

@@ -1,0 +1,268 @@
+//! The grid's block product `out = B p` as a gather, eight nodes at a
+//! time: every node sums its own block and its neighbours' edge blocks,
+//! which [`Gather::build`] lays out after each assembly group by group of
+//! eight nodes, slot by slot (the node's block, then its neighbours'
+//! edges), entry by entry, lane by lane, so that eight consecutive nodes
+//! take each entry with one vector multiply-add from one stream of
+//! memory; an edge's block is stored at both its nodes, as `B` at the
+//! lower one and `Bᵀ` at the upper one.
+//!
+//! The sums are [`super::solver`]'s scatter product's, term for term and
+//! in the same order: the diagonal block first ([`Mat3::mul_vec_fused`]),
+//! then the edges from the lower-numbered neighbours (`Bᵀ p`, in the
+//! neighbours' order), then the node's own edges (`B p`, in the order of
+//! its steps), each as fused multiply-adds over x, y, z. A node without
+//! one of the nine neighbours adds a zero block there, which leaves every
+//! sum as it was except that a sum of −0 may become +0. The product is the
+//! scatter's bit for bit on every target: with AVX and FMA in the build
+//! (x86-64) in packed fused multiply-adds, elsewhere lane by lane through
+//! [`crate::math::fused`].
+//!
+//! Its storage is optional ([`crate::state::StateSizes::with_gather`]):
+//! a state without it takes the scatter product.
+
+use crate::math::{Mat3, Vec3};
+use crate::mesh::Mesh;
+use core::cell::RefCell;
+
+/// Nodes per lane group.
+pub const LANES: usize = 8;
+/// The node itself, then its neighbours at `−nx−1, −nx, −nx+1, −1` (their
+/// edges' blocks transposed) and `+1, +nx−1, +nx, +nx+1`: the order in
+/// which the scatter product adds them.
+pub const SLOTS: usize = 9;
+/// `f32`s of one group's table.
+const GROUP: usize = SLOTS * 9 * LANES;
+
+fn offsets(nx: usize) -> [isize; SLOTS] {
+    let w = nx as isize;
+    [0, -w - 1, -w, -w + 1, -1, 1, w - 1, w, w + 1]
+}
+
+fn comp(v: Vec3, k: usize) -> f32 {
+    [v.x, v.y, v.z][k]
+}
+
+const fn groups(nodes: usize) -> usize {
+    nodes.div_ceil(LANES)
+}
+
+/// Length of each of `p`'s component arrays: whole lane groups with
+/// `nx + 1` zeros before and after (every neighbour of every node is then
+/// in range).
+const fn span(nx: usize, nodes: usize) -> usize {
+    groups(nodes) * LANES + 2 * (nx + 1)
+}
+
+/// `f32`s of a grid's gather table and its scratch (0 for other meshes).
+pub const fn floats(grid: Option<[usize; 2]>) -> usize {
+    match grid {
+        Some([nx, ny]) => GROUP * groups(nx * ny) + 3 * span(nx, nx * ny),
+        None => 0,
+    }
+}
+
+/// The blocks of the last assembly in gather order, and scratch for the
+/// factor's components.
+pub struct Gather<'a> {
+    nx: usize,
+    nodes: usize,
+    /// Entry `(k, j)` (row `k`, column `j`) of slot `s`'s block of node
+    /// `8 g + l` at `((9 g + s) · 9 + 3 k + j) · 8 + l`.
+    coef: &'a mut [f32],
+    /// `p`'s x, y and z components, each [`span`] long.
+    comps: RefCell<&'a mut [f32]>,
+    /// Whether `coef` holds the current blocks.
+    ready: bool,
+}
+
+impl<'a> Gather<'a> {
+    /// A table for the grid `mesh` out of `pool` ([`floats`] long), or
+    /// `None` (not a grid at least 3 nodes wide, or too little storage).
+    pub fn new(mesh: &Mesh, pool: &'a mut [f32]) -> Option<Gather<'a>> {
+        let grid = mesh.counts().grid?;
+        let [nx, ny] = grid;
+        if nx < 3 || ny < 2 || nx * ny != mesh.node_count() || pool.len() < floats(Some(grid)) {
+            return None;
+        }
+        let (coef, rest) = pool.split_at_mut(GROUP * groups(nx * ny));
+        let comps = &mut rest[..3 * span(nx, nx * ny)];
+        comps.fill(0.0);
+        Some(Gather { nx, nodes: nx * ny, coef, comps: RefCell::new(comps), ready: false })
+    }
+
+    /// Lays out the node blocks `diag` and the edge blocks `off` of
+    /// `mesh`'s edges. Not ready (the scatter product serves) unless every
+    /// edge joins grid neighbours, from its lower node, in the scatter's
+    /// order (by lower node, then by step).
+    pub fn build(&mut self, mesh: &Mesh, diag: &[Mat3], off: &[Mat3]) {
+        self.ready = false;
+        self.coef.fill(0.0);
+        let coef = &mut *self.coef;
+        let mut put = |slot: usize, i: usize, b: &Mat3, transpose: bool| {
+            let (g, l) = (i / LANES, i % LANES);
+            for k in 0..3 {
+                for j in 0..3 {
+                    // Mat3 holds columns: entry (k, j) is column j's k-th.
+                    let v = if transpose { comp(b.c[k], j) } else { comp(b.c[j], k) };
+                    if let Some(c) = coef.get_mut(((9 * g + slot) * 9 + 3 * k + j) * LANES + l) {
+                        *c = v;
+                    }
+                }
+            }
+        };
+        for (i, d) in diag.iter().enumerate().take(self.nodes) {
+            put(0, i, d, false);
+        }
+        let edges = mesh.edges();
+        if edges.len() != off.len() {
+            return;
+        }
+        let offs = offsets(self.nx);
+        let mut last = (0usize, 0usize);
+        for (n, (e, b)) in edges.iter().zip(off).enumerate() {
+            let (a, bn) = (e.a as usize, e.b as usize);
+            if a >= bn || bn >= self.nodes {
+                return;
+            }
+            let step = (bn - a) as isize;
+            let (Some(fwd), Some(back)) = (offs.iter().position(|&o| o == step), offs.iter().position(|&o| o == -step))
+            else {
+                return;
+            };
+            if n > 0 && (a, fwd) <= last {
+                return;
+            }
+            last = (a, fwd);
+            put(fwd, a, b, false);
+            put(back, bn, b, true);
+        }
+        self.ready = true;
+    }
+}
+
+/// A block product that may decline ([`Gather`]'s, seen by the solver's
+/// operators).
+pub trait Product {
+    /// `out = B p`; `false` (and `out` untouched) when it cannot.
+    fn product(&self, p: &[Vec3], out: &mut [Vec3]) -> bool;
+}
+
+impl Product for Gather<'_> {
+    /// `out = B p` with the blocks of the last [`Gather::build`]; `false`
+    /// (and `out` untouched) when the table is not ready, is in use or does
+    /// not fit `p` and `out`.
+    fn product(&self, p: &[Vec3], out: &mut [Vec3]) -> bool {
+        if !self.ready || p.len() != self.nodes || out.len() != self.nodes {
+            return false;
+        }
+        let Ok(mut comps) = self.comps.try_borrow_mut() else { return false };
+        let (len, pad) = (span(self.nx, self.nodes), self.nx + 1);
+        let comps: &mut [f32] = &mut comps;
+        let (cx, rest) = comps.split_at_mut(len);
+        let (cy, cz) = rest.split_at_mut(len);
+        for (i, pi) in p.iter().enumerate() {
+            cx[pad + i] = pi.x;
+            cy[pad + i] = pi.y;
+            cz[pad + i] = pi.z;
+        }
+        products(self.coef, [&*cx, &*cy, &*cz], self.nx, out);
+        true
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma"))]
+#[allow(unsafe_code)]
+fn products(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
+    // SAFETY: `products_avx` only needs AVX and FMA, which this build
+    // enables for every function (the `cfg` above); it touches memory only
+    // through slices.
+    unsafe { products_avx(coef, comps, nx, out) }
+}
+
+/// Eight nodes at a time in packed AVX fused multiply-adds (the same
+/// roundings as [`crate::math::fused`] lane by lane). The grid widths with
+/// a fixed kernel take every neighbour at a constant place.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma"))]
+#[target_feature(enable = "avx,fma")]
+fn products_avx(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
+    use core::arch::x86_64::{__m256, _mm256_fmadd_ps, _mm256_mul_ps};
+    #[inline(always)]
+    fn load(s: &[f32], at: usize) -> __m256 {
+        let w: [f32; 8] = s.get(at..at + 8).and_then(|w| w.try_into().ok()).unwrap_or([0.0; 8]);
+        bytemuck::cast(w)
+    }
+    #[inline(always)]
+    fn part(s: &[f32], lo: usize, len: usize) -> &[f32] {
+        s.get(lo..lo + len).unwrap_or(&[])
+    }
+    macro_rules! groups {
+        ($nx:expr) => {{
+            let nx: usize = $nx;
+            let pad = nx + 1;
+            let offs = offsets(nx);
+            for (chunk, (g, blk)) in out.chunks_mut(LANES).zip(coef.chunks_exact(GROUP).enumerate()) {
+                let Ok(blk) = <&[f32; GROUP]>::try_from(blk) else { return };
+                let lo = g * LANES;
+                let p = [
+                    part(comps[0], lo, 2 * pad + LANES),
+                    part(comps[1], lo, 2 * pad + LANES),
+                    part(comps[2], lo, 2 * pad + LANES),
+                ];
+                let e = |slot: usize, k: usize, j: usize| load(blk, ((slot * 9) + 3 * k + j) * LANES);
+                let pc = [load(p[0], pad), load(p[1], pad), load(p[2], pad)];
+                let mut acc = [pc[0]; 3];
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let s = _mm256_mul_ps(e(0, k, 0), pc[0]);
+                    let s = _mm256_fmadd_ps(e(0, k, 1), pc[1], s);
+                    *a = _mm256_fmadd_ps(e(0, k, 2), pc[2], s);
+                }
+                for slot in 1..SLOTS {
+                    let nb = pad.wrapping_add_signed(offs[slot]);
+                    let pn = [load(p[0], nb), load(p[1], nb), load(p[2], nb)];
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        let s = _mm256_fmadd_ps(e(slot, k, 0), pn[0], *a);
+                        let s = _mm256_fmadd_ps(e(slot, k, 1), pn[1], s);
+                        *a = _mm256_fmadd_ps(e(slot, k, 2), pn[2], s);
+                    }
+                }
+                let s: [[f32; 8]; 3] = acc.map(bytemuck::cast);
+                for (l, o) in chunk.iter_mut().enumerate() {
+                    *o = Vec3::new(s[0][l], s[1][l], s[2][l]);
+                }
+            }
+        }};
+    }
+    match nx {
+        16 => groups!(16),
+        31 => groups!(31),
+        61 => groups!(61),
+        nx => groups!(nx),
+    }
+}
+
+/// Node by node in the same fused multiply-adds.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma")))]
+fn products(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
+    use crate::math::fused;
+    let get = |s: &[f32], at: usize| s.get(at).copied().unwrap_or(0.0);
+    let (pad, offs) = (nx + 1, offsets(nx));
+    for (i, o) in out.iter_mut().enumerate() {
+        let (g, l) = (i / LANES, i % LANES);
+        let e = |slot: usize, k: usize, j: usize| get(coef, ((9 * g + slot) * 9 + 3 * k + j) * LANES + l);
+        let at = |slot: usize| (pad + i).wrapping_add_signed(offs[slot]);
+        let mut s = [0.0f32; 3];
+        for (k, sk) in s.iter_mut().enumerate() {
+            let mut a = e(0, k, 0) * get(comps[0], at(0));
+            a = fused(e(0, k, 1), get(comps[1], at(0)), a);
+            a = fused(e(0, k, 2), get(comps[2], at(0)), a);
+            for slot in 1..SLOTS {
+                for (j, c) in comps.iter().enumerate() {
+                    a = fused(e(slot, k, j), get(c, at(slot)), a);
+                }
+            }
+            *sk = a;
+        }
+        *o = Vec3::new(s[0], s[1], s[2]);
+    }
+}
