@@ -172,9 +172,18 @@ fn fixed_grid_kernels_give_the_general_paths_bits() {
         let mut g = Gather::new(&mesh, &mut gpool).expect("gather table");
         let mut c = vec![Vec3::ZERO; nx * ny];
         assert!(!g.product(&p, &mut c), "{nx}×{ny}: no product before a build");
-        g.build(&mesh, &diag, &off);
+        g.build(&mesh, &diag, &off, None);
         assert!(g.product(&p, &mut c), "{nx}×{ny}: gather product");
         assert_eq!(c, a, "{nx}×{ny} gather product");
+        assert!(!g.product_bending(&p, &mut c), "{nx}×{ny}: no bending without a stencil");
+        // With the bending stencil: its terms after the blocks', in the
+        // stencil's order.
+        g.build(&mesh, &diag, &off, Some(&stencil));
+        let mut with_bending = a.clone();
+        stencil.apply(1.0, &p, &mut with_bending);
+        assert_ne!(with_bending, a, "{nx}×{ny}: the bending adds something");
+        assert!(g.product_bending(&p, &mut c), "{nx}×{ny}: gather product with bending");
+        assert_eq!(c, with_bending, "{nx}×{ny} gather product with bending");
         // The stencil against its definition in the same order: node by
         // node, each forward coupling's term on the difference (a zero
         // weight adds a zero), the node's own sum after its couplings.

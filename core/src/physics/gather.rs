@@ -18,11 +18,21 @@
 //! (x86-64) in packed fused multiply-adds, elsewhere lane by lane through
 //! [`crate::math::fused`].
 //!
+//! On a grid whose bending stencil has the grid's couplings
+//! ([`super::stencil::GRID_SLOTS`]), the gather also holds the stencil's
+//! weights lane by lane, and [`Product::product_bending`] adds the
+//! bending to each lane group's sums before they are stored:
+//! [`super::stencil::BendingStencil::apply`]'s terms in its order (a
+//! node's couplings from the nodes before it, the nearest last, then its
+//! own forward couplings' sum), where a coupling outside the grid adds a
+//! zero term.
+//!
 //! Its storage is optional ([`crate::state::StateSizes::with_gather`]):
 //! a state without it takes the scatter product.
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::Mesh;
+use crate::physics::stencil::{BendingStencil, GRID_SLOTS, OFFSETS};
 use core::cell::RefCell;
 
 /// Nodes per lane group.
@@ -39,6 +49,29 @@ fn offsets(nx: usize) -> [isize; SLOTS] {
     [0, -w - 1, -w, -w + 1, -1, 1, w - 1, w, w + 1]
 }
 
+/// The bending stencil's couplings on a grid ([`GRID_SLOTS`]), in
+/// [`OFFSETS`]' order: their slots (from 1) and grid steps.
+const BEND: [(usize, isize, isize); BEND_SLOTS] = {
+    let mut b = [(0, 0, 0); BEND_SLOTS];
+    let (mut k, mut n) = (0, 0);
+    while k < OFFSETS.len() {
+        if GRID_SLOTS & (1 << k) != 0 {
+            b[n] = (k + 1, OFFSETS[k].0, OFFSETS[k].1);
+            n += 1;
+        }
+        k += 1;
+    }
+    b
+};
+/// Couplings of a grid's bending stencil.
+const BEND_SLOTS: usize = GRID_SLOTS.count_ones() as usize;
+
+/// The flat offsets of [`BEND`] on a grid `nx` wide: ascending for
+/// `nx ≥ 4`.
+fn bend_offsets(nx: usize) -> [usize; BEND_SLOTS] {
+    BEND.map(|(_, dx, dy)| (dy * nx as isize + dx) as usize)
+}
+
 fn comp(v: Vec3, k: usize) -> f32 {
     [v.x, v.y, v.z][k]
 }
@@ -47,17 +80,23 @@ const fn groups(nodes: usize) -> usize {
     nodes.div_ceil(LANES)
 }
 
-/// Length of each of `p`'s component arrays: whole lane groups with
-/// `nx + 1` zeros before and after (every neighbour of every node is then
-/// in range).
+/// Zeros before and after the nodes in each of `p`'s component arrays
+/// and the bending weights' arrays: every coupling of every node is then
+/// in range.
+const fn pad(nx: usize) -> usize {
+    2 * (nx + 1)
+}
+
+/// Length of each of `p`'s component arrays and of the bending weights'
+/// arrays: whole lane groups with [`pad`] zeros before and after.
 const fn span(nx: usize, nodes: usize) -> usize {
-    groups(nodes) * LANES + 2 * (nx + 1)
+    groups(nodes) * LANES + 2 * pad(nx)
 }
 
 /// `f32`s of a grid's gather table and its scratch (0 for other meshes).
 pub const fn floats(grid: Option<[usize; 2]>) -> usize {
     match grid {
-        Some([nx, ny]) => GROUP * groups(nx * ny) + 3 * span(nx, nx * ny),
+        Some([nx, ny]) => GROUP * groups(nx * ny) + (3 + BEND_SLOTS) * span(nx, nx * ny),
         None => 0,
     }
 }
@@ -72,8 +111,13 @@ pub struct Gather<'a> {
     coef: &'a mut [f32],
     /// `p`'s x, y and z components, each [`span`] long.
     comps: RefCell<&'a mut [f32]>,
+    /// The bending stencil's weights: coupling `c` of [`BEND`] of node `i`
+    /// at `c · span + pad + i`.
+    bend: &'a mut [f32],
     /// Whether `coef` holds the current blocks.
     ready: bool,
+    /// Whether `bend` holds the current stencil.
+    bending: bool,
 }
 
 impl<'a> Gather<'a> {
@@ -86,17 +130,31 @@ impl<'a> Gather<'a> {
             return None;
         }
         let (coef, rest) = pool.split_at_mut(GROUP * groups(nx * ny));
-        let comps = &mut rest[..3 * span(nx, nx * ny)];
+        let (comps, rest) = rest.split_at_mut(3 * span(nx, nx * ny));
+        let bend = &mut rest[..BEND_SLOTS * span(nx, nx * ny)];
         comps.fill(0.0);
-        Some(Gather { nx, nodes: nx * ny, coef, comps: RefCell::new(comps), ready: false })
+        bend.fill(0.0);
+        Some(Gather { nx, nodes: nx * ny, coef, comps: RefCell::new(comps), bend, ready: false, bending: false })
     }
 
     /// Lays out the node blocks `diag` and the edge blocks `off` of
     /// `mesh`'s edges. Not ready (the scatter product serves) unless every
     /// edge joins grid neighbours, from its lower node, in the scatter's
-    /// order (by lower node, then by step).
-    pub fn build(&mut self, mesh: &Mesh, diag: &[Mat3], off: &[Mat3]) {
+    /// order (by lower node, then by step). With `stencil` (the grid's
+    /// couplings, a grid at least 4 nodes wide), also its weights for
+    /// [`Product::product_bending`].
+    pub fn build(&mut self, mesh: &Mesh, diag: &[Mat3], off: &[Mat3], stencil: Option<&BendingStencil>) {
         self.ready = false;
+        self.bending = false;
+        if let Some(st) = stencil.filter(|st| st.slot_bits() == GRID_SLOTS && self.nx >= 4) {
+            let (len, pad) = (span(self.nx, self.nodes), pad(self.nx));
+            for (c, &(slot, _, _)) in BEND.iter().enumerate() {
+                for (i, w) in self.bend.iter_mut().skip(c * len + pad).take(self.nodes).enumerate() {
+                    *w = st.coupling(i, slot);
+                }
+            }
+            self.bending = true;
+        }
         self.coef.fill(0.0);
         let coef = &mut *self.coef;
         let mut put = |slot: usize, i: usize, b: &Mat3, transpose: bool| {
@@ -146,6 +204,11 @@ impl<'a> Gather<'a> {
 pub trait Product {
     /// `out = B p`; `false` (and `out` untouched) when it cannot.
     fn product(&self, p: &[Vec3], out: &mut [Vec3]) -> bool;
+    /// `out = B p + K_b p` with the bending stencil `K_b` of the last
+    /// build (the same bits as [`Product::product`] followed by
+    /// [`BendingStencil::apply`] with scale 1); `false` (and `out`
+    /// untouched) when it cannot.
+    fn product_bending(&self, p: &[Vec3], out: &mut [Vec3]) -> bool;
 }
 
 impl Product for Gather<'_> {
@@ -153,11 +216,24 @@ impl Product for Gather<'_> {
     /// (and `out` untouched) when the table is not ready, is in use or does
     /// not fit `p` and `out`.
     fn product(&self, p: &[Vec3], out: &mut [Vec3]) -> bool {
+        self.run(p, out, None)
+    }
+
+    /// [`Product::product`] and the stencil of the last build, when it
+    /// took one.
+    fn product_bending(&self, p: &[Vec3], out: &mut [Vec3]) -> bool {
+        self.bending && self.run(p, out, Some(&*self.bend))
+    }
+}
+
+impl Gather<'_> {
+    /// The product, with the bending weights `bend` when given.
+    fn run(&self, p: &[Vec3], out: &mut [Vec3], bend: Option<&[f32]>) -> bool {
         if !self.ready || p.len() != self.nodes || out.len() != self.nodes {
             return false;
         }
         let Ok(mut comps) = self.comps.try_borrow_mut() else { return false };
-        let (len, pad) = (span(self.nx, self.nodes), self.nx + 1);
+        let (len, pad) = (span(self.nx, self.nodes), pad(self.nx));
         let comps: &mut [f32] = &mut comps;
         let (cx, rest) = comps.split_at_mut(len);
         let (cy, cz) = rest.split_at_mut(len);
@@ -166,27 +242,28 @@ impl Product for Gather<'_> {
             cy[pad + i] = pi.y;
             cz[pad + i] = pi.z;
         }
-        products(self.coef, [&*cx, &*cy, &*cz], self.nx, out);
+        products(self.coef, [&*cx, &*cy, &*cz], bend, self.nx, out);
         true
     }
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma"))]
 #[allow(unsafe_code)]
-fn products(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
+fn products(coef: &[f32], comps: [&[f32]; 3], bend: Option<&[f32]>, nx: usize, out: &mut [Vec3]) {
     // SAFETY: `products_avx` only needs AVX and FMA, which this build
     // enables for every function (the `cfg` above); it touches memory only
     // through slices.
-    unsafe { products_avx(coef, comps, nx, out) }
+    unsafe { products_avx(coef, comps, bend, nx, out) }
 }
 
 /// Eight nodes at a time in packed AVX fused multiply-adds (the same
-/// roundings as [`crate::math::fused`] lane by lane). The grid widths with
-/// a fixed kernel take every neighbour at a constant place.
+/// roundings as [`crate::math::fused`] lane by lane), then the bending's
+/// terms in packed multiplies, subtractions and additions. The grid widths
+/// with a fixed kernel take every neighbour at a constant place.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma"))]
 #[target_feature(enable = "avx,fma")]
-fn products_avx(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
-    use core::arch::x86_64::{__m256, _mm256_fmadd_ps, _mm256_mul_ps};
+fn products_avx(coef: &[f32], comps: [&[f32]; 3], bend: Option<&[f32]>, nx: usize, out: &mut [Vec3]) {
+    use core::arch::x86_64::{__m256, _mm256_add_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_sub_ps};
     #[inline(always)]
     fn load(s: &[f32], at: usize) -> __m256 {
         let w: [f32; 8] = s.get(at..at + 8).and_then(|w| w.try_into().ok()).unwrap_or([0.0; 8]);
@@ -196,11 +273,12 @@ fn products_avx(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
     fn part(s: &[f32], lo: usize, len: usize) -> &[f32] {
         s.get(lo..lo + len).unwrap_or(&[])
     }
+    let len = comps[0].len();
     macro_rules! groups {
         ($nx:expr) => {{
             let nx: usize = $nx;
-            let pad = nx + 1;
-            let offs = offsets(nx);
+            let pad = pad(nx);
+            let (offs, boffs) = (offsets(nx), bend_offsets(nx));
             for (chunk, (g, blk)) in out.chunks_mut(LANES).zip(coef.chunks_exact(GROUP).enumerate()) {
                 let Ok(blk) = <&[f32; GROUP]>::try_from(blk) else { return };
                 let lo = g * LANES;
@@ -226,6 +304,26 @@ fn products_avx(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
                         *a = _mm256_fmadd_ps(e(slot, k, 2), pn[2], s);
                     }
                 }
+                if let Some(bend) = bend {
+                    // The couplings from the nodes before, the nearest last.
+                    for c in (0..BEND_SLOTS).rev() {
+                        let at = pad - boffs[c];
+                        let w = load(bend, c * len + lo + at);
+                        for (k, a) in acc.iter_mut().enumerate() {
+                            *a = _mm256_sub_ps(*a, _mm256_mul_ps(_mm256_sub_ps(pc[k], load(p[k], at)), w));
+                        }
+                    }
+                    let mut own = [_mm256_setzero_ps(); 3];
+                    for (c, &o) in boffs.iter().enumerate() {
+                        let w = load(bend, c * len + lo + pad);
+                        for (k, b) in own.iter_mut().enumerate() {
+                            *b = _mm256_add_ps(*b, _mm256_mul_ps(_mm256_sub_ps(load(p[k], pad + o), pc[k]), w));
+                        }
+                    }
+                    for (a, b) in acc.iter_mut().zip(own) {
+                        *a = _mm256_add_ps(*a, b);
+                    }
+                }
                 let s: [[f32; 8]; 3] = acc.map(bytemuck::cast);
                 for (l, o) in chunk.iter_mut().enumerate() {
                     *o = Vec3::new(s[0][l], s[1][l], s[2][l]);
@@ -241,12 +339,13 @@ fn products_avx(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
     }
 }
 
-/// Node by node in the same fused multiply-adds.
+/// Node by node in the same fused multiply-adds, then the bending's terms
+/// in the same order.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "avx", target_feature = "fma")))]
-fn products(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
+fn products(coef: &[f32], comps: [&[f32]; 3], bend: Option<&[f32]>, nx: usize, out: &mut [Vec3]) {
     use crate::math::fused;
     let get = |s: &[f32], at: usize| s.get(at).copied().unwrap_or(0.0);
-    let (pad, offs) = (nx + 1, offsets(nx));
+    let (pad, offs, boffs, len) = (pad(nx), offsets(nx), bend_offsets(nx), comps[0].len());
     for (i, o) in out.iter_mut().enumerate() {
         let (g, l) = (i / LANES, i % LANES);
         let e = |slot: usize, k: usize, j: usize| get(coef, ((9 * g + slot) * 9 + 3 * k + j) * LANES + l);
@@ -260,6 +359,17 @@ fn products(coef: &[f32], comps: [&[f32]; 3], nx: usize, out: &mut [Vec3]) {
                 for (j, c) in comps.iter().enumerate() {
                     a = fused(e(slot, k, j), get(c, at(slot)), a);
                 }
+            }
+            if let Some(bend) = bend {
+                let (c, pi) = (comps[k], get(comps[k], pad + i));
+                for (m, &d) in boffs.iter().enumerate().rev() {
+                    a -= (pi - get(c, pad + i - d)) * get(bend, m * len + pad + i - d);
+                }
+                let mut own = 0.0;
+                for (m, &d) in boffs.iter().enumerate() {
+                    own += (get(c, pad + i + d) - pi) * get(bend, m * len + pad + i);
+                }
+                a += own;
             }
             *sk = a;
         }

@@ -271,7 +271,9 @@ pub struct System<'s, 'm> {
     /// Contact normals of the nodes flagged [`crate::flags::CONTACT`].
     pub normal: &'s [Vec3],
     /// The block product as a gather ([`crate::physics::gather`]), where
-    /// the state has one: the same bits as the scatter product.
+    /// the state has one: the same bits as the scatter product. With a
+    /// [`Bending::Stencil`], the gather's bending must be built from that
+    /// stencil.
     pub gather: Option<&'s dyn Product>,
 }
 
@@ -286,8 +288,11 @@ impl System<'_, '_> {
 
     /// `out = A p`.
     pub fn apply(&self, p: &[Vec3], out: &mut [Vec3]) {
-        self.block_product(p, out);
-        self.bending.apply(self.mesh, 1.0, p, out);
+        let stencil = matches!(self.bending, Bending::Stencil(_));
+        if !(stencil && self.gather.is_some_and(|g| g.product_bending(p, out))) {
+            self.block_product(p, out);
+            self.bending.apply(self.mesh, 1.0, p, out);
+        }
         let m = self.density * self.m_scale;
         for ((o, pi), a) in out.iter_mut().zip(p).zip(self.mesh.node_area()) {
             *o = *o * self.c + *pi * (m * a);

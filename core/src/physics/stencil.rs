@@ -117,6 +117,22 @@ impl<'a> BendingStencil<'a> {
         &self.active[..self.count]
     }
 
+    /// The active slots as bits `k` for slot `k + 1` ([`GRID_SLOTS`] on a
+    /// grid's bending triangulation).
+    pub fn slot_bits(&self) -> u16 {
+        self.active_slots().iter().fold(0u16, |m, &k| m | 1 << (k - 1))
+    }
+
+    /// The weight of node `i`'s coupling in `slot` ([`OFFSETS`], from 1;
+    /// 0 outside the grid or the stencil).
+    #[inline]
+    pub fn coupling(&self, i: usize, slot: usize) -> f32 {
+        if slot == 0 || slot >= PER_NODE {
+            return 0.0;
+        }
+        self.weights.get(PER_NODE * i + slot).copied().unwrap_or(0.0)
+    }
+
     /// The diagonal weight of node `i`.
     #[inline]
     pub fn diagonal(&self, i: usize) -> f32 {
@@ -150,8 +166,7 @@ impl<'a> BendingStencil<'a> {
     pub fn apply(&self, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
         let n = self.nx * self.ny;
         let (Some(p), Some(out)) = (p.get(..n), out.get_mut(..n)) else { return };
-        let slots = self.active_slots().iter().fold(0u16, |m, &k| m | 1 << (k - 1));
-        match (self.nx, slots) {
+        match (self.nx, self.slot_bits()) {
             (16, GRID_SLOTS) => self.apply_fixed::<16, GRID_SLOTS>(scale, p, out),
             #[cfg(not(target_os = "none"))]
             (31, GRID_SLOTS) => self.apply_fixed::<31, GRID_SLOTS>(scale, p, out),
