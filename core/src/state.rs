@@ -263,6 +263,26 @@ fn take<'a, T>(
     Ok(head)
 }
 
+/// The solver's bending stencil, multigrid and gather (grids only) out of
+/// its pool (`needed` long at least for the first two).
+type SolverParts<'a> = (Option<BendingStencil<'a>>, Multigrid<'a>, Option<Gather<'a>>);
+
+fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Result<SolverParts<'a>, StateError> {
+    let grid = model.mesh.counts().grid;
+    let short = StateError::Capacity { what: "solver", capacity: solver.len(), needed };
+    let (stencil_pool, mg_pool) = solver.split_at_mut(stencil::floats(grid).min(solver.len()));
+    let stencil = BendingStencil::new(&model.mesh, model.material.plate(), stencil_pool);
+    if grid.is_some() && stencil.is_none() {
+        return Err(short);
+    }
+    let (mg_pool, gather_pool) = mg_pool.split_at_mut(Layout::of(grid).floats().min(mg_pool.len()));
+    let mg = match &stencil {
+        Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
+        None => Multigrid::none(),
+    };
+    Ok((stencil, mg, Gather::new(&model.mesh, gather_pool)))
+}
+
 impl<'a> State<'a> {
     /// A state at rest in the mesh's rest positions.
     pub fn new(model: &Model, storage: StateStorage<'a>) -> Result<State<'a>, StateError> {
@@ -295,18 +315,7 @@ impl<'a> State<'a> {
                 return Err(StateError::Capacity { what, capacity, needed });
             }
         }
-        let short = StateError::Capacity { what: "solver", capacity: solver.len(), needed: need.solver };
-        let (stencil_pool, mg_pool) = solver.split_at_mut(stencil::floats(counts.grid).min(solver.len()));
-        let stencil = BendingStencil::new(&model.mesh, model.material.plate(), stencil_pool);
-        if counts.grid.is_some() && stencil.is_none() {
-            return Err(short);
-        }
-        let (mg_pool, gather_pool) = mg_pool.split_at_mut(Layout::of(counts.grid).floats().min(mg_pool.len()));
-        let mg = match &stencil {
-            Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
-            None => Multigrid::none(),
-        };
-        let gather = Gather::new(&model.mesh, gather_pool);
+        let (stencil, mg, gather) = solver_parts(model, solver, need.solver)?;
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);

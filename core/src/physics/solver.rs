@@ -10,7 +10,7 @@ use crate::math::{Mat3, Vec3};
 use crate::mesh::{Edge, Mesh};
 use crate::physics::blocks::{diagonal_term, edge_terms, smooth_term};
 use crate::physics::gather::Product;
-use crate::physics::multigrid::{FineLevel, FineOperator, Multigrid};
+use crate::physics::multigrid::{self, FineLevel, FineOperator, Multigrid};
 use crate::physics::stencil::Bending;
 
 /// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
@@ -319,6 +319,25 @@ impl System<'_, '_> {
         crate::math::sqrt(sum)
     }
 
+    /// The fine smoother's damping: [`multigrid::OMEGA`] where the bending's
+    /// diagonal, summed over the nodes, is at most
+    /// [`multigrid::BENDING_SHARE`] of the diagonal blocks' summed mean
+    /// entry, else [`multigrid::OMEGA_BENDING`].
+    fn smoother_damping(&self, mass: &dyn Fn(usize) -> f32) -> f32 {
+        let Bending::Stencil(s) = self.bending else { return multigrid::OMEGA_BENDING };
+        let (mut bend, mut all) = (0.0f32, 0.0f32);
+        for (i, d) in self.diag.iter().enumerate() {
+            let b = s.diagonal(i);
+            bend += b;
+            all += (d.c[0].x + d.c[1].y + d.c[2].z) * (1.0 / 3.0) + b + mass(i) / self.c;
+        }
+        if bend <= multigrid::BENDING_SHARE * all {
+            multigrid::OMEGA
+        } else {
+            multigrid::OMEGA_BENDING
+        }
+    }
+
     /// Assembles the multigrid's coarse operators for this system and its
     /// current constraints.
     pub fn prepare(&self, mg: &mut Multigrid) {
@@ -332,6 +351,7 @@ impl System<'_, '_> {
             mass: &mass,
             flags: self.flags,
             normal: self.normal,
+            omega: self.smoother_damping(&mass),
         };
         mg.assemble(self.mesh, &op);
     }
