@@ -73,6 +73,41 @@ fn the_bending_stencil_is_the_matrix_free_hessian() {
     }
 }
 
+/// The step's operator at the placement `x` (membrane assembled there,
+/// the bending stencil, masses unscaled, `c` the stiffness factor) with its
+/// block-Jacobi blocks and the constraints `flags`, `normal`, handed to `f`.
+fn with_system<R>(
+    model: &Model,
+    stencil: &BendingStencil,
+    x: &[Vec3],
+    c: f32,
+    flags: &[u8],
+    normal: &[Vec3],
+    f: impl FnOnce(&System) -> R,
+) -> R {
+    let (mesh, n) = (&model.mesh, model.mesh.node_count());
+    let (mut force, mut diag, mut off) =
+        (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
+    assemble(model, Bending::Stencil(stencil), x, &mut force, &mut diag, &mut off);
+    let mut precond: Vec<Mat3> = diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i))).collect();
+    Bending::Stencil(stencil).add_diagonal(mesh, c, &mut precond);
+    precond.iter_mut().for_each(|p| *p = p.inverse().unwrap());
+    let system = System {
+        mesh,
+        diag: &diag,
+        off: &off,
+        bending: Bending::Stencil(stencil),
+        density: model.material.density,
+        m_scale: 1.0,
+        c,
+        precond: &precond,
+        flags,
+        normal,
+        gather: None,
+    };
+    f(&system)
+}
+
 #[test]
 fn the_multigrid_preconditioner_is_symmetric_and_positive() {
     let grid = Grid::horizontal(13, 10, 1.0, 0.8, 0.5);
@@ -82,15 +117,9 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
     let n = mesh.node_count();
     let mut rng = Rng(3);
     let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.05 + rng.vec3(0.01)).collect();
-    let (mut f, mut diag, mut off) = (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
     let mut pool = vec![0.0; PER_NODE * n + Layout::of(mesh.counts().grid).floats()];
     let (sp, mp) = pool.split_at_mut(PER_NODE * n);
     let stencil = BendingStencil::new(&mesh, model.material.plate(), sp).unwrap();
-    assemble(&model, Bending::Stencil(&stencil), &x, &mut f, &mut diag, &mut off);
-    let c = 1.0 / 3600.0;
-    let mut precond: Vec<Mat3> = diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i))).collect();
-    Bending::Stencil(&stencil).add_diagonal(&mesh, c, &mut precond);
-    precond.iter_mut().for_each(|p| *p = p.inverse().unwrap());
     // Some nodes pinned, some held on a plane.
     let mut flags = vec![0u8; n];
     let mut normal = vec![Vec3::ZERO; n];
@@ -99,45 +128,34 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
         flags[i] = weft_core::flags::CONTACT;
         normal[i] = Vec3::new(0.3, 0.9, 0.1).normalized();
     }
-    let system = System {
-        mesh: &mesh,
-        diag: &diag,
-        off: &off,
-        bending: Bending::Stencil(&stencil),
-        density: model.material.density,
-        m_scale: 1.0,
-        c,
-        precond: &precond,
-        flags: &flags,
-        normal: &normal,
-        gather: None,
-    };
-    let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
-    system.prepare(&mut mg);
-    let filtered = |rng: &mut Rng| -> Vec<Vec3> {
-        (0..n)
-            .map(|i| {
-                let v = rng.vec3(1.0);
-                if flags[i] & weft_core::flags::PINNED != 0 {
-                    Vec3::ZERO
-                } else if flags[i] != 0 {
-                    v - normal[i] * normal[i].dot(v)
-                } else {
-                    v
-                }
-            })
-            .collect()
-    };
-    let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
-    for _ in 0..5 {
-        let (u, w) = (filtered(&mut rng), filtered(&mut rng));
-        let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        system.preconditioned(&mut mg, &u, &mut bu, &mut t);
-        system.preconditioned(&mut mg, &w, &mut bw, &mut t);
-        let (a, b) = (dot(&w, &bu), dot(&u, &bw));
-        assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
-        assert!(dot(&u, &bu) > 0.0);
-    }
+    with_system(&model, &stencil, &x, 1.0 / 3600.0, &flags, &normal, |system| {
+        let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
+        system.prepare(&mut mg);
+        let filtered = |rng: &mut Rng| -> Vec<Vec3> {
+            (0..n)
+                .map(|i| {
+                    let v = rng.vec3(1.0);
+                    if flags[i] & weft_core::flags::PINNED != 0 {
+                        Vec3::ZERO
+                    } else if flags[i] != 0 {
+                        v - normal[i] * normal[i].dot(v)
+                    } else {
+                        v
+                    }
+                })
+                .collect()
+        };
+        let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
+        for _ in 0..5 {
+            let (u, w) = (filtered(&mut rng), filtered(&mut rng));
+            let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+            system.preconditioned(&mut mg, &u, &mut bu, &mut t);
+            system.preconditioned(&mut mg, &w, &mut bw, &mut t);
+            let (a, b) = (dot(&w, &bu), dot(&u, &bw));
+            assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
+            assert!(dot(&u, &bu) > 0.0);
+        }
+    });
 }
 
 /// On the grid widths with fixed kernels, the block product and the
@@ -277,45 +295,27 @@ fn the_fine_smoother_is_damped_below_its_stability_limit() {
         let n = mesh.node_count();
         let mut rng = Rng(11);
         let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * scale + rng.vec3(0.01)).collect();
-        let (mut f, mut diag, mut off) =
-            (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
         let mut pool = vec![0.0; PER_NODE * n];
         let stencil = BendingStencil::new(&mesh, model.material.plate(), &mut pool).unwrap();
-        assemble(&model, Bending::Stencil(&stencil), &x, &mut f, &mut diag, &mut off);
-        let mut precond: Vec<Mat3> =
-            diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i))).collect();
-        Bending::Stencil(&stencil).add_diagonal(&mesh, c, &mut precond);
-        precond.iter_mut().for_each(|p| *p = p.inverse().unwrap());
         let (flags, normal) = (vec![0u8; n], vec![Vec3::ZERO; n]);
-        let system = System {
-            mesh: &mesh,
-            diag: &diag,
-            off: &off,
-            bending: Bending::Stencil(&stencil),
-            density: model.material.density,
-            m_scale: 1.0,
-            c,
-            precond: &precond,
-            flags: &flags,
-            normal: &normal,
-            gather: None,
-        };
-        let norm = |a: &[Vec3]| a.iter().map(|v| v.norm2() as f64).sum::<f64>().sqrt();
-        let mut z: Vec<Vec3> = (0..n).map(|_| rng.vec3(1.0)).collect();
-        let (mut t, mut y) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        let mut lambda = 0.0;
-        for _ in 0..300 {
-            FineLevel::apply(&system, &z, &mut t);
-            y.fill(Vec3::ZERO);
-            FineLevel::smooth(&system, 1.0, &t, &mut y);
-            lambda = norm(&y) / norm(&z);
-            let s = (1.0 / norm(&y)) as f32;
-            z.iter_mut().zip(&y).for_each(|(zi, yi)| *zi = *yi * s);
-        }
-        println!(
-            "stretch {stretch}, scale {scale}, c {c}: λmax(D⁻¹Ã) {lambda:.3}, ω λmax {:.3}",
-            OMEGA as f64 * lambda
-        );
-        assert!(OMEGA as f64 * lambda < 1.9, "ω λmax = {:.3}", OMEGA as f64 * lambda);
+        with_system(&model, &stencil, &x, c, &flags, &normal, |system| {
+            let norm = |a: &[Vec3]| a.iter().map(|v| v.norm2() as f64).sum::<f64>().sqrt();
+            let mut z: Vec<Vec3> = (0..n).map(|_| rng.vec3(1.0)).collect();
+            let (mut t, mut y) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+            let mut lambda = 0.0;
+            for _ in 0..300 {
+                FineLevel::apply(system, &z, &mut t);
+                y.fill(Vec3::ZERO);
+                FineLevel::smooth(system, 1.0, &t, &mut y);
+                lambda = norm(&y) / norm(&z);
+                let s = (1.0 / norm(&y)) as f32;
+                z.iter_mut().zip(&y).for_each(|(zi, yi)| *zi = *yi * s);
+            }
+            println!(
+                "stretch {stretch}, scale {scale}, c {c}: λmax(D⁻¹Ã) {lambda:.3}, ω λmax {:.3}",
+                OMEGA as f64 * lambda
+            );
+            assert!(OMEGA as f64 * lambda < 1.9, "ω λmax = {:.3}", OMEGA as f64 * lambda);
+        });
     }
 }
