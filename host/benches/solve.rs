@@ -1,11 +1,13 @@
 //! The step's linear solve by stage, at 16×16 and 61×61 (a cloth hanging
 //! from two corners, stretched by its swing): membrane assembly, the
 //! bending product (assembled stencil and matrix-free), the multigrid's
-//! set-up and one application, one matrix–vector product and the whole
+//! set-up and one application, one matrix–vector product (scatter, and the
+//! desktop's gather with the bending in the same pass) and the whole
 //! preconditioned CG solve.
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 use weft_core::math::{Mat3, Vec3};
+use weft_core::physics::gather::{self, Gather};
 use weft_core::physics::multigrid::{Layout, Multigrid};
 use weft_core::physics::solver::{Stop, System};
 use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
@@ -67,6 +69,11 @@ fn bench(c: &mut Criterion) {
         };
         let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
         g.bench_function(id("matrix-vector product"), |b| b.iter(|| system.apply(black_box(&x), &mut out)));
+        let mut gpool = vec![0.0; gather::floats(mesh.counts().grid)];
+        let mut table = Gather::new(&mesh, &mut gpool).unwrap();
+        table.build(&mesh, &diag, &off, Some(&stencil));
+        let gathered = System { gather: Some(&table), ..system };
+        g.bench_function(id("matrix-vector product, gather"), |b| b.iter(|| gathered.apply(black_box(&x), &mut out)));
         g.bench_function(id("multigrid set-up"), |b| b.iter(|| system.prepare(&mut mg)));
         system.prepare(&mut mg);
         let rhs: Vec<Vec3> =
