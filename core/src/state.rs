@@ -70,7 +70,7 @@ impl StateSizes {
 
     /// The same sizes with room for the block product's gather table
     /// ([`crate::physics::gather`], grids only): the solve's products in
-    /// vector instructions where the target has them, at 81 `f32`s and
+    /// vector instructions where the target has them, at 93 `f32`s and
     /// a few more per node.
     pub const fn with_gather(self, counts: MeshCounts) -> StateSizes {
         StateSizes { solver: self.solver + gather::floats(counts.grid), ..self }
@@ -280,7 +280,8 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
         Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
         None => Multigrid::none(),
     };
-    Ok((stencil, mg, Gather::new(&model.mesh, gather_pool)))
+    let gather = Gather::new(&model.mesh, gather_pool, stencil.as_ref());
+    Ok((stencil, mg, gather))
 }
 
 impl<'a> State<'a> {

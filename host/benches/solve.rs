@@ -70,8 +70,8 @@ fn bench(c: &mut Criterion) {
         let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
         g.bench_function(id("matrix-vector product"), |b| b.iter(|| system.apply(black_box(&x), &mut out)));
         let mut gpool = vec![0.0; gather::floats(mesh.counts().grid)];
-        let mut table = Gather::new(&mesh, &mut gpool).unwrap();
-        table.build(&mesh, &diag, &off, Some(&stencil));
+        let mut table = Gather::new(&mesh, &mut gpool, Some(&stencil)).unwrap();
+        table.build(&mesh, &diag, &off);
         let gathered = System { gather: Some(&table), ..system };
         g.bench_function(id("matrix-vector product, gather"), |b| b.iter(|| gathered.apply(black_box(&x), &mut out)));
         g.bench_function(id("multigrid set-up"), |b| b.iter(|| system.prepare(&mut mg)));

@@ -72,10 +72,6 @@ fn bend_offsets(nx: usize) -> [usize; BEND_SLOTS] {
     BEND.map(|(_, dx, dy)| (dy * nx as isize + dx) as usize)
 }
 
-fn comp(v: Vec3, k: usize) -> f32 {
-    [v.x, v.y, v.z][k]
-}
-
 const fn groups(nodes: usize) -> usize {
     nodes.div_ceil(LANES)
 }
@@ -116,14 +112,17 @@ pub struct Gather<'a> {
     bend: &'a mut [f32],
     /// Whether `coef` holds the current blocks.
     ready: bool,
-    /// Whether `bend` holds the current stencil.
+    /// Whether `bend` holds the state's stencil.
     bending: bool,
 }
 
 impl<'a> Gather<'a> {
     /// A table for the grid `mesh` out of `pool` ([`floats`] long), or
     /// `None` (not a grid at least 3 nodes wide, or too little storage).
-    pub fn new(mesh: &Mesh, pool: &'a mut [f32]) -> Option<Gather<'a>> {
+    /// With `stencil` (constant for a state; the grid's couplings, a grid
+    /// at least 4 nodes wide), also its weights for
+    /// [`Product::product_bending`].
+    pub fn new(mesh: &Mesh, pool: &'a mut [f32], stencil: Option<&BendingStencil>) -> Option<Gather<'a>> {
         let grid = mesh.counts().grid?;
         let [nx, ny] = grid;
         if nx < 3 || ny < 2 || nx * ny != mesh.node_count() || pool.len() < floats(Some(grid)) {
@@ -134,27 +133,25 @@ impl<'a> Gather<'a> {
         let bend = &mut rest[..BEND_SLOTS * span(nx, nx * ny)];
         comps.fill(0.0);
         bend.fill(0.0);
-        Some(Gather { nx, nodes: nx * ny, coef, comps: RefCell::new(comps), bend, ready: false, bending: false })
+        let (len, pad, nodes) = (span(nx, nx * ny), pad(nx), nx * ny);
+        let st = stencil.filter(|st| st.slot_bits() == GRID_SLOTS && nx >= 4);
+        if let Some(st) = st {
+            for (c, &(slot, _, _)) in BEND.iter().enumerate() {
+                for (i, w) in bend.iter_mut().skip(c * len + pad).take(nodes).enumerate() {
+                    *w = st.coupling(i, slot);
+                }
+            }
+        }
+        let bending = st.is_some();
+        Some(Gather { nx, nodes, coef, comps: RefCell::new(comps), bend, ready: false, bending })
     }
 
     /// Lays out the node blocks `diag` and the edge blocks `off` of
     /// `mesh`'s edges. Not ready (the scatter product serves) unless every
     /// edge joins grid neighbours, from its lower node, in the scatter's
-    /// order (by lower node, then by step). With `stencil` (the grid's
-    /// couplings, a grid at least 4 nodes wide), also its weights for
-    /// [`Product::product_bending`].
-    pub fn build(&mut self, mesh: &Mesh, diag: &[Mat3], off: &[Mat3], stencil: Option<&BendingStencil>) {
+    /// order (by lower node, then by step).
+    pub fn build(&mut self, mesh: &Mesh, diag: &[Mat3], off: &[Mat3]) {
         self.ready = false;
-        self.bending = false;
-        if let Some(st) = stencil.filter(|st| st.slot_bits() == GRID_SLOTS && self.nx >= 4) {
-            let (len, pad) = (span(self.nx, self.nodes), pad(self.nx));
-            for (c, &(slot, _, _)) in BEND.iter().enumerate() {
-                for (i, w) in self.bend.iter_mut().skip(c * len + pad).take(self.nodes).enumerate() {
-                    *w = st.coupling(i, slot);
-                }
-            }
-            self.bending = true;
-        }
         self.coef.fill(0.0);
         let coef = &mut *self.coef;
         let mut put = |slot: usize, i: usize, b: &Mat3, transpose: bool| {
@@ -162,7 +159,7 @@ impl<'a> Gather<'a> {
             for k in 0..3 {
                 for j in 0..3 {
                     // Mat3 holds columns: entry (k, j) is column j's k-th.
-                    let v = if transpose { comp(b.c[k], j) } else { comp(b.c[j], k) };
+                    let v = if transpose { b.c[k].to_array()[j] } else { b.c[j].to_array()[k] };
                     if let Some(c) = coef.get_mut(((9 * g + slot) * 9 + 3 * k + j) * LANES + l) {
                         *c = v;
                     }
@@ -204,8 +201,8 @@ impl<'a> Gather<'a> {
 pub trait Product {
     /// `out = B p`; `false` (and `out` untouched) when it cannot.
     fn product(&self, p: &[Vec3], out: &mut [Vec3]) -> bool;
-    /// `out = B p + K_b p` with the bending stencil `K_b` of the last
-    /// build (the same bits as [`Product::product`] followed by
+    /// `out = B p + K_b p` with the bending stencil `K_b` the table was
+    /// made with (the same bits as [`Product::product`] followed by
     /// [`BendingStencil::apply`] with scale 1); `false` (and `out`
     /// untouched) when it cannot.
     fn product_bending(&self, p: &[Vec3], out: &mut [Vec3]) -> bool;
@@ -219,8 +216,8 @@ impl Product for Gather<'_> {
         self.run(p, out, None)
     }
 
-    /// [`Product::product`] and the stencil of the last build, when it
-    /// took one.
+    /// [`Product::product`] and the stencil the table was made with, if
+    /// any.
     fn product_bending(&self, p: &[Vec3], out: &mut [Vec3]) -> bool {
         self.bending && self.run(p, out, Some(&*self.bend))
     }

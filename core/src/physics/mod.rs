@@ -456,7 +456,7 @@ fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k:
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, bend, x, ws.force, diag, off);
     if let Some(g) = &mut ws.gather {
-        g.build(mesh, diag, off, ws.stencil.as_ref());
+        g.build(mesh, diag, off);
     }
 
     // rhs b = h (f − αMv − (β + h) K v); with BDF2 (h = 2h_step/3) also

@@ -47,7 +47,7 @@ pub const MAX_LEVELS: usize = 16;
 /// (−1, 1), (0, 1), (1, 1) in slots 1..5.
 pub const STENCIL: usize = 5;
 /// Damping of the fine level's block-Jacobi smoother where the bending is
-/// a small part of every node's diagonal ([`BENDING_SHARE`]).
+/// a small part of the diagonal ([`BENDING_SHARE`]).
 pub const OMEGA: f32 = 0.6;
 /// Damping of the fine level's smoother elsewhere. The smoother's operator
 /// leaves out the bending's couplings ([`FineLevel`]); where the bending
@@ -57,9 +57,10 @@ pub const OMEGA: f32 = 0.6;
 /// 0.57° at 0.65, against 0.009° at 0.45), while on cloth (bending below
 /// 0.1 % of the diagonal) 0.6 takes 4–8 % fewer iterations than 0.5.
 pub const OMEGA_BENDING: f32 = 0.5;
-/// The largest share of a node's diagonal (`c` times the bending
-/// stencil's diagonal against the block's mean diagonal entry) at which
-/// the fine smoother is damped by [`OMEGA`] rather than [`OMEGA_BENDING`].
+/// The largest share of the diagonal taken by the bending (`c` times the
+/// bending stencil's diagonal against the blocks' mean diagonal entry,
+/// each summed over the nodes) at which the fine smoother is damped by
+/// [`OMEGA`] rather than [`OMEGA_BENDING`].
 pub const BENDING_SHARE: f32 = 0.01;
 
 /// The levels of a grid's hierarchy: `dims[0]` is the mesh, `dims[levels]`
