@@ -68,6 +68,13 @@ impl StateSizes {
         StateSizes { vec3: self.vec3 + HISTORY_PER_NODE * counts.nodes, ..self }
     }
 
+    /// The same sizes with room for the last solve's `Δv`, the next one's
+    /// starting guess ([`crate::model::StepParams::warm_start`]; without it
+    /// every solve starts from zero).
+    pub const fn with_warm_start(self, counts: MeshCounts) -> StateSizes {
+        StateSizes { vec3: self.vec3 + counts.nodes, ..self }
+    }
+
     /// The same sizes with room for the block product's gather table
     /// ([`crate::physics::gather`], grids only): the solve's products in
     /// vector instructions where the target has them, at 93 `f32`s and
@@ -208,6 +215,11 @@ pub(crate) struct Workspace<'a> {
     pub normal: &'a mut [Vec3],
     /// The elastic energy a step measured last, and where.
     pub memo: ElasticMemo<'a>,
+    /// The last solve's `Δv` (empty without warm-start storage) and its
+    /// step's length `h` (0: none since the state was set): the next
+    /// solve's starting guess where its `h` is the same.
+    pub warm: &'a mut [Vec3],
+    pub warm_h: f32,
     /// Diagonal blocks, preconditioner blocks (one each per node), then
     /// edge blocks ([`split_blocks`]); between steps the network's int32
     /// sums live here.
@@ -308,6 +320,7 @@ impl<'a> State<'a> {
         } else {
             (Default::default(), Default::default())
         };
+        let warm = if vec3.len() >= n { v3(&mut vec3)? } else { Default::default() };
         let blocks = take(&mut mat3, mat3_blocks(counts), "mat3", mcap, need.mat3)?;
         for (what, capacity, needed) in
             [("flags", flags.len(), n), ("order", order.len(), n), ("cells", cells.len(), 2)]
@@ -339,6 +352,8 @@ impl<'a> State<'a> {
                 x_new,
                 normal,
                 memo: ElasticMemo::new(memo),
+                warm,
+                warm_h: 0.0,
                 blocks,
                 flags: &mut flags[..n],
                 cells,
@@ -449,6 +464,7 @@ impl<'a> State<'a> {
         check(x, self.x.len())?;
         self.x.copy_from_slice(x);
         self.ws.history = false;
+        self.ws.warm_h = 0.0;
         Ok(())
     }
     /// Replaces all velocities; rejects NaN/inf and wrong lengths.
@@ -456,6 +472,7 @@ impl<'a> State<'a> {
         check(v, self.v.len())?;
         self.v.copy_from_slice(v);
         self.ws.history = false;
+        self.ws.warm_h = 0.0;
         Ok(())
     }
     /// Sets the clock to the tick nearest `t` seconds (used when restarting

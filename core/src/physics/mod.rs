@@ -412,7 +412,11 @@ fn substep(
     assemble_system(model, x, v, ws, &k);
     probe.enter(Stage::Constraints);
     let held = constrain(model, v, ws, &k);
-    let (solve, constraint_work) = self::solve(model, v, ws, &k, held, probe);
+    let warm = model.params.warm_start && held > 0 && ws.warm_h == k.h && warm_start(ws);
+    let (solve, constraint_work) = self::solve(model, v, ws, &k, held, warm, probe);
+    if model.params.warm_start {
+        keep_warm(ws, k.h, solve.residual.is_finite());
+    }
     probe.enter(Stage::Candidate);
     // The base positions, into `r` (free after the solve).
     base_positions(bdf2, x, ws.x_prev, ws.r);
@@ -536,6 +540,32 @@ fn constrain(model: &Model, v: &[Vec3], ws: &mut Workspace, k: &Coefficients) ->
     held
 }
 
+/// Starts the solve from the last one's `Δv` where that solved a step of
+/// the same length ([`crate::model::StepParams::warm_start`]): the nodes a
+/// collider holds take its tangential part beside their constrained normal
+/// part; pinned and free nodes keep theirs. Returns whether it did.
+fn warm_start(ws: &mut Workspace) -> bool {
+    if ws.warm.len() != ws.dv.len() {
+        return false;
+    }
+    for (((d, &w), &f), &n) in ws.dv.iter_mut().zip(ws.warm.iter()).zip(ws.flags.iter()).zip(ws.normal.iter()) {
+        if flags::on_plane(f) {
+            *d += w - n * w.dot(n);
+        }
+    }
+    true
+}
+
+/// Keeps a finished solve's `Δv` as the next one's starting guess (a
+/// solve that failed leaves none).
+fn keep_warm(ws: &mut Workspace, h: f32, ok: bool) {
+    ws.warm_h = 0.0;
+    if ok && ws.warm.len() == ws.dv.len() && ws.dv.iter().all(|d| d.is_finite()) {
+        ws.warm.copy_from_slice(ws.dv);
+        ws.warm_h = h;
+    }
+}
+
 /// The filtered CG solve for `ws.dv`, and with `held` contact nodes the
 /// release of those a collider would pull (the first solve stops early for
 /// that check; the one after it goes on to the tolerance). Returns the
@@ -548,6 +578,7 @@ fn solve(
     ws: &mut Workspace,
     k: &Coefficients,
     held: usize,
+    warm: bool,
     probe: &mut impl Probe,
 ) -> (solver::Solve, f32) {
     // The operator of the flags (and preconditioner) as they are then.
@@ -566,9 +597,10 @@ fn solve(
     for pass in 0..=MAX_RELEASES {
         probe.enter(Stage::Solve);
         let system = system!();
-        // r = b − A Δv: the constrained part of Δv, and after a release the
-        // previous solution as the starting guess.
-        if pass > 0 || held > 0 || !model.scene.pins.is_empty() {
+        // r = b − A Δv: the constrained part of Δv (with the last solve's
+        // where it starts warm), and after a release the previous solution
+        // as the starting guess.
+        if pass > 0 || held > 0 || warm || !model.scene.pins.is_empty() {
             system.apply(ws.dv, ws.q);
             for ((r, b), q) in ws.r.iter_mut().zip(ws.force.iter()).zip(ws.q.iter()) {
                 *r = *b - *q;

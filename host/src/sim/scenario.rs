@@ -173,6 +173,9 @@ pub struct SolverSpec {
     pub strain_limit: f32,
     /// `backward-euler` (the device's) or `bdf2` (second order).
     pub integrator: IntegratorSpec,
+    /// Start each solve from the last one's on the nodes a collider holds
+    /// (`weft_core::model::StepParams::warm_start`; for tight tolerances).
+    pub warm_start: bool,
 }
 
 /// The time integrator of a scenario (`solver.integrator`).
@@ -202,6 +205,7 @@ impl Default for SolverSpec {
             energy_check: p.energy_check,
             strain_limit: p.strain_limit.unwrap_or(0.0),
             integrator: IntegratorSpec::BackwardEuler,
+            warm_start: p.warm_start,
         }
     }
 }
@@ -498,6 +502,7 @@ impl Scenario {
             energy_check: self.solver.energy_check,
             strain_limit: (self.solver.strain_limit != 0.0).then_some(self.solver.strain_limit),
             integrator: self.solver.integrator.into(),
+            warm_start: self.solver.warm_start,
             self_contact: sc
                 .enabled
                 .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),

@@ -59,10 +59,14 @@ pub struct VecStateStorage {
 
 impl VecStateStorage {
     /// Storage for `model` with room for `pairs` proximity pairs.
-    /// With history storage when the model's integrator needs it (BDF2).
+    /// With history storage when the model's integrator needs it (BDF2)
+    /// and warm-start storage when its step asks for it.
     pub fn new(model: &Model, pairs: usize) -> Self {
         let counts = model.mesh.counts();
-        let sizes = StateSizes::new(counts, pairs).with_gather(counts);
+        let mut sizes = StateSizes::new(counts, pairs).with_gather(counts);
+        if model.params.warm_start {
+            sizes = sizes.with_warm_start(counts);
+        }
         Self::with_sizes(match model.params.integrator {
             Integrator::Bdf2 => sizes.with_history(counts),
             Integrator::BackwardEuler => sizes,
