@@ -198,40 +198,25 @@ fn model_file_round_trips_and_rejects_damage() {
     assert!(err.to_string().contains("radius"), "{err}");
 }
 
-/// A version-1 file (the base node features only) reads as the network
-/// with gain 0 and zero weights on the other node features.
+/// Files of the earlier layouts (Q31 requantisation) are refused by
+/// version, checksum or not, rather than read as something else.
 #[test]
-fn first_version_files_read_with_the_new_node_features_ignored() {
-    use weft_core::gnn::features::{BASE_NODE_FEATURES as BASE, NODE_FEATURES as ALL};
-    use weft_core::gnn::int8::Input;
-    let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
-    for i in &mut net.node_in[BASE..] {
-        *i = Input { offset: 0.0, gain: 0.0 };
+fn earlier_versions_are_refused() {
+    use weft_core::gnn::int8::FORMAT_VERSION;
+    use weft_weights::format::FormatError;
+    let file = committed_file();
+    for version in [1u32, 2] {
+        let mut old = file.clone();
+        old[8..12].copy_from_slice(&version.to_le_bytes());
+        let n = old.len();
+        let crc = crc32fast::hash(&old[..n - 4]);
+        old[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            NetworkData::from_bytes(&old),
+            Err(FormatError::Version { found: version, expected: FORMAT_VERSION })
+        );
     }
-    for row in net.mlps.node_enc.l1.weights.chunks_mut(ALL) {
-        row[BASE..].fill(0);
-    }
-    let v2 = net.to_bytes();
-    // The same network in the first layout: version 1, 7 node features,
-    // their inputs, and the node encoder's first layer on 7 columns.
-    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-    let inputs_end = 32 + 8 * ALL;
-    let layer = inputs_end + 8 * (10 + 6);
-    assert_eq!((u32_at(&v2, 12), u32_at(&v2, layer)), (ALL as u32, ALL as u32), "layout read wrongly");
-    let mut v1 = v2[..32].to_vec();
-    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
-    v1[12..16].copy_from_slice(&(BASE as u32).to_le_bytes());
-    v1.extend_from_slice(&v2[32..32 + 8 * BASE]);
-    v1.extend_from_slice(&v2[inputs_end..layer]);
-    v1.extend_from_slice(&(BASE as u32).to_le_bytes());
-    v1.extend_from_slice(&v2[layer + 4..layer + 9]);
-    let weights = &v2[layer + 9..layer + 9 + net.mlps.node_enc.l1.weights.len()];
-    for row in weights.chunks(ALL) {
-        v1.extend_from_slice(&row[..BASE]);
-    }
-    v1.extend_from_slice(&v2[layer + 9 + weights.len()..v2.len() - 4]);
-    v1.extend_from_slice(&crc32fast::hash(&v1).to_le_bytes());
-    assert_eq!(NetworkData::from_bytes(&v1), Ok(net));
+    assert!(NetworkData::from_bytes(&file).is_ok());
 }
 
 #[test]

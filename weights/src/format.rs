@@ -14,29 +14,21 @@
 //! | MLPs | node_enc, edge_enc, edge_mlp × rounds, node_mlp × rounds, head_x, head_v |
 //! | checksum | CRC-32 (IEEE) of everything before, u32 |
 //!
-//! An MLP is two linear layers and a residual flag (u8; 1 is followed by
-//! multiplier i32 and shift i8 per output of the second layer). A linear
-//! layer is inputs u32, outputs u32, a
-//! requantisation flag u8, weights i8 × inputs·outputs (row-major by
-//! output), biases i32 × outputs, then (flag 1) multiplier i32 and shift i8
-//! per output.
+//! An MLP is two linear layers and a residual flag (u8). A linear layer is
+//! inputs u32, outputs u32, a requantisation flag u8, weights i8 ×
+//! inputs·outputs (row-major by output), biases i32 × outputs, then (flag
+//! 1) a right shift u8 per output.
 //!
-//! Version 1 files (the first [`BASE_NODE_FEATURES`] node features) are
-//! still read: their node inputs past those get gain 0 and their node
-//! encoder zero weights, so they compute what they computed before.
+//! Files of the earlier versions (1 and 2: Q31 multipliers and shifts, and
+//! a residual's own requantisation) are refused with
+//! [`FormatError::Version`]: quantise the float model again.
 
 use std::fmt::{self, Write as _};
 
-use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{
-    wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, Requant, FORMAT_VERSION,
-};
+use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::int8::{wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, FORMAT_VERSION};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
-/// The first format version, still read: its networks know the first
-/// [`BASE_NODE_FEATURES`] node features and read the others with zero
-/// weights.
-pub const FIRST_VERSION: u32 = 1;
 
 /// What is wrong with a model file.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,7 +88,9 @@ pub struct LinearData {
     pub outputs: usize,
     pub weights: Vec<i8>,
     pub bias: Vec<i32>,
-    pub requant: Vec<Requant>,
+    /// Right shift per output ([`Linear::shift`]); empty for a head's
+    /// output layer.
+    pub shift: Vec<u8>,
 }
 
 /// An MLP owning its data.
@@ -104,8 +98,8 @@ pub struct LinearData {
 pub struct MlpData {
     pub l1: LinearData,
     pub l2: LinearData,
-    /// Per output channel; empty for no residual.
-    pub residual: Vec<Requant>,
+    /// A residual update ([`Mlp::residual`]).
+    pub residual: bool,
 }
 
 /// The views of a [`NetworkData`]'s processor MLPs ([`NetworkData::views`]).
@@ -133,7 +127,7 @@ impl LinearData {
             outputs: self.outputs,
             weights: &self.weights,
             bias: &self.bias,
-            requant: &self.requant,
+            shift: &self.shift,
             wide: &[],
         }
     }
@@ -141,7 +135,7 @@ impl LinearData {
 
 impl MlpData {
     fn view(&self) -> Mlp<'_> {
-        Mlp { l1: self.l1.view(), l2: self.l2.view(), residual: &self.residual }
+        Mlp { l1: self.l1.view(), l2: self.l2.view(), residual: self.residual }
     }
 }
 
@@ -184,12 +178,12 @@ impl NetworkData {
         self.mlps.get(part)
     }
 
-    /// Bytes of int8 weights, int32 biases and requantisation data.
+    /// Bytes of int8 weights, int32 biases and shifts.
     pub fn parameter_bytes(&self) -> usize {
         self.mlps
             .iter()
             .flat_map(|(_, m)| [&m.l1, &m.l2])
-            .map(|l| l.weights.len() + 4 * l.bias.len() + 5 * l.requant.len())
+            .map(|l| l.weights.len() + 4 * l.bias.len() + l.shift.len())
             .sum()
     }
 
@@ -210,27 +204,18 @@ impl NetworkData {
             b.extend_from_slice(&o.scale.to_le_bytes());
             b.extend_from_slice(&o.offset.to_le_bytes());
         }
-        let requant = |b: &mut Vec<u8>, r: &Requant| {
-            b.extend_from_slice(&r.multiplier.to_le_bytes());
-            b.push(r.shift as u8);
-        };
         for (_, m) in self.mlps.iter() {
             for l in [&m.l1, &m.l2] {
                 b.extend_from_slice(&(l.inputs as u32).to_le_bytes());
                 b.extend_from_slice(&(l.outputs as u32).to_le_bytes());
-                b.push(!l.requant.is_empty() as u8);
+                b.push(!l.shift.is_empty() as u8);
                 b.extend(l.weights.iter().map(|&w| w as u8));
                 for x in &l.bias {
                     b.extend_from_slice(&x.to_le_bytes());
                 }
-                for r in &l.requant {
-                    requant(&mut b, r);
-                }
+                b.extend_from_slice(&l.shift);
             }
-            b.push(!m.residual.is_empty() as u8);
-            for r in &m.residual {
-                requant(&mut b, r);
-            }
+            b.push(m.residual as u8);
         }
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_le_bytes());
@@ -245,11 +230,9 @@ impl NetworkData {
         }
         let mut r = Reader { b: bytes, at: MAGIC.len() };
         let version = r.u32()?;
-        if version != FORMAT_VERSION && version != FIRST_VERSION {
+        if version != FORMAT_VERSION {
             return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
         }
-        // Version 1 networks know the base node features only.
-        let node_features = if version == FIRST_VERSION { BASE_NODE_FEATURES } else { NODE_FEATURES };
         if bytes.len() < 4 + MAGIC.len() {
             return Err(FormatError::Truncated { at: bytes.len() });
         }
@@ -260,7 +243,7 @@ impl NetworkData {
             return Err(FormatError::Checksum { stored, computed });
         }
         let mut r = Reader { b: body, at: r.at };
-        for (what, expected) in [("node", node_features as u32), ("edge", EDGE_FEATURES as u32)] {
+        for (what, expected) in [("node", NODE_FEATURES as u32), ("edge", EDGE_FEATURES as u32)] {
             let found = r.u32()?;
             if found != expected {
                 return Err(FormatError::Features { what, found, expected });
@@ -273,9 +256,8 @@ impl NetworkData {
         }
         let radius = r.f32()?;
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
-        // A feature the network does not know is read as 0 (gain 0).
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
-        for i in &mut node_in[..node_features] {
+        for i in &mut node_in {
             *i = input()?;
         }
         let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
@@ -287,8 +269,7 @@ impl NetworkData {
             *o = Output { scale: r.f32()?, offset: r.f32()? };
         }
         // In the order of `Part::all`.
-        let mut node_enc = r.mlp()?;
-        widen_inputs(&mut node_enc.l1, node_features, NODE_FEATURES);
+        let node_enc = r.mlp()?;
         let edge_enc = r.mlp()?;
         let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
         let node_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
@@ -332,38 +313,33 @@ impl NetworkData {
         let _ = writeln!(s, "pub const LATENT: usize = {};", self.latent);
         let _ = writeln!(s, "/// Processor rounds of [`NETWORK`].");
         let _ = writeln!(s, "pub const ROUNDS: usize = {};", self.mlps.rounds());
-        let requants = |rs: &[Requant]| -> String {
-            let v: Vec<String> =
-                rs.iter().map(|r| format!("Requant {{ multiplier: {}, shift: {} }}", r.multiplier, r.shift)).collect();
-            v.join(", ")
-        };
         let linear = |s: &mut String, name: &str, l: &LinearData| {
             let _ = writeln!(s, "static {name}_W: [i8; {}] = {:?};", l.weights.len(), l.weights);
             let mut wide = vec![0u32; wide_len(l.inputs, l.outputs)];
             widen(&l.weights, l.inputs, l.outputs, &mut wide);
             let _ = writeln!(s, "static {name}_V: [u32; {}] = {:?};", wide.len(), wide);
             let _ = writeln!(s, "static {name}_B: [i32; {}] = {:?};", l.bias.len(), l.bias);
-            let _ = writeln!(s, "static {name}_R: [Requant; {}] = [{}];", l.requant.len(), requants(&l.requant));
+            let _ = writeln!(s, "static {name}_R: [u8; {}] = {:?};", l.shift.len(), l.shift);
         };
         let lin_expr = |name: &str, l: &LinearData| {
             format!(
-                "Linear {{ inputs: {}, outputs: {}, weights: &{name}_W, bias: &{name}_B, requant: &{name}_R, \
+                "Linear {{ inputs: {}, outputs: {}, weights: &{name}_W, bias: &{name}_B, shift: &{name}_R, \
                  wide: &{name}_V }}",
                 l.inputs, l.outputs
             )
         };
         let mlp_expr = |name: &str, m: &MlpData| {
             format!(
-                "Mlp {{ l1: {}, l2: {}, residual: &{name}_RES }}",
+                "Mlp {{ l1: {}, l2: {}, residual: {} }}",
                 lin_expr(&format!("{name}_L1"), &m.l1),
-                lin_expr(&format!("{name}_L2"), &m.l2)
+                lin_expr(&format!("{name}_L2"), &m.l2),
+                m.residual
             )
         };
         for (part, m) in self.mlps.iter() {
             let name = part.to_string().to_uppercase();
             linear(&mut s, &format!("{name}_L1"), &m.l1);
             linear(&mut s, &format!("{name}_L2"), &m.l2);
-            let _ = writeln!(s, "static {name}_RES: [Requant; {}] = [{}];", m.residual.len(), requants(&m.residual));
         }
         let m = &self.mlps;
         let list = |prefix: &str, ms: &[MlpData]| {
@@ -398,20 +374,6 @@ impl NetworkData {
         );
         s
     }
-}
-
-/// Gives a layer that reads the first `known` of `all` inputs zero weights
-/// on the others (a version-1 node encoder: the same accumulators).
-fn widen_inputs(l: &mut LinearData, known: usize, all: usize) {
-    if l.inputs != known || known == all {
-        return;
-    }
-    l.weights = l
-        .weights
-        .chunks(known)
-        .flat_map(|row| row.iter().copied().chain(core::iter::repeat_n(0, all - known)))
-        .collect();
-    l.inputs = all;
 }
 
 /// A part's name in messages.
@@ -452,9 +414,6 @@ impl Reader<'_> {
     fn f32(&mut self) -> Result<f32, FormatError> {
         Ok(f32::from_bits(self.u32()?))
     }
-    fn requant(&mut self) -> Result<Requant, FormatError> {
-        Ok(Requant { multiplier: self.i32()?, shift: self.u8()? as i8 })
-    }
     fn flag(&mut self) -> Result<bool, FormatError> {
         match self.u8()? {
             0 => Ok(false),
@@ -468,17 +427,15 @@ impl Reader<'_> {
         if inputs > 4096 || outputs > 4096 {
             return Err(FormatError::Shape(format!("a {inputs}×{outputs} layer")));
         }
-        let has_requant = self.flag()?;
+        let has_shift = self.flag()?;
         let weights = self.take(inputs * outputs)?.iter().map(|&b| b as i8).collect();
         let bias = (0..outputs).map(|_| self.i32()).collect::<Result<_, _>>()?;
-        let requant =
-            if has_requant { (0..outputs).map(|_| self.requant()).collect::<Result<_, _>>()? } else { Vec::new() };
-        Ok(LinearData { inputs, outputs, weights, bias, requant })
+        let shift = if has_shift { self.take(outputs)?.to_vec() } else { Vec::new() };
+        Ok(LinearData { inputs, outputs, weights, bias, shift })
     }
     fn mlp(&mut self) -> Result<MlpData, FormatError> {
         let (l1, l2) = (self.linear()?, self.linear()?);
-        let residual =
-            if self.flag()? { (0..l2.outputs).map(|_| self.requant()).collect::<Result<_, _>>()? } else { Vec::new() };
+        let residual = self.flag()?;
         Ok(MlpData { l1, l2, residual })
     }
 }

@@ -17,7 +17,7 @@ pub mod format;
 #[cfg(feature = "bake")]
 mod baked {
     #![allow(clippy::all)]
-    use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Parts, Requant};
+    use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Parts};
     include!(concat!(env!("OUT_DIR"), "/network.rs"));
 }
 

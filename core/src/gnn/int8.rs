@@ -2,23 +2,31 @@
 //! integer arithmetic only between the input features and the output
 //! corrections, so every target computes the same bits.
 //!
-//! ## Arithmetic (the CMSIS-NN convention, symmetric)
-//! - Activations are int8 in `[-127, 127]` (after a ReLU, `[0, 127]`). Inputs are quantised per feature:
-//!   `q = round((x − offset) · gain)` ([`Input`]).
+//! ## Arithmetic (symmetric int8, requantisation by shifts)
+//! - Inputs are quantised per feature to `[-127, 127]`:
+//!   `q = round((x − offset) · gain)` ([`Input`]; symmetric, so that a
+//!   feature that turns over with an edge's direction quantises to the
+//!   negated value). Latents saturate to `[-128, 127]` (one `SSAT`), hidden
+//!   activations after their ReLU to `[0, 127]`.
 //! - A [`Linear`] layer holds int8 weights with one scale per output
 //!   channel. The scales of its input columns are folded into the weights
 //!   before quantisation, so a layer whose input is a concatenation of
 //!   tensors with different scales (`[e, h_s, h_r]`) still sums into one
 //!   int32 accumulator per output; biases are int32 in the accumulator's
 //!   scale.
-//! - Between layers, an accumulator becomes int8 by [`Requant`]: a Q31
-//!   multiplier and a shift (CMSIS-NN's `arm_nn_requantize`), then
-//!   saturation.
-//! - A residual update `y ← y + MLP(…)` requantises both terms into the new
-//!   scale ([`Mlp::residual`]) and saturates their sum.
-//! - Latent and hidden activations have one scale per channel: a channel's
-//!   scale is folded into the next layer's weight columns, and its
-//!   requantisation is per output channel anyway.
+//! - Between layers, an accumulator becomes int8 by a right shift per
+//!   output channel ([`Linear::shift`]) and saturation: the quantiser makes
+//!   each output's weight scale its activation's scale divided by a power
+//!   of two (the weights keep at least half their int8 range), and puts
+//!   the rounding's half unit into the bias. On the Cortex-M4 that is one
+//!   `ASR` and one `SSAT` (or `USAT` with the ReLU) per value, with no
+//!   multiplier, rounding term or second shift to load.
+//! - Latent activations have one scale per channel that every round keeps,
+//!   so a residual update `y ← y + MLP(…)` ([`Mlp::residual`]) shifts the
+//!   MLP's term into `y`'s scale, adds and saturates: the old `y` needs no
+//!   requantisation.
+//! - Latent and hidden channels' scales are folded into the next layer's
+//!   weight columns.
 //! - The mean over a node's incoming edges is the int32 sum divided by the
 //!   count, rounded half away from zero, in the edges' scale.
 //! - The decoder's position and velocity heads are read from their int32
@@ -45,7 +53,9 @@ use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The largest right shift of a requantisation ([`Linear::shift`]).
+pub const MAX_SHIFT: u8 = 31;
 /// Largest latent width the kernels hold on the stack.
 pub const MAX_LATENT: usize = 32;
 /// Largest number of processor rounds.
@@ -57,92 +67,10 @@ pub const MAX_ROUNDS: usize = 8;
 pub const PAIRS_PER_NODE: usize = 4;
 const _: () = assert!(MAX_ROUNDS <= crate::probe::MAX_ROUNDS);
 
-/// An int32 → int32 rescaling by `multiplier · 2^(shift − 31)` with
-/// `multiplier` in `[2^30, 2^31)` (or 0: the term that is always 0) and
-/// `shift` in `-31..=30`, computed as CMSIS-NN's `arm_nn_requantize`: a left
-/// shift for factors ≥ 1 (saturating), the rounded high word of the 64-bit
-/// product with the multiplier (`SMMULR`), then a rounding right shift.
-/// The result is within one unit of the exact product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Requant {
-    pub multiplier: i32,
-    pub shift: i8,
-}
-
-impl Requant {
-    /// The term that is always 0.
-    pub const ZERO: Requant = Requant { multiplier: 0, shift: 0 };
-
-    #[inline(always)]
-    pub fn apply(self, value: i32) -> i32 {
-        // value · m · 2^(shift − 31) = (value · 2^left · m / 2^32) / 2^right
-        let s = self.shift as i32 + 1;
-        if s > 0 {
-            return self.scale_up(value, s);
-        }
-        // |high word| < 2^30, so adding the rounding term 2^(right − 1)
-        // (0 for right = 0) never saturates on valid multipliers.
-        let right = ((-s) as u32).min(31);
-        high_word(value, self.multiplier).saturating_add(((1u32 << right) >> 1) as i32) >> right
-    }
-
-    /// [`Requant::apply`] for a valid requantisation ([`Requant::is_valid`],
-    /// as every one of a checked network is): its right shift is at most
-    /// 30 and its multiplier at least 2^30 or 0, so the shift needs no
-    /// bound and the rounding term no saturation. The same result.
-    #[inline(always)]
-    fn apply_valid(self, value: i32) -> i32 {
-        let s = self.shift as i32 + 1;
-        if s > 0 {
-            return self.scale_up(value, s);
-        }
-        let right = (-s) as u32 & 31;
-        high_word(value, self.multiplier).wrapping_add(((1u32 << right) >> 1) as i32) >> right
-    }
-
-    /// [`Requant::apply_valid`] to an int8 value (a residual term): below a
-    /// left shift of 24 the shift cannot overflow, so it needs no
-    /// saturation.
-    #[inline(always)]
-    fn apply_i8(self, value: i8) -> i32 {
-        let s = self.shift as i32 + 1;
-        if ((s - 1) as u32) < 23 {
-            high_word((value as i32) << s, self.multiplier)
-        } else {
-            self.apply_valid(value as i32)
-        }
-    }
-
-    /// Factors of 1/2 or more (the residual terms' among them): a
-    /// saturating left shift by `s` (1 to 31) first.
-    #[inline]
-    fn scale_up(self, value: i32, s: i32) -> i32 {
-        let v = if s < 31 {
-            value.saturating_mul(1 << s)
-        } else {
-            ((value as i64) << 31).clamp(i32::MIN as i64, i32::MAX as i64) as i32
-        };
-        high_word(v, self.multiplier)
-    }
-
-    /// Whether the multiplier and shift are in range.
-    pub fn is_valid(self) -> bool {
-        (self.multiplier == 0 || self.multiplier >= 1 << 30) && (-31..=30).contains(&self.shift)
-    }
-}
-
-/// The rounded high word of a 32×32-bit product (one SMMULR on ARMv7E-M).
-#[inline(always)]
-fn high_word(v: i32, m: i32) -> i32 {
-    ((v as i64 * m as i64 + (1i64 << 31)) >> 32) as i32
-}
-
+/// Saturation to int8 (one `SSAT`).
 #[inline]
 fn sat(v: i32) -> i8 {
-    // Saturation to int8 (one `SSAT`), then the symmetric range's floor:
-    // -128 | 1 = -127, and every other value in range keeps its bits.
-    let t = v.clamp(-128, 127);
-    (t | i32::from(t == -128)) as i8
+    v.clamp(-128, 127) as i8
 }
 
 #[inline]
@@ -158,9 +86,10 @@ pub struct Linear<'a> {
     pub outputs: usize,
     pub weights: &'a [i8],
     pub bias: &'a [i32],
-    /// Per output channel, to the next activation's scale (empty for the
-    /// heads' output layers, which are read by [`Output`]).
-    pub requant: &'a [Requant],
+    /// Per output channel, the right shift to the next activation's scale
+    /// (at most [`MAX_SHIFT`]; the bias carries the rounding's half unit);
+    /// empty for the heads' output layers, which are read by [`Output`].
+    pub shift: &'a [u8],
     /// The same weights widened to 16-bit pairs in the DSP kernel's order
     /// ([`widen`]), or empty. Baked networks carry them (flash is cheap,
     /// and the kernel then needs no sign extension per weight); a network
@@ -265,15 +194,15 @@ impl<'a> Linear<'a> {
         })
     }
 
-    fn is_valid(&self, requant: bool) -> bool {
+    fn is_valid(&self, shifted: bool) -> bool {
         self.inputs > 0
             && self.outputs > 0
             && self.is_shaped()
             && self.wide_matches()
-            && if requant {
-                self.requant.len() == self.outputs && self.requant.iter().all(|r| r.is_valid())
+            && if shifted {
+                self.shift.len() == self.outputs && self.shift.iter().all(|&s| s <= MAX_SHIFT)
             } else {
-                self.requant.is_empty()
+                self.shift.is_empty()
             }
     }
 
@@ -369,15 +298,14 @@ impl<'a> Linear<'a> {
     }
 }
 
-/// `Linear → ReLU → Linear`, with an optional residual input.
+/// `Linear → ReLU → Linear`, residual or not.
 #[derive(Clone, Copy, Debug)]
 pub struct Mlp<'a> {
     pub l1: Linear<'a>,
     pub l2: Linear<'a>,
-    /// For a residual update `y ← y + MLP(…)`: the old `y` into the new
-    /// scale, per channel (the MLP's own term is `l2.requant`). Empty for
-    /// no residual.
-    pub residual: &'a [Requant],
+    /// A residual update `y ← y + MLP(…)`: the MLP's term, shifted into
+    /// `y`'s scale (which every round keeps), is added to the old `y`.
+    pub residual: bool,
 }
 
 impl<'a> Mlp<'a> {
@@ -387,72 +315,47 @@ impl<'a> Mlp<'a> {
             && self.l2.outputs == outputs
             && self.l1.is_valid(true)
             && self.l2.is_valid(!head)
-            && (self.residual.is_empty()
-                || (self.residual.len() == outputs && self.residual.iter().all(|r| r.is_valid())))
+            && !(head && self.residual)
     }
 
-    /// Its requantisations in the form its loops run them ([`Ready`]):
-    /// made once per stage, not per node or edge.
+    /// Its shifts in the form its loops run them ([`Ready`]): made once
+    /// per stage, not per node or edge.
     #[inline]
     fn ready(&self) -> Ready {
-        Ready {
-            hidden: DownRow::of(self.l1.requant),
-            out: DownRow::of(self.l2.requant),
-            residual: UpRow::of(self.residual),
-        }
+        Ready { hidden: Shifts::of(self.l1.shift), out: Shifts::of(self.l2.shift) }
     }
 
     /// First layer and ReLU on `x` into `w.hidden`.
     #[inline]
-    fn first(&self, ready: &DownRow, x: &[i8], w: &mut Work) {
+    fn first(&self, ready: &Shifts, x: &[i8], w: &mut Work) {
         let h = self.l1.outputs;
         self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
         self.hidden(ready, &w.acc[..h], &mut w.hidden[..h]);
     }
 
     /// Hidden layer from a finished first-layer accumulator (`ready`: its
-    /// requantisations, [`Mlp::ready`]). A valid requantisation keeps the
-    /// sign, so the ReLU of a non-positive accumulator is 0 without it.
+    /// shifts, [`Mlp::ready`]): `relu_sat(acc >> shift)`.
     #[inline]
-    fn hidden(&self, ready: &DownRow, acc: &[i32], hidden: &mut [i8]) {
-        if ready.ok {
-            for ((h, &a), d) in hidden.iter_mut().zip(acc).zip(&ready.row) {
-                *h = if a > 0 { relu_sat(d.apply(a)) } else { 0 };
-            }
-        } else {
-            for ((h, &a), r) in hidden.iter_mut().zip(acc).zip(self.l1.requant) {
-                *h = if a > 0 { relu_sat(r.apply_valid(a)) } else { 0 };
-            }
+    fn hidden(&self, ready: &Shifts, acc: &[i32], hidden: &mut [i8]) {
+        for ((h, &a), s) in hidden.iter_mut().zip(acc).zip(&ready.0) {
+            *h = relu_sat(a >> s.get());
         }
     }
 
-    /// Second layer from `w.hidden` into `out` (int8), adding the residual
-    /// term of the old `out` when there is one.
+    /// Second layer from `w.hidden` into `out` (int8): `sat(acc >> shift)`,
+    /// added to the old `out` for a residual update.
     #[inline]
     fn finish(&self, ready: &Ready, w: &mut Work, out: &mut [i8]) {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
         let acc = &w.acc[..out.len()];
-        match (self.residual.is_empty(), ready.out.ok, ready.residual.ok) {
-            (true, true, _) => {
-                for ((y, d), &a) in out.iter_mut().zip(&ready.out.row).zip(acc) {
-                    *y = sat(d.apply(a));
-                }
+        if self.residual {
+            for ((y, s), &a) in out.iter_mut().zip(&ready.out.0).zip(acc) {
+                *y = sat((a >> s.get()).saturating_add(*y as i32));
             }
-            (true, false, _) => {
-                for ((y, r), &a) in out.iter_mut().zip(self.l2.requant).zip(acc) {
-                    *y = sat(r.apply_valid(a));
-                }
-            }
-            (false, true, true) => {
-                for (((y, d), &a), u) in out.iter_mut().zip(&ready.out.row).zip(acc).zip(&ready.residual.row) {
-                    *y = sat(d.apply(a).saturating_add(u.apply(*y)));
-                }
-            }
-            (false, _, _) => {
-                for (((y, r), &a), res) in out.iter_mut().zip(self.l2.requant).zip(acc).zip(self.residual) {
-                    *y = sat(r.apply_valid(a).saturating_add(res.apply_i8(*y)));
-                }
+        } else {
+            for ((y, s), &a) in out.iter_mut().zip(&ready.out.0).zip(acc) {
+                *y = sat(a >> s.get());
             }
         }
     }
@@ -466,7 +369,7 @@ impl<'a> Mlp<'a> {
 
     /// A head: the second layer's int32 accumulators in `w.acc`.
     #[inline]
-    fn head(&self, ready: &DownRow, x: &[i8], w: &mut Work) {
+    fn head(&self, ready: &Shifts, x: &[i8], w: &mut Work) {
         self.first(ready, x, w);
         self.l2.start_with(0, &w.hidden[..self.l1.outputs], &mut w.acc, &mut w.packed);
     }
@@ -558,99 +461,24 @@ impl Shift {
     }
 }
 
-/// A valid requantisation that scales down (`shift < 0`, as a hidden
-/// layer's and an MLP's output almost always do), with its rounding term
-/// and right shift worked out: [`Requant::apply_valid`] without the
-/// per-call branch and shifts.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Down {
-    m: i32,
-    round: i32,
-    right: Shift,
-}
+/// A layer's shifts as [`Shift`]s (a checked network's are all at most
+/// [`MAX_SHIFT`]).
+struct Shifts([Shift; MAX_LATENT]);
 
-impl Down {
-    #[inline(always)]
-    fn apply(self, value: i32) -> i32 {
-        high_word(value, self.m).wrapping_add(self.round) >> self.right.get()
-    }
-}
-
-/// A residual term's requantisation of an int8 value: scaling up by
-/// `2^left` (1 to 23; the fast path of [`Requant::apply_i8`]) or down by a
-/// rounded right shift (as [`Down`]), in one form.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Up {
-    m: i32,
-    left: Shift,
-    round: i32,
-    right: Shift,
-}
-
-impl Up {
-    #[inline(always)]
-    fn apply(self, value: i8) -> i32 {
-        high_word((value as i32) << self.left.get(), self.m).wrapping_add(self.round) >> self.right.get()
-    }
-}
-
-/// A requantisation in a form a loop runs without branching ([`Down`],
-/// [`Up`]).
-trait Prepared: Copy {
-    const ZERO: Self;
-    fn of(r: Requant) -> Option<Self>;
-}
-
-impl Prepared for Down {
-    const ZERO: Down = Down { m: 0, round: 0, right: Shift::S0 };
-
-    fn of(r: Requant) -> Option<Down> {
-        let s = r.shift as i32 + 1;
-        if s > 0 || !r.is_valid() {
-            return None;
+impl Shifts {
+    fn of(shift: &[u8]) -> Shifts {
+        let mut row = [Shift::S0; MAX_LATENT];
+        for (r, &s) in row.iter_mut().zip(shift) {
+            *r = Shift::new(s as u32);
         }
-        let right = (-s) as u32 & 31;
-        Some(Down { m: r.multiplier, round: ((1u32 << right) >> 1) as i32, right: Shift::new(right) })
+        Shifts(row)
     }
 }
 
-impl Prepared for Up {
-    const ZERO: Up = Up { m: 0, left: Shift::S0, round: 0, right: Shift::S0 };
-
-    fn of(r: Requant) -> Option<Up> {
-        let s = r.shift as i32 + 1;
-        if (1..=23).contains(&s) && r.is_valid() {
-            return Some(Up { m: r.multiplier, left: Shift::new(s as u32), round: 0, right: Shift::S0 });
-        }
-        Down::of(r).map(|d| Up { m: d.m, left: Shift::S0, round: d.round, right: d.right })
-    }
-}
-
-/// A layer's requantisations in a prepared form, `ok` if there are any
-/// and every one has that form (else the layer runs the general one).
-struct Row<T> {
-    row: [T; MAX_LATENT],
-    ok: bool,
-}
-
-impl<T: Prepared> Row<T> {
-    fn of(requant: &[Requant]) -> Row<T> {
-        let mut row = [T::ZERO; MAX_LATENT];
-        let ok = !requant.is_empty()
-            && requant.len() <= MAX_LATENT
-            && requant.iter().zip(row.iter_mut()).all(|(r, d)| T::of(*r).map(|v| *d = v).is_some());
-        Row { row, ok }
-    }
-}
-
-type DownRow = Row<Down>;
-type UpRow = Row<Up>;
-
-/// An MLP's requantisations as its loops run them ([`Mlp::ready`]).
+/// An MLP's shifts as its loops run them ([`Mlp::ready`]).
 struct Ready {
-    hidden: DownRow,
-    out: DownRow,
-    residual: UpRow,
+    hidden: Shifts,
+    out: Shifts,
 }
 
 /// Per-forward working rows (on the stack, made once per pass).
@@ -940,7 +768,7 @@ impl<'a> Network<'a> {
         }
         let fits = |p: Part| {
             let (i, o) = p.widths(l);
-            self.mlp(p).is_some_and(|m| m.is_valid(i, o, p.head()) && (!p.residual() || !m.residual.is_empty()))
+            self.mlp(p).is_some_and(|m| m.is_valid(i, o, p.head()) && m.residual == p.residual())
         };
         if !Part::all(rounds).all(fits) {
             return bad("layer shapes");
@@ -1330,7 +1158,7 @@ fn node_update(
 /// The position and velocity heads: `dx[i]`, `dv[i]` from the int32
 /// accumulators of each node's latent.
 fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
-    let ready = [DownRow::of(net.mlps.head_x.l1.requant), DownRow::of(net.mlps.head_v.l1.requant)];
+    let ready = [Shifts::of(net.mlps.head_x.l1.shift), Shifts::of(net.mlps.head_v.l1.shift)];
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
         for ((head, part), ready) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)].into_iter().zip(&ready) {
@@ -1426,75 +1254,11 @@ pub fn apply(state: &mut State) -> Result<(), GnnError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Prepared, Requant};
-
-    /// The requantisation's fast paths compute what [`Requant::apply`]
-    /// defines, for every valid shift and every int8 input (the residual
-    /// terms), and on int32 accumulators across the range.
-    /// Saturation to the symmetric int8 range.
+    /// Every shift amount is its own [`super::Shift`].
     #[test]
-    fn saturation_is_symmetric() {
-        for v in (-70_000..70_000).chain([i32::MIN, i32::MIN + 1, i32::MAX]) {
-            assert_eq!(super::sat(v) as i32, v.clamp(-127, 127), "{v}");
-        }
-    }
-
-    /// The prepared forms ([`super::Down`], [`super::Up`]) compute what
-    /// the checked paths do wherever they are made, and are not made
-    /// where those paths take another branch.
-    #[test]
-    fn prepared_forms_equal_the_checked_paths() {
-        let multipliers = [0, 1 << 30, (1 << 30) + 12_345, 0x5a5a_5a5a, i32::MAX];
-        let (mut downs, mut ups) = (0, 0);
-        for shift in -31i8..=30 {
-            for &multiplier in &multipliers {
-                let r = Requant { multiplier, shift };
-                let s = shift as i32 + 1;
-                assert_eq!(super::Down::of(r).is_some(), s <= 0, "{r:?}");
-                assert_eq!(super::Up::of(r).is_some(), s <= 23, "{r:?}");
-                if let Some(d) = super::Down::of(r) {
-                    downs += 1;
-                    let mut v: i32 = 1;
-                    for _ in 0..2000 {
-                        assert_eq!(d.apply(v), r.apply_valid(v), "{r:?}, {v}");
-                        assert_eq!(d.apply(-v), r.apply_valid(-v), "{r:?}, {}", -v);
-                        v = v.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-                    }
-                    for v in [0, i32::MAX, i32::MIN] {
-                        assert_eq!(d.apply(v), r.apply_valid(v), "{r:?}, {v}");
-                    }
-                }
-                if let Some(u) = super::Up::of(r) {
-                    ups += 1;
-                    for y in i8::MIN..=i8::MAX {
-                        assert_eq!(u.apply(y), r.apply_i8(y), "{r:?}, {y}");
-                    }
-                }
-            }
-        }
-        assert_eq!((downs, ups), (31 * 5, 54 * 5));
-        // Out of range: no prepared form.
-        assert!(super::Down::of(Requant { multiplier: 1, shift: -3 }).is_none());
-        assert!(super::Up::of(Requant { multiplier: 1 << 30, shift: 31 }).is_none());
-    }
-
-    #[test]
-    fn fast_paths_equal_the_definition() {
-        let multipliers = [0, 1 << 30, (1 << 30) + 12_345, 0x5a5a_5a5a, i32::MAX];
-        let mut values: [i32; 12] =
-            [0, 1, -1, 127, -128, 1 << 20, -(1 << 20), 1 << 28, i32::MAX, i32::MIN, 99_999, -77];
-        for shift in -31i8..=30 {
-            for &multiplier in &multipliers {
-                let r = Requant { multiplier, shift };
-                assert!(r.is_valid());
-                for y in i8::MIN..=i8::MAX {
-                    assert_eq!(r.apply_i8(y), r.apply(y as i32), "{r:?}, {y}");
-                }
-                for v in &mut values {
-                    assert_eq!(r.apply_valid(*v), r.apply(*v), "{r:?}, {v}");
-                    *v = v.wrapping_mul(31).wrapping_add(7);
-                }
-            }
+    fn shifts_are_their_amounts() {
+        for n in 0..=super::MAX_SHIFT as u32 {
+            assert_eq!(super::Shift::new(n).get(), n);
         }
     }
 }

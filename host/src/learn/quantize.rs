@@ -7,11 +7,14 @@
 //! into the int8 network of `weft_core::gnn::int8` (see there for the
 //! arithmetic) as a [`NetworkData`] for the `weights/` file; every input
 //! feature and every latent or hidden channel gets its own scale
-//! (largest calibrated magnitude ↦ 127).
+//! (largest calibrated magnitude ↦ 127; a latent channel's over all
+//! rounds, which share it), and every layer's output weight scale is its
+//! activation's scale divided by a power of two ([`shift_scale`]), so that
+//! requantising is a right shift.
 
 use anyhow::{bail, Context, Result};
 use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
-use weft_core::gnn::int8::{Input, Output, Part, Parts, Requant};
+use weft_core::gnn::int8::{Input, Output, Part, Parts, MAX_SHIFT};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
 use crate::learn::gnn::{build_parts, map_parts, Graph, Normalizer, Trained};
@@ -265,28 +268,20 @@ impl FloatNet {
     }
 }
 
-/// `real` as a Q31 multiplier and shift (`real = m · 2^(shift − 31)`).
-pub fn requant(real: f64) -> Result<Requant> {
-    if real == 0.0 {
-        return Ok(Requant::ZERO);
-    }
-    if !(real.is_finite() && real > 0.0) {
-        bail!("requantisation factor {real} is not a positive number");
-    }
-    let mut shift = real.log2().floor() as i32 + 1; // real / 2^shift in [0.5, 1)
-    let mut m = (real / 2f64.powi(shift) * 2f64.powi(31)).round() as i64;
-    if m >= 1 << 31 {
-        m /= 2;
-        shift += 1;
-    }
-    if m < 1 << 30 {
-        m *= 2;
-        shift -= 1;
-    }
-    if !(-31..=30).contains(&shift) {
-        bail!("requantisation factor {real} is out of range");
-    }
-    Ok(Requant { multiplier: m as i32, shift: shift as i8 })
+/// The accumulator (weight) scale of an output whose weights would best
+/// take scale `best` (largest magnitude ↦ 127) and whose int8 activation
+/// has scale `out`: `out / 2^k` for the largest `k` up to [`MAX_SHIFT`]
+/// with `out / 2^k ≥ best`, so the weights fit in int8 and keep at least
+/// half its range, and requantising is `acc >> k`. Where even `k = 0` is
+/// below `best` (an output whose single largest term exceeds its
+/// activation's range) the weights saturate.
+pub fn shift_scale(best: f64, out: f64) -> (f64, u8) {
+    let k = if best > 0.0 && out > 0.0 && (out / best).is_finite() {
+        (out / best).log2().floor().clamp(0.0, MAX_SHIFT as f64) as u8
+    } else {
+        0
+    };
+    (out / 2f64.powi(k as i32), k)
 }
 
 /// The scale of an int8 channel whose largest magnitude is `max`.
@@ -309,6 +304,17 @@ fn weight_scale(d: &Dense, o: usize, cols: &[f32]) -> f64 {
     }
 }
 
+/// Output `o`'s accumulator scale and shift: [`shift_scale`] to its
+/// activation's scale in `out`, or (a head's output, read as int32) the
+/// best weight scale.
+fn acc_scale_of(d: &Dense, o: usize, cols: &[f32], out: Option<&[f32]>) -> (f64, u8) {
+    let best = weight_scale(d, o, cols);
+    match out {
+        Some(out) => shift_scale(best, out[o] as f64),
+        None => (best, 0),
+    }
+}
+
 /// One layer with input column scales `cols` and output channel scales
 /// `out` (`None`: read from the accumulator); returns the layer and its
 /// accumulator scale per output.
@@ -319,19 +325,21 @@ fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>) -> Result<(LinearData, V
     let mut weights = Vec::with_capacity(d.w.len());
     let mut bias = Vec::with_capacity(d.outputs);
     let mut acc_scale = Vec::with_capacity(d.outputs);
-    let mut rq = Vec::new();
+    let mut shift = Vec::new();
     for o in 0..d.outputs {
-        let s = weight_scale(d, o, cols);
+        let (s, k) = acc_scale_of(d, o, cols, out);
         weights.extend(
             d.row(o).iter().zip(cols).map(|(w, c)| (*w as f64 * *c as f64 / s).round().clamp(-127.0, 127.0) as i8),
         );
-        bias.push((d.b[o] as f64 / s).round().clamp(i32::MIN as f64 / 4.0, i32::MAX as f64 / 4.0) as i32);
+        // The shift's rounding: half a unit of the output, in the bias.
+        let half = if out.is_some() && k > 0 { 2f64.powi(k as i32 - 1) } else { 0.0 };
+        bias.push(((d.b[o] as f64 / s).round() + half).clamp(i32::MIN as f64 / 4.0, i32::MAX as f64 / 4.0) as i32);
         acc_scale.push(s);
-        if let Some(out) = out {
-            rq.push(requant(s / out[o] as f64)?);
+        if out.is_some() {
+            shift.push(k);
         }
     }
-    Ok((LinearData { inputs: d.inputs, outputs: d.outputs, weights, bias, requant: rq }, acc_scale))
+    Ok((LinearData { inputs: d.inputs, outputs: d.outputs, weights, bias, shift }, acc_scale))
 }
 
 /// `Linear → ReLU → Linear` with column scales `cols`, hidden channel
@@ -346,13 +354,12 @@ fn mlp(
 ) -> Result<(MlpData, Vec<f64>)> {
     let (l1, _) = linear(&m.l1, cols, Some(hidden))?;
     let (l2, acc) = linear(&m.l2, hidden, out)?;
-    let residual = match (residual, out) {
-        (Some(old), Some(new)) => {
-            old.iter().zip(new).map(|(o, n)| requant(*o as f64 / *n as f64)).collect::<Result<_>>()?
+    if let (Some(old), Some(new)) = (residual, out) {
+        if old != new {
+            bail!("a residual update must keep its latent's scales");
         }
-        _ => Vec::new(),
-    };
-    Ok((MlpData { l1, l2, residual }, acc))
+    }
+    Ok((MlpData { l1, l2, residual: residual.is_some() }, acc))
 }
 
 /// Channel scales of every int8 tensor, from calibration.
@@ -377,7 +384,13 @@ impl Scales {
         if !ok {
             bail!("calibration statistics do not match the network (calibrate on at least one graph first)");
         }
-        let all = |v: &[Channels]| v.iter().map(Channels::scales).collect::<Vec<_>>();
+        // One scale per latent channel for every round (a residual update
+        // adds into it without requantising the old latent).
+        let all = |v: &[Channels]| {
+            let mut every = Channels::default();
+            v.iter().for_each(|c| every.merge(c));
+            vec![every.scales(); v.len()]
+        };
         Ok(Scales {
             node_in: r.node_in.scales(),
             edge_in: r.edge_in.scales(),
@@ -452,10 +465,10 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
 /// accumulator (real units), for input noise variances `var_in`: the input
 /// noise through `W²`, the weight rounding (variance `s_w²/12` per weight,
 /// times the inputs' mean square in steps) and the bias rounding.
-fn layer_noise(d: &Dense, cols: &[f32], var_in: &[f64], mean_sq: &[f64]) -> Vec<f64> {
+fn layer_noise(d: &Dense, cols: &[f32], out: Option<&[f32]>, var_in: &[f64], mean_sq: &[f64]) -> Vec<f64> {
     (0..d.outputs)
         .map(|o| {
-            let s_w = weight_scale(d, o, cols);
+            let s_w = acc_scale_of(d, o, cols, out).0;
             let through: f64 = d.row(o).iter().zip(var_in).map(|(w, v)| (*w as f64).powi(2) * v).sum();
             let steps_sq: f64 = mean_sq.iter().zip(cols).map(|(m, c)| m / (*c as f64).powi(2)).sum();
             through + s_w * s_w / 12.0 * (steps_sq + 1.0)
@@ -472,15 +485,25 @@ fn add(a: &[f64], b: &[f64]) -> Vec<f64> {
 }
 
 /// Noise variance of an MLP's output channels (before the output's own
-/// rounding) for input noise `var_in`.
-fn mlp_noise(m: &FMlp, cols: &[f32], var_in: &[f64], mean_sq: &[f64], hidden: &[f32], hidden_sq: &[f64]) -> Vec<f64> {
-    let v1 = add(&layer_noise(&m.l1, cols, var_in, mean_sq), &sq12(hidden));
-    layer_noise(&m.l2, hidden, &v1, hidden_sq)
+/// rounding, to activation scales `out`, none for a head) for input noise
+/// `var_in`.
+#[allow(clippy::too_many_arguments)]
+fn mlp_noise(
+    m: &FMlp,
+    cols: &[f32],
+    var_in: &[f64],
+    mean_sq: &[f64],
+    hidden: &[f32],
+    hidden_sq: &[f64],
+    out: Option<&[f32]>,
+) -> Vec<f64> {
+    let v1 = add(&layer_noise(&m.l1, cols, Some(hidden), var_in, mean_sq), &sq12(hidden));
+    layer_noise(&m.l2, hidden, out, &v1, hidden_sq)
 }
 
 /// The standard deviation of `int8 − float` per output (`[Δx, Δv]`,
 /// physical units) predicted from the scales: every rounding (inputs,
-/// weights, biases, activations, both residual terms, the mean's division)
+/// weights, biases, activations, the residual updates, the mean's division)
 /// as independent uniform noise of variance `step²/12`, propagated
 /// through the float weights (ReLU and the mean do not grow it); inputs
 /// within the calibration ranges (no saturation).
@@ -489,7 +512,7 @@ pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
     let ms = |c: &Channels| c.mean_sq();
     // An encoder: its inputs' quantisation noise in, its output rounded.
     let encoder = |m: &FMlp, cols: &[f32], input: &Channels, hidden: &[f32], hidden_stats: &Channels, out: &[f32]| {
-        add(&mlp_noise(m, cols, &sq12(cols), &ms(input), hidden, &ms(hidden_stats)), &sq12(out))
+        add(&mlp_noise(m, cols, &sq12(cols), &ms(input), hidden, &ms(hidden_stats), Some(out)), &sq12(out))
     };
     let (m, hs, hr) = (&net.mlps, &sc.hidden, &r.hidden);
     let mut vh = encoder(&m.node_enc, &sc.node_in, &r.node_in, &hs.node_enc, &hr.node_enc, &sc.h[0]);
@@ -497,19 +520,22 @@ pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
     for k in 0..m.rounds() {
         let var_in = [&ve[..], &vh, &vh].concat();
         let ms_in = [ms(&r.e[k]), ms(&r.h[k]), ms(&r.h[k])].concat();
-        let de = mlp_noise(&m.edge_mlp[k], &sc.edge_cols(k), &var_in, &ms_in, &hs.edge_mlp[k], &ms(&hr.edge_mlp[k]));
-        let two = add(&sq12(&sc.e[k + 1]), &sq12(&sc.e[k + 1]));
-        ve = add(&add(&ve, &de), &two);
+        let out = Some(&sc.e[k + 1][..]);
+        let de =
+            mlp_noise(&m.edge_mlp[k], &sc.edge_cols(k), &var_in, &ms_in, &hs.edge_mlp[k], &ms(&hr.edge_mlp[k]), out);
+        // One rounding: the update's shift (the old latent keeps its scale).
+        ve = add(&add(&ve, &de), &sq12(&sc.e[k + 1]));
         let var_in = [&vh[..], &add(&ve, &sq12(&sc.e[k + 1]))].concat();
         let ms_in = [ms(&r.h[k]), ms(&r.agg[k])].concat();
-        let dh = mlp_noise(&m.node_mlp[k], &sc.node_cols(k), &var_in, &ms_in, &hs.node_mlp[k], &ms(&hr.node_mlp[k]));
-        let two = add(&sq12(&sc.h[k + 1]), &sq12(&sc.h[k + 1]));
-        vh = add(&add(&vh, &dh), &two);
+        let out = Some(&sc.h[k + 1][..]);
+        let dh =
+            mlp_noise(&m.node_mlp[k], &sc.node_cols(k), &var_in, &ms_in, &hs.node_mlp[k], &ms(&hr.node_mlp[k]), out);
+        vh = add(&add(&vh, &dh), &sq12(&sc.h[k + 1]));
     }
     let rounds = m.rounds();
     let ms_h = ms(&r.h[rounds]);
-    let vx = mlp_noise(&m.head_x, &sc.h[rounds], &vh, &ms_h, &hs.head_x, &ms(&hr.head_x));
-    let vv = mlp_noise(&m.head_v, &sc.h[rounds], &vh, &ms_h, &hs.head_v, &ms(&hr.head_v));
+    let vx = mlp_noise(&m.head_x, &sc.h[rounds], &vh, &ms_h, &hs.head_x, &ms(&hr.head_x), None);
+    let vv = mlp_noise(&m.head_v, &sc.h[rounds], &vh, &ms_h, &hs.head_v, &ms(&hr.head_v), None);
     let t = &net.norm.target;
     let mut out = [0f32; 6];
     for k in 0..6 {
