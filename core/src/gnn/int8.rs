@@ -337,6 +337,15 @@ impl<'a> Mlp<'a> {
     /// shifts, [`Mlp::ready`]): `relu_sat(acc >> shift)`.
     #[inline]
     fn hidden(&self, ready: &Shifts, acc: &[i32], hidden: &mut [i8]) {
+        // The latent width as fixed-size arrays: an unrolled loop with
+        // constant offsets.
+        if let (Ok(h), Ok(a)) = (<&mut [i8; 16]>::try_from(&mut *hidden), <&[i32; 16]>::try_from(acc)) {
+            let s = &ready.0[..16];
+            for k in 0..16 {
+                h[k] = relu_sat(a[k] >> s[k].get());
+            }
+            return;
+        }
         for ((h, &a), s) in hidden.iter_mut().zip(acc).zip(&ready.0) {
             *h = relu_sat(a >> s.get());
         }
@@ -349,6 +358,19 @@ impl<'a> Mlp<'a> {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
         let acc = &w.acc[..out.len()];
+        if let (Ok(y), Ok(a)) = (<&mut [i8; 16]>::try_from(&mut *out), <&[i32; 16]>::try_from(acc)) {
+            let s = &ready.out.0[..16];
+            if self.residual {
+                for k in 0..16 {
+                    y[k] = sat((a[k] >> s[k].get()).saturating_add(y[k] as i32));
+                }
+            } else {
+                for k in 0..16 {
+                    y[k] = sat(a[k] >> s[k].get());
+                }
+            }
+            return;
+        }
         if self.residual {
             for ((y, s), &a) in out.iter_mut().zip(&ready.out.0).zip(acc) {
                 *y = sat((a >> s.get()).saturating_add(*y as i32));
