@@ -372,6 +372,17 @@ pub fn accumulate_wide(wide: &[u32], x: &[i8], from: Option<&[i32]>, acc: &mut [
     }
 }
 
+/// [`accumulate_wide`] for sixteen inputs (the latent width): its two
+/// blocks without the general loop.
+#[inline(always)]
+pub fn accumulate_wide16(wide: &[u32], x: &[i8; 16], from: Option<&[i32]>, acc: &mut [i32]) {
+    let rows = acc.len();
+    let (lo, hi) = x.split_at(8);
+    let (Ok(lo), Ok(hi)) = (<&[i8; 8]>::try_from(lo), <&[i8; 8]>::try_from(hi)) else { return };
+    block8_wide(wide, lo, from, acc);
+    block8_wide(wide.get(4 * rows..).unwrap_or(&[]), hi, None, acc);
+}
+
 /// [`accumulate`] for any shape, `packed = pack(x)`.
 #[inline]
 pub fn accumulate_packed(weights: &[i8], stride: usize, col: usize, packed: &[u32], x: &[i8], acc: &mut [i32]) {

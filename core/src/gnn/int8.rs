@@ -221,7 +221,7 @@ impl<'a> Linear<'a> {
 
     /// The column block's product, added to the biases (`start`) or to
     /// `acc`.
-    #[inline]
+    #[inline(always)]
     fn product(&self, col: usize, x: &[i8], start: bool, acc: &mut [i32], packed: &mut [u32]) {
         #[cfg(all(feature = "dsp", target_arch = "arm"))]
         {
@@ -232,7 +232,10 @@ impl<'a> Linear<'a> {
             let blocks = x.len().is_multiple_of(8) || col + x.len() == self.inputs;
             if !self.wide.is_empty() && col.is_multiple_of(8) && blocks {
                 let wide = self.wide.get(col / 2 * self.outputs..).unwrap_or(&[]);
-                super::dsp::accumulate_wide(wide, x, from, acc);
+                match <&[i8; 16]>::try_from(x) {
+                    Ok(x16) => super::dsp::accumulate_wide16(wide, x16, from, acc),
+                    Err(_) => super::dsp::accumulate_wide(wide, x, from, acc),
+                }
             } else {
                 self.product_int8(col, x, from, packed, acc);
             }
@@ -335,7 +338,7 @@ impl<'a> Mlp<'a> {
 
     /// Hidden layer from a finished first-layer accumulator (`ready`: its
     /// shifts, [`Mlp::ready`]): `relu_sat(acc >> shift)`.
-    #[inline]
+    #[inline(always)]
     fn hidden(&self, ready: &Shifts, acc: &[i32], hidden: &mut [i8]) {
         // The latent width as fixed-size arrays: an unrolled loop with
         // constant offsets.
@@ -353,7 +356,7 @@ impl<'a> Mlp<'a> {
 
     /// Second layer from `w.hidden` into `out` (int8): `sat(acc >> shift)`,
     /// added to the old `out` for a residual update.
-    #[inline]
+    #[inline(always)]
     fn finish(&self, ready: &Ready, w: &mut Work, out: &mut [i8]) {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
