@@ -3,22 +3,13 @@
 //! (`cargo run --release -p weft-host --example fine_steps -- drape 0 40`:
 //! family, seed, frames).
 use weft_core::prelude::*;
-use weft_host::learn::dataset::{fine_scenario, DatasetSpec};
-use weft_host::learn::families::{scenario, Family};
+use weft_host::learn::dataset::fine_scenario;
+mod common;
+use weft_host::learn::families::Family;
 use weft_host::sim::storage::VecStateStorage;
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let family = match args.get(1).map(String::as_str).unwrap_or("drape") {
-        "hang" => Family::Hang,
-        "flag" => Family::Flag,
-        "fold" => Family::Fold,
-        _ => Family::Drape,
-    };
-    let seed = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let frames: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(40);
-    let spec = DatasetSpec::default();
-    let coarse = scenario(family, seed, spec.coarse, frames, spec.dt);
+    let (spec, coarse, _, _, frames) = common::coarse_from_args(Family::Drape, 40);
     let (fine, _) = fine_scenario(&coarse, spec.k, spec.time_substeps, spec.fine_integrator)?;
     fine.with_model(|model| {
         let mut ss = VecStateStorage::new(model, fine.max_pairs());

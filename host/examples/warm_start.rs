@@ -7,7 +7,8 @@
 //! family, seed, frames).
 use weft_core::math::Vec3;
 use weft_host::learn::dataset::{fine_scenario, DatasetSpec, PERTURBATION};
-use weft_host::learn::families::{scenario, Family};
+mod common;
+use weft_host::learn::families::Family;
 use weft_host::learn::metrics::{mean, rmse};
 use weft_host::sim::{self, corrector::Plain, scenario::Scenario};
 
@@ -31,17 +32,7 @@ fn change(a: &Frames, b: &Frames) -> f32 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let family = match args.get(1).map(String::as_str).unwrap_or("fold") {
-        "hang" => Family::Hang,
-        "flag" => Family::Flag,
-        "drape" => Family::Drape,
-        _ => Family::Fold,
-    };
-    let seed = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let frames: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(200);
-    let spec = DatasetSpec::default();
-    let coarse = scenario(family, seed, spec.coarse, frames, spec.dt);
+    let (spec, coarse, family, seed, frames) = common::coarse_from_args(Family::Fold, 200);
     let (warm, t_warm) = reference(&coarse, &spec, true)?;
     let (cold, t_cold) = reference(&coarse, &spec, false)?;
     let mut moved = coarse.clone();
