@@ -1163,17 +1163,34 @@ fn node_update(
     agg.fill(0);
     for (k, ek) in e.chunks_exact(l).enumerate() {
         let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        for (a, &x) in agg[r as usize * l..][..l].iter_mut().zip(ek) {
+        let a = &mut agg[r as usize * l..][..l];
+        // The latent width as fixed-size arrays (an unrolled loop).
+        if let (Ok(a), Ok(x)) = (<&mut [i32; 16]>::try_from(&mut *a), <&[i8; 16]>::try_from(ek)) {
+            for c in 0..16 {
+                a[c] += x[c] as i32;
+            }
+            continue;
+        }
+        for (a, &x) in a.iter_mut().zip(ek) {
             *a += x as i32;
         }
     }
     let mut input = [0i8; 2 * MAX_LATENT];
     let ready = nm.ready();
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        input[..l].copy_from_slice(hi);
         let d = degree[i].max(1);
-        for (q, &s) in input[l..2 * l].iter_mut().zip(&agg[i * l..][..l]) {
-            *q = sat(div_round(s, d));
+        let sums = &agg[i * l..][..l];
+        if let (Ok(h16), Ok(s16)) = (<&[i8; 16]>::try_from(&*hi), <&[i32; 16]>::try_from(sums)) {
+            // The latent width as fixed-size arrays (no `memcpy` call).
+            input[..16].copy_from_slice(h16);
+            for c in 0..16 {
+                input[16 + c] = sat(div_round(s16[c], d));
+            }
+        } else {
+            input[..l].copy_from_slice(hi);
+            for (q, &s) in input[l..2 * l].iter_mut().zip(sums) {
+                *q = sat(div_round(s, d));
+            }
         }
         nm.run(&ready, &input[..2 * l], w, hi);
     }
