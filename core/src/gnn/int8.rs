@@ -1137,8 +1137,19 @@ fn edge_update(
     let ready = em.ready();
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        for ((a, &x), &y) in w.acc.iter_mut().zip(&ps[s as usize * l..][..l]).zip(&pr[r as usize * l..][..l]) {
-            *a = x + y;
+        let (xs, ys) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l]);
+        match (<&[i32; 16]>::try_from(xs), <&[i32; 16]>::try_from(ys)) {
+            // The latent width as fixed-size arrays (an unrolled loop).
+            (Ok(xs), Ok(ys)) => {
+                for c in 0..16 {
+                    w.acc[c] = xs[c] + ys[c];
+                }
+            }
+            _ => {
+                for ((a, &x), &y) in w.acc.iter_mut().zip(xs).zip(ys) {
+                    *a = x + y;
+                }
+            }
         }
         em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
         em.hidden(&ready.hidden, &w.acc[..l], &mut w.hidden[..l]);
