@@ -299,3 +299,36 @@ fn corrected_rollouts_on_a_test_scenario() {
     assert!(float < 1.25 * plain, "float corrected {float} m drifts from the plain cloth's {plain} m");
     assert!(int8 < 1.25 * plain, "int8 {int8} m drifts from the plain cloth's {plain} m");
 }
+
+/// A layer's weight scale under requantisation by shifts
+/// (`quantize::shift_scale`): its activation's scale over a power of two,
+/// never below the best scale (no weight saturates) and under twice it
+/// (the weights keep at least half the int8 range), except where the
+/// shift is at its bounds.
+#[test]
+fn shift_scales_keep_the_weights_within_one_bit() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut interior = 0;
+    for _ in 0..10_000 {
+        let best = 10f64.powf(-8.0 + 8.0 * next());
+        let out = best * 2f64.powf(-2.0 + 36.0 * next());
+        let (s, k) = quantize::shift_scale(best, out);
+        assert!(k <= weft_core::gnn::int8::MAX_SHIFT);
+        assert_eq!(s, out / 2f64.powi(k as i32), "{best} {out}");
+        if k == 0 && out < best {
+            continue; // the output's range is below a single term's: saturates
+        }
+        assert!(s >= best, "scale {s} below the best {best} (shift {k})");
+        if k < weft_core::gnn::int8::MAX_SHIFT {
+            assert!(s < 2.0 * best, "scale {s} at or over twice the best {best} (shift {k})");
+            interior += 1;
+        }
+    }
+    assert!(interior > 5_000, "{interior} draws inside the shift's range");
+}
