@@ -307,13 +307,8 @@ fn corrected_rollouts_on_a_test_scenario() {
 /// shift is at its bounds.
 #[test]
 fn shift_scales_keep_the_weights_within_one_bit() {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = families::Rng::new(0x2545_f491);
+    let mut next = || rng.range(0.0, 1.0) as f64;
     let mut interior = 0;
     for _ in 0..10_000 {
         let best = 10f64.powf(-8.0 + 8.0 * next());
