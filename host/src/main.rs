@@ -48,8 +48,9 @@ enum Command {
         #[command(flatten)]
         spec: DatasetSpec,
         /// Run only shard i of n (`--shard 2/8`, the jobs in turn); merge
-        /// shards by copying their files into one folder and running the
-        /// same command there without `--shard` (every file is kept).
+        /// shards by copying every shard's trajectory files and one shard's
+        /// `index.json` (its spec is what lets the files be kept) into one
+        /// folder and running the same command there without `--shard`.
         #[arg(long, default_value = "0/1")]
         shard: dataset::Shard,
         #[arg(short, long)]
