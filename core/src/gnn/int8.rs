@@ -78,6 +78,22 @@ fn relu_sat(v: i32) -> i8 {
     v.clamp(0, 127) as i8
 }
 
+/// `f(c)` for every channel `c < n`: at the latent width, 16, as a loop
+/// of constant length (unrolled, constant offsets, no bounds checks on
+/// slices of that length), else as the general loop.
+#[inline(always)]
+fn per_channel(n: usize, mut f: impl FnMut(usize)) {
+    if n == 16 {
+        for c in 0..16 {
+            f(c);
+        }
+    } else {
+        for c in 0..n {
+            f(c);
+        }
+    }
+}
+
 /// A dense layer `acc = bias + W · x` with `W` row-major
 /// `[outputs][inputs]`.
 #[derive(Clone, Copy, Debug)]
@@ -340,18 +356,9 @@ impl<'a> Mlp<'a> {
     /// shifts, [`Mlp::ready`]): `relu_sat(acc >> shift)`.
     #[inline(always)]
     fn hidden(&self, ready: &Shifts, acc: &[i32], hidden: &mut [i8]) {
-        // The latent width as fixed-size arrays: an unrolled loop with
-        // constant offsets.
-        if let (Ok(h), Ok(a)) = (<&mut [i8; 16]>::try_from(&mut *hidden), <&[i32; 16]>::try_from(acc)) {
-            let s = &ready.0[..16];
-            for k in 0..16 {
-                h[k] = relu_sat(a[k] >> s[k].get());
-            }
-            return;
-        }
-        for ((h, &a), s) in hidden.iter_mut().zip(acc).zip(&ready.0) {
-            *h = relu_sat(a >> s.get());
-        }
+        let n = hidden.len().min(acc.len()).min(MAX_LATENT);
+        let (h, a, s) = (&mut hidden[..n], &acc[..n], &ready.0[..n]);
+        per_channel(n, |k| h[k] = relu_sat(a[k] >> s[k].get()));
     }
 
     /// Second layer from `w.hidden` into `out` (int8): `sat(acc >> shift)`,
@@ -360,28 +367,12 @@ impl<'a> Mlp<'a> {
     fn finish(&self, ready: &Ready, w: &mut Work, out: &mut [i8]) {
         let h = self.l1.outputs;
         self.l2.start_with(0, &w.hidden[..h], &mut w.acc, &mut w.packed);
-        let acc = &w.acc[..out.len()];
-        if let (Ok(y), Ok(a)) = (<&mut [i8; 16]>::try_from(&mut *out), <&[i32; 16]>::try_from(acc)) {
-            let s = &ready.out.0[..16];
-            if self.residual {
-                for k in 0..16 {
-                    y[k] = sat((a[k] >> s[k].get()).saturating_add(y[k] as i32));
-                }
-            } else {
-                for k in 0..16 {
-                    y[k] = sat(a[k] >> s[k].get());
-                }
-            }
-            return;
-        }
+        let n = out.len().min(MAX_LATENT);
+        let (y, a, s) = (&mut out[..n], &w.acc[..n], &ready.out.0[..n]);
         if self.residual {
-            for ((y, s), &a) in out.iter_mut().zip(&ready.out.0).zip(acc) {
-                *y = sat((a >> s.get()).saturating_add(*y as i32));
-            }
+            per_channel(n, |k| y[k] = sat((a[k] >> s[k].get()).saturating_add(y[k] as i32)));
         } else {
-            for ((y, s), &a) in out.iter_mut().zip(&ready.out.0).zip(acc) {
-                *y = sat(a >> s.get());
-            }
+            per_channel(n, |k| y[k] = sat(a[k] >> s[k].get()));
         }
     }
 
@@ -1137,20 +1128,8 @@ fn edge_update(
     let ready = em.ready();
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        let (xs, ys) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l]);
-        match (<&[i32; 16]>::try_from(xs), <&[i32; 16]>::try_from(ys)) {
-            // The latent width as fixed-size arrays (an unrolled loop).
-            (Ok(xs), Ok(ys)) => {
-                for c in 0..16 {
-                    w.acc[c] = xs[c] + ys[c];
-                }
-            }
-            _ => {
-                for ((a, &x), &y) in w.acc.iter_mut().zip(xs).zip(ys) {
-                    *a = x + y;
-                }
-            }
-        }
+        let (xs, ys, acc) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l], &mut w.acc[..l]);
+        per_channel(l, |c| acc[c] = xs[c] + ys[c]);
         em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
         em.hidden(&ready.hidden, &w.acc[..l], &mut w.hidden[..l]);
         em.finish(&ready, w, ek);
@@ -1175,34 +1154,17 @@ fn node_update(
     for (k, ek) in e.chunks_exact(l).enumerate() {
         let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
         let a = &mut agg[r as usize * l..][..l];
-        // The latent width as fixed-size arrays (an unrolled loop).
-        if let (Ok(a), Ok(x)) = (<&mut [i32; 16]>::try_from(&mut *a), <&[i8; 16]>::try_from(ek)) {
-            for c in 0..16 {
-                a[c] += x[c] as i32;
-            }
-            continue;
-        }
-        for (a, &x) in a.iter_mut().zip(ek) {
-            *a += x as i32;
-        }
+        per_channel(l, |c| a[c] += ek[c] as i32);
     }
     let mut input = [0i8; 2 * MAX_LATENT];
     let ready = nm.ready();
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let d = degree[i].max(1);
-        let sums = &agg[i * l..][..l];
-        if let (Ok(h16), Ok(s16)) = (<&[i8; 16]>::try_from(&*hi), <&[i32; 16]>::try_from(sums)) {
-            // The latent width as fixed-size arrays (no `memcpy` call).
-            input[..16].copy_from_slice(h16);
-            for c in 0..16 {
-                input[16 + c] = sat(div_round(s16[c], d));
-            }
-        } else {
-            input[..l].copy_from_slice(hi);
-            for (q, &s) in input[l..2 * l].iter_mut().zip(sums) {
-                *q = sat(div_round(s, d));
-            }
-        }
+        let (sums, (own, mean)) = (&agg[i * l..][..l], input[..2 * l].split_at_mut(l));
+        per_channel(l, |c| {
+            own[c] = hi[c];
+            mean[c] = sat(div_round(sums[c], d));
+        });
         nm.run(&ready, &input[..2 * l], w, hi);
     }
     Ok(())
