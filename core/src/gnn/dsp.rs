@@ -420,3 +420,236 @@ pub fn accumulate_packed(weights: &[i8], stride: usize, col: usize, packed: &[u3
         *last += dot(row(o), packed, tail);
     }
 }
+
+/// Where a sixteen-row block ([`rows16`]) starts its accumulators from.
+#[derive(Clone, Copy)]
+pub enum Start<'a> {
+    /// Given values (a layer's biases).
+    From(&'a [i32; 16]),
+    /// The sum of two rows of values (the edge update's factorised node
+    /// terms, sender's and receiver's).
+    Sum(&'a [i32; 16], &'a [i32; 16]),
+    /// The accumulators as they are.
+    Acc,
+}
+
+/// What a sixteen-row layer ([`rows16`]) leaves: its int32 accumulators,
+/// or int8 activations at the layer's per-row right shifts.
+pub enum End<'a> {
+    /// The accumulators.
+    Acc,
+    /// `relu_sat(acc >> shift)`, a hidden layer.
+    Relu(&'a [u8; 16], &'a mut [i8; 16]),
+    /// `sat(acc >> shift)`.
+    Sat(&'a [u8; 16], &'a mut [i8; 16]),
+    /// `y ← sat((acc >> shift) + y)`, a residual update in place.
+    Residual(&'a [u8; 16], &'a mut [i8; 16]),
+}
+
+/// The eight activations of `x` packed for `SMLAD`: `(x0, x2)`, `(x1, x3)`,
+/// `(x4, x6)`, `(x5, x7)`.
+#[inline(always)]
+fn pack8(x: &[i8; 8]) -> [u32; 4] {
+    let lo = u32::from_le_bytes([x[0] as u8, x[1] as u8, x[2] as u8, x[3] as u8]);
+    let hi = u32::from_le_bytes([x[4] as u8, x[5] as u8, x[6] as u8, x[7] as u8]);
+    [sxtb16(lo), sxtb16_ror8(lo), sxtb16(hi), sxtb16_ror8(hi)]
+}
+
+/// `asm!` text: one row's eight multiply-accumulates on widened weights
+/// (four words at `{row}`) into `{a}`.
+macro_rules! mac8 {
+    () => {
+        concat!(
+            "ldrd {w0}, {w1}, [{row}], #8\n",
+            "smlad {a}, {w0}, {p0}, {a}\n",
+            "smlad {a}, {w1}, {p1}, {a}\n",
+            "ldrd {w0}, {w1}, [{row}], #8\n",
+            "smlad {a}, {w0}, {p2}, {a}\n",
+            "smlad {a}, {w1}, {p3}, {a}\n"
+        )
+    };
+}
+
+/// `asm!` text: `$row` sixteen times (no loop counter, no branch).
+macro_rules! times16 {
+    ($row:expr) => {
+        concat!($row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row, $row)
+    };
+}
+
+/// `asm!` text: `{a}` from the next value at `{src}`.
+macro_rules! load_one {
+    () => {
+        "ldr {a}, [{src}], #4\n"
+    };
+}
+
+/// `asm!` text: `{a}` from the sum of the next values at `{src}` and
+/// `{src2}`.
+macro_rules! load_sum {
+    () => {
+        concat!("ldr {a}, [{src}], #4\n", "ldr {w0}, [{src2}], #4\n", "add {a}, {a}, {w0}\n")
+    };
+}
+
+/// `asm!` text: `{a}` stored as the next int32 at `{out}`.
+macro_rules! store_acc {
+    () => {
+        "str {a}, [{out}], #4\n"
+    };
+}
+
+/// `asm!` text: `{a}` shifted right by the next shift at `{sh}`, then
+/// saturated by `$sat` and stored as the next byte at `{out}`.
+macro_rules! store_shifted {
+    ($sat:expr) => {
+        concat!("ldrb {w0}, [{sh}], #1\n", "asr {a}, {a}, {w0}\n", $sat, "strb {a}, [{out}], #1\n")
+    };
+}
+
+/// `asm!` text: `{a}` shifted right by the next shift at `{sh}`, added
+/// (saturating) to the int8 at `{out}`, saturated to int8 and stored there.
+macro_rules! store_residual {
+    () => {
+        concat!(
+            "ldrb {w0}, [{sh}], #1\n",
+            "ldrsb {w1}, [{out}]\n",
+            "asr {a}, {a}, {w0}\n",
+            "qadd {a}, {a}, {w1}\n",
+            "ssat {a}, #8, {a}\n",
+            "strb {a}, [{out}], #1\n"
+        )
+    };
+}
+
+/// One block of eight inputs for sixteen rows of widened weights (`wide`:
+/// the block's 64 words), from values at `src` into int32 at `out`
+/// (`src` may be `out`: each row is read before it is written).
+///
+/// # Safety
+/// `src` and `out` point to sixteen readable and writable `i32`.
+#[inline(always)]
+unsafe fn block16_acc(wide: &[u32; 64], p: [u32; 4], src: *const i32, out: *mut i32) {
+    // SAFETY: reads the 64 words of `wide` (word-aligned, as `LDRD`
+    // needs) and the sixteen values at `src`, writes sixteen at `out`
+    // (the caller's contract). No stack use; `SMLAD` may set the sticky Q
+    // flag, which nothing reads.
+    unsafe {
+        asm!(
+            times16!(concat!(load_one!(), mac8!(), store_acc!())),
+            row = inout(reg) wide.as_ptr() => _,
+            src = inout(reg) src => _,
+            out = inout(reg) out => _,
+            p0 = in(reg) p[0], p1 = in(reg) p[1], p2 = in(reg) p[2], p3 = in(reg) p[3],
+            w0 = out(reg) _, w1 = out(reg) _, a = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// [`block16_acc`] from the sum of two rows of values.
+#[inline(always)]
+fn block16_sum(wide: &[u32; 64], p: [u32; 4], x: &[i32; 16], y: &[i32; 16], out: &mut [i32; 16]) {
+    // SAFETY: reads the 64 words of `wide` (word-aligned) and the sixteen
+    // values of `x` and `y`, writes the sixteen of `out`. No stack use;
+    // `SMLAD` may set the sticky Q flag, which nothing reads.
+    unsafe {
+        asm!(
+            times16!(concat!(load_sum!(), mac8!(), store_acc!())),
+            row = inout(reg) wide.as_ptr() => _,
+            src = inout(reg) x.as_ptr() => _,
+            src2 = inout(reg) y.as_ptr() => _,
+            out = inout(reg) out.as_mut_ptr() => _,
+            p0 = in(reg) p[0], p1 = in(reg) p[1], p2 = in(reg) p[2], p3 = in(reg) p[3],
+            w0 = out(reg) _, w1 = out(reg) _, a = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// A layer's last block for sixteen rows: from the accumulators `acc` to
+/// int8 at the per-row shifts `sh`, saturated by `relu` (`USAT #7`) or not
+/// (`SSAT #8`), or added to `y` (`residual`).
+#[inline(always)]
+fn block16_end(wide: &[u32; 64], p: [u32; 4], acc: &[i32; 16], sh: &[u8; 16], y: &mut [i8; 16], how: Kind) {
+    macro_rules! run {
+        ($store:expr) => {
+            // SAFETY: reads the 64 words of `wide` (word-aligned), the
+            // sixteen values of `acc` and bytes of `sh`, reads and writes
+            // the sixteen bytes of `y`. No stack use; `QADD` and `SSAT` may
+            // set the sticky Q flag, which nothing reads.
+            unsafe {
+                asm!(
+                    times16!(concat!(load_one!(), mac8!(), $store)),
+                    row = inout(reg) wide.as_ptr() => _,
+                    src = inout(reg) acc.as_ptr() => _,
+                    sh = inout(reg) sh.as_ptr() => _,
+                    out = inout(reg) y.as_mut_ptr() => _,
+                    p0 = in(reg) p[0], p1 = in(reg) p[1], p2 = in(reg) p[2], p3 = in(reg) p[3],
+                    w0 = out(reg) _, w1 = out(reg) _, a = out(reg) _,
+                    options(nostack),
+                )
+            }
+        };
+    }
+    match how {
+        Kind::Relu => run!(store_shifted!("usat {a}, #7, {a}\n")),
+        Kind::Sat => run!(store_shifted!("ssat {a}, #8, {a}\n")),
+        Kind::Residual => run!(store_residual!()),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Relu,
+    Sat,
+    Residual,
+}
+
+/// A layer of sixteen output rows on the widened weights of `x`'s columns
+/// (`wide`, [`super::int8::widen`]'s order, from the block of `x`'s first
+/// input on; a last block of fewer than eight inputs padded with zeros):
+/// `acc = start + W x`, then `end`. Every block's sixteen rows unrolled
+/// (eight instructions a row for eight multiply-accumulates, the end's
+/// requantisation folded into the last block's rows). Returns `false`,
+/// having done nothing, unless `x` spans at least two blocks whose weights
+/// `wide` holds.
+#[inline(always)]
+pub fn rows16(wide: &[u32], x: &[i8], start: Start, acc: &mut [i32; 16], end: End) -> bool {
+    let (chunks, tail) = x.as_chunks::<8>();
+    let blocks = chunks.len() + usize::from(!tail.is_empty());
+    if blocks < 2 || wide.len() < 64 * blocks {
+        return false;
+    }
+    let mut padded = [0i8; 8];
+    padded[..tail.len()].copy_from_slice(tail);
+    let last = blocks - 1;
+    let mut end = Some(end);
+    for b in 0..blocks {
+        let Some(w) = wide[64 * b..].first_chunk::<64>() else { return false };
+        let p = pack8(chunks.get(b).unwrap_or(&padded));
+        match (b, start) {
+            (0, Start::From(f)) => {
+                // SAFETY: `f` and `acc` hold sixteen values each.
+                unsafe { block16_acc(w, p, f.as_ptr(), acc.as_mut_ptr()) }
+            }
+            (0, Start::Sum(f, g)) => block16_sum(w, p, f, g, acc),
+            _ if b < last => {
+                let a = acc.as_mut_ptr();
+                // SAFETY: in place on the sixteen values of `acc`.
+                unsafe { block16_acc(w, p, a, a) }
+            }
+            _ => match end.take().unwrap_or(End::Acc) {
+                End::Acc => {
+                    let a = acc.as_mut_ptr();
+                    // SAFETY: in place on the sixteen values of `acc`.
+                    unsafe { block16_acc(w, p, a, a) }
+                }
+                End::Relu(sh, y) => block16_end(w, p, acc, sh, y, Kind::Relu),
+                End::Sat(sh, y) => block16_end(w, p, acc, sh, y, Kind::Sat),
+                End::Residual(sh, y) => block16_end(w, p, acc, sh, y, Kind::Residual),
+            },
+        }
+    }
+    true
+}

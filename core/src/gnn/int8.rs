@@ -245,6 +245,12 @@ impl<'a> Linear<'a> {
             let Some(acc) = acc.get_mut(..self.outputs) else { return };
             // Widened weights serve whole blocks of eight inputs and a
             // layer's last, shorter block (padded with zero weights).
+            if let (Some(s), Ok(a)) = (self.sixteen(col, x.len()), <&mut [i32; 16]>::try_from(&mut *acc)) {
+                let start = if start { super::dsp::Start::From(s.bias) } else { super::dsp::Start::Acc };
+                if super::dsp::rows16(s.wide, x, start, a, super::dsp::End::Acc) {
+                    return;
+                }
+            }
             let blocks = x.len().is_multiple_of(8) || col + x.len() == self.inputs;
             if !self.wide.is_empty() && col.is_multiple_of(8) && blocks {
                 let wide = self.wide.get(col / 2 * self.outputs..).unwrap_or(&[]);
@@ -287,6 +293,23 @@ impl<'a> Linear<'a> {
         super::dsp::accumulate(self.weights, self.inputs, col, x, from, packed, acc);
     }
 
+    /// A layer of sixteen outputs with widened weights, for `inputs`
+    /// inputs from column `col` on (whole blocks of eight, or the layer's
+    /// last columns): the pieces [`super::dsp::rows16`] takes.
+    #[cfg(all(feature = "dsp", target_arch = "arm"))]
+    #[inline(always)]
+    fn sixteen(&self, col: usize, inputs: usize) -> Option<Sixteen<'a>> {
+        let whole = inputs.is_multiple_of(8) || col + inputs == self.inputs;
+        if self.outputs != 16 || self.wide.is_empty() || !col.is_multiple_of(8) || !whole {
+            return None;
+        }
+        Some(Sixteen {
+            wide: self.wide.get(col * 8..)?,
+            bias: self.bias.first_chunk()?,
+            shift: self.shift.first_chunk(),
+        })
+    }
+
     /// `acc = bias + W x` (the layer's accumulators, before
     /// requantisation); `acc` needs `outputs` entries, `x` `inputs`.
     pub fn matvec(&self, x: &[i8], acc: &mut [i32]) -> Result<(), GnnError> {
@@ -317,6 +340,66 @@ impl<'a> Linear<'a> {
     }
 }
 
+/// A sixteen-output layer's widened weights (from a column on), biases
+/// and shifts ([`Linear::sixteen`]).
+#[cfg(all(feature = "dsp", target_arch = "arm"))]
+#[derive(Clone, Copy)]
+struct Sixteen<'a> {
+    wide: &'a [u32],
+    bias: &'a [i32; 16],
+    shift: Option<&'a [u8; 16]>,
+}
+
+/// An MLP of sixteen hidden and output channels with widened weights, run
+/// by the DSP kernel's sixteen-row blocks with the requantisations folded
+/// in ([`Mlp::fused`]): checked once per stage, not per node or edge.
+#[cfg(all(feature = "dsp", target_arch = "arm"))]
+#[derive(Clone, Copy)]
+struct Fused<'a> {
+    l1: Sixteen<'a>,
+    s1: &'a [u8; 16],
+    l2: Sixteen<'a>,
+    s2: &'a [u8; 16],
+    residual: bool,
+}
+
+#[cfg(all(feature = "dsp", target_arch = "arm"))]
+impl Fused<'_> {
+    /// The MLP on `x` into `out` (the residual added to it), its first
+    /// layer started from `start` (the biases if `None`); `false`, with
+    /// nothing written, where the kernel does not take the shapes.
+    #[inline(always)]
+    fn run(&self, x: &[i8], sum: Option<(&[i32; 16], &[i32; 16])>, w: &mut Work, out: &mut [i8]) -> bool {
+        use super::dsp::{rows16, End, Start};
+        let start = sum.map(|(a, b)| Start::Sum(a, b));
+        let (Some(acc), Some(hidden), Some(y)) =
+            (w.acc.first_chunk_mut::<16>(), w.hidden.first_chunk_mut::<16>(), out.first_chunk_mut::<16>())
+        else {
+            return false;
+        };
+        if x.len() <= 8
+            || !rows16(self.l1.wide, x, start.unwrap_or(Start::From(self.l1.bias)), acc, End::Relu(self.s1, hidden))
+        {
+            return false;
+        }
+        let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
+        rows16(self.l2.wide, &hidden[..], Start::From(self.l2.bias), acc, end)
+    }
+}
+
+/// Without the DSP kernel, no MLP is fused ([`Mlp::fused`] is `None`).
+#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+#[derive(Clone, Copy)]
+struct Fused;
+
+#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+impl Fused {
+    #[inline(always)]
+    fn run(&self, _: &[i8], _: Option<(&[i32; 16], &[i32; 16])>, _: &mut Work, _: &mut [i8]) -> bool {
+        false
+    }
+}
+
 /// `Linear → ReLU → Linear`, residual or not.
 #[derive(Clone, Copy, Debug)]
 pub struct Mlp<'a> {
@@ -342,6 +425,22 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn ready(&self) -> Ready {
         Ready { hidden: Shifts::of(self.l1.shift), out: Shifts::of(self.l2.shift) }
+    }
+
+    /// The sixteen-channel kernel's view of this MLP on `inputs` inputs,
+    /// if it takes it.
+    #[cfg(all(feature = "dsp", target_arch = "arm"))]
+    #[inline]
+    fn fused(&self, inputs: usize) -> Option<Fused<'a>> {
+        let (l1, l2) = (self.l1.sixteen(0, inputs)?, self.l2.sixteen(0, 16)?);
+        (self.l1.outputs == 16 && self.l2.inputs == 16 && inputs > 8).then_some(())?;
+        Some(Fused { l1, s1: l1.shift?, l2, s2: l2.shift?, residual: self.residual })
+    }
+
+    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+    #[inline(always)]
+    fn fused(&self, _: usize) -> Option<Fused> {
+        None
     }
 
     /// First layer and ReLU on `x` into `w.hidden`.
@@ -1002,16 +1101,23 @@ fn encode(
     let l = net.latent;
     let inputs = Inputs::new(net, g);
     let ready = net.mlps.node_enc.ready();
+    let fused = net.mlps.node_enc.fused(NODE_FEATURES);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        net.mlps.node_enc.run(&ready, &inputs.node(i)?, w, hi);
+        let x = inputs.node(i)?;
+        if !fused.is_some_and(|f| f.run(&x, None, w, hi)) {
+            net.mlps.node_enc.run(&ready, &x, w, hi);
+        }
     }
     degree.fill(0);
     let ready = net.mlps.edge_enc.ready();
+    let fused = net.mlps.edge_enc.fused(EDGE_FEATURES);
     let mut last = None;
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let (ends, q) = inputs.edge_after(k, last)?;
         last = Some((ends, q));
-        net.mlps.edge_enc.run(&ready, &q, w, ek);
+        if !fused.is_some_and(|f| f.run(&q, None, w, ek)) {
+            net.mlps.edge_enc.run(&ready, &q, w, ek);
+        }
         degree[ends[1] as usize] += 1;
     }
     Ok(())
@@ -1126,9 +1232,21 @@ fn edge_update(
         em.l1.accumulate(2 * l, hi, r, &mut w.packed);
     }
     let ready = em.ready();
+    let fused = em.fused(l);
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
-        let (xs, ys, acc) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l], &mut w.acc[..l]);
+        let (xs, ys) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l]);
+        if let (Some(f), Some(x), Some(a), Some(b)) =
+            (fused, ek.first_chunk::<16>(), xs.first_chunk(), ys.first_chunk())
+        {
+            // The edge's own latent is the first layer's input and the
+            // residual's output.
+            let x = *x;
+            if f.run(&x, Some((a, b)), w, ek) {
+                continue;
+            }
+        }
+        let acc = &mut w.acc[..l];
         per_channel(l, |c| acc[c] = xs[c] + ys[c]);
         em.l1.accumulate(0, ek, &mut w.acc, &mut w.packed);
         em.hidden(&ready.hidden, &w.acc[..l], &mut w.hidden[..l]);
@@ -1158,6 +1276,7 @@ fn node_update(
     }
     let mut input = [0i8; 2 * MAX_LATENT];
     let ready = nm.ready();
+    let fused = nm.fused(2 * l);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let d = degree[i].max(1);
         let (sums, (own, mean)) = (&agg[i * l..][..l], input[..2 * l].split_at_mut(l));
@@ -1165,7 +1284,9 @@ fn node_update(
             own[c] = hi[c];
             mean[c] = sat(div_round(sums[c], d));
         });
-        nm.run(&ready, &input[..2 * l], w, hi);
+        if !fused.is_some_and(|f| f.run(&input[..2 * l], None, w, hi)) {
+            nm.run(&ready, &input[..2 * l], w, hi);
+        }
     }
     Ok(())
 }
