@@ -501,6 +501,66 @@ fn dsp_matches_portable() -> Result<u32, usize> {
         }
         count += 1;
     }
+    // The sixteen-row kernel with each start and each end it folds in, on
+    // the network's input widths, against the portable dot products and
+    // the requantisation written out.
+    let mut shifts = [0u8; 16];
+    for (k, s) in shifts.iter_mut().enumerate() {
+        *s = [0, 1, 7, 12, 31][k % 5] + (k as u8 / 5);
+    }
+    let shifts = shifts.map(|s| s.min(31));
+    for inputs in [10, 15, 16, 32, 48] {
+        let mut w = [0i8; 16 * 48];
+        for v in &mut w[..inputs * 16] {
+            *v = next();
+        }
+        let mut wide = [0u32; 4 * 6 * 16];
+        let n = int8::widen(&w[..inputs * 16], inputs, 16, &mut wide);
+        let mut x = [0i8; 48];
+        for v in &mut x[..inputs] {
+            *v = next().max(-127);
+        }
+        let from: [i32; 16] = core::array::from_fn(|o| (next() as i32) << (o % 20));
+        let other: [i32; 16] = core::array::from_fn(|o| (next() as i32) << (o % 14));
+        let y0: [i8; 16] = core::array::from_fn(|_| next());
+        for (start, end) in (0..3).flat_map(|s| (0..4).map(move |e| (s, e))) {
+            let mut acc = [7i32; 16];
+            let mut y = y0;
+            let begin = match start {
+                0 => dsp::Start::From(&from),
+                1 => dsp::Start::Sum(&from, &other),
+                _ => dsp::Start::Acc,
+            };
+            let finish = match end {
+                0 => dsp::End::Acc,
+                1 => dsp::End::Relu(&shifts, &mut y),
+                2 => dsp::End::Sat(&shifts, &mut y),
+                _ => dsp::End::Residual(&shifts, &mut y),
+            };
+            if !dsp::rows16(&wide[..n], &x[..inputs], begin, &mut acc, finish) {
+                return Err(1000 + inputs);
+            }
+            for o in 0..16 {
+                let base = match start {
+                    0 => from[o],
+                    1 => from[o] + other[o],
+                    _ => 7,
+                };
+                let a = base + int8::dot(&w[o * inputs..][..inputs], &x[..inputs]);
+                let q = a >> shifts[o];
+                let want = match end {
+                    0 => y0[o],
+                    1 => q.clamp(0, 127) as i8,
+                    2 => q.clamp(-128, 127) as i8,
+                    _ => q.saturating_add(y0[o] as i32).clamp(-128, 127) as i8,
+                };
+                if (end == 0 && acc[o] != a) || y[o] != want {
+                    return Err(2000 + inputs);
+                }
+            }
+            count += 1;
+        }
+    }
     Ok(count)
 }
 
