@@ -165,6 +165,39 @@ pub fn dot(w: &[i8], x: &[i8]) -> i32 {
     acc + w_rest.iter().zip(x_rest).map(|(&a, &b)| a as i32 * b as i32).sum::<i32>()
 }
 
+/// `acc[o] += Σ_k W[o][k] · x[k]` for sixteen rows on widened weights
+/// (`wide` from the block of `x`'s first input on, [`widen`]'s order; a
+/// last block of fewer than eight inputs padded with zeros), portable:
+/// pairwise 16-bit multiply-adds over each row's four weight pairs, all
+/// sixteen rows at once, a shape vectorisers turn into `PMADDWD` (or
+/// `VPDPWSSD`) with the accumulators in one register. `false`, with
+/// nothing done, if `wide` is too short.
+#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+#[inline(always)]
+fn rows16_portable(wide: &[u32], x: &[i8], acc: &mut [i32; 16]) -> bool {
+    let (chunks, tail) = x.as_chunks::<8>();
+    let blocks = chunks.len() + usize::from(!tail.is_empty());
+    let Some(wide) = wide.get(..64 * blocks) else { return false };
+    let mut padded = [0i8; 8];
+    padded[..tail.len()].copy_from_slice(tail);
+    let mut a = *acc;
+    for (b, w) in wide.as_chunks::<64>().0.iter().enumerate() {
+        let x8 = chunks.get(b).unwrap_or(&padded);
+        // The activations in the weights' pair order.
+        let xs: [i32; 8] = [x8[0], x8[2], x8[1], x8[3], x8[4], x8[6], x8[5], x8[7]].map(i32::from);
+        for (a, w) in a.iter_mut().zip(w.as_chunks::<4>().0) {
+            let mut s = 0;
+            for q in 0..4 {
+                let (lo, hi) = (w[q] as u16 as i16, (w[q] >> 16) as u16 as i16);
+                s += lo as i32 * xs[2 * q] + hi as i32 * xs[2 * q + 1];
+            }
+            *a += s;
+        }
+    }
+    *acc = a;
+    true
+}
+
 /// A fixed-length dot product (an int8 × int8 product fits in int16).
 #[inline(always)]
 fn dot_n<const N: usize>(w: &[i8; N], x: &[i8; N]) -> i32 {
@@ -268,6 +301,11 @@ impl<'a> Linear<'a> {
             if start {
                 self.start(acc);
             }
+            if let (Some(s), Some(a)) = (self.sixteen(col, x.len()), acc.first_chunk_mut::<16>()) {
+                if rows16_portable(s.wide, x, a) {
+                    return;
+                }
+            }
             let rows = self.weights.get(col..).unwrap_or(&[]).chunks(self.inputs);
             if let Ok(x16) = <&[i8; 16]>::try_from(x) {
                 // The latent width: a fixed-size dot product per row.
@@ -296,7 +334,6 @@ impl<'a> Linear<'a> {
     /// A layer of sixteen outputs with widened weights, for `inputs`
     /// inputs from column `col` on (whole blocks of eight, or the layer's
     /// last columns): the pieces [`super::dsp::rows16`] takes.
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
     #[inline(always)]
     fn sixteen(&self, col: usize, inputs: usize) -> Option<Sixteen<'a>> {
         let whole = inputs.is_multiple_of(8) || col + inputs == self.inputs;
@@ -342,7 +379,6 @@ impl<'a> Linear<'a> {
 
 /// A sixteen-output layer's widened weights (from a column on), biases
 /// and shifts ([`Linear::sixteen`]).
-#[cfg(all(feature = "dsp", target_arch = "arm"))]
 #[derive(Clone, Copy)]
 struct Sixteen<'a> {
     wide: &'a [u32],
@@ -350,10 +386,11 @@ struct Sixteen<'a> {
     shift: Option<&'a [u8; 16]>,
 }
 
-/// An MLP of sixteen hidden and output channels with widened weights, run
-/// by the DSP kernel's sixteen-row blocks with the requantisations folded
-/// in ([`Mlp::fused`]): checked once per stage, not per node or edge.
-#[cfg(all(feature = "dsp", target_arch = "arm"))]
+/// An MLP of sixteen hidden and output channels with widened weights
+/// ([`Mlp::fused`]), checked once per stage, not per node or edge: on the
+/// device the DSP kernel's sixteen-row blocks with the requantisations
+/// folded in, elsewhere the portable sixteen-row kernel with every
+/// intermediate in local arrays.
 #[derive(Clone, Copy)]
 struct Fused<'a> {
     l1: Sixteen<'a>,
@@ -387,16 +424,34 @@ impl Fused<'_> {
     }
 }
 
-/// Without the DSP kernel, no MLP is fused ([`Mlp::fused`] is `None`).
 #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-#[derive(Clone, Copy)]
-struct Fused;
-
-#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-impl Fused {
+impl Fused<'_> {
+    /// The MLP on `x` into `out` (the residual added to it), its first
+    /// layer started from the sum of `sum`'s two rows (the biases if
+    /// `None`); `false`, with nothing written, where the kernel does not
+    /// take the shapes.
     #[inline(always)]
-    fn run(&self, _: &[i8], _: Option<(&[i32; 16], &[i32; 16])>, _: &mut Work, _: &mut [i8]) -> bool {
-        false
+    fn run(&self, x: &[i8], sum: Option<(&[i32; 16], &[i32; 16])>, _: &mut Work, out: &mut [i8]) -> bool {
+        let Some(y) = out.first_chunk_mut::<16>() else { return false };
+        let mut acc = match sum {
+            Some((a, b)) => core::array::from_fn(|o| a[o] + b[o]),
+            None => *self.l1.bias,
+        };
+        if !rows16_portable(self.l1.wide, x, &mut acc) {
+            return false;
+        }
+        // Shifts are at most MAX_SHIFT = 31: the mask changes none.
+        let hidden: [i8; 16] = core::array::from_fn(|o| relu_sat(acc[o] >> (self.s1[o] & 31)));
+        let mut acc = *self.l2.bias;
+        if !rows16_portable(self.l2.wide, &hidden, &mut acc) {
+            return false;
+        }
+        if self.residual {
+            per_channel(16, |o| y[o] = sat((acc[o] >> (self.s2[o] & 31)).saturating_add(y[o] as i32)));
+        } else {
+            per_channel(16, |o| y[o] = sat(acc[o] >> (self.s2[o] & 31)));
+        }
+        true
     }
 }
 
@@ -429,18 +484,11 @@ impl<'a> Mlp<'a> {
 
     /// The sixteen-channel kernel's view of this MLP on `inputs` inputs,
     /// if it takes it.
-    #[cfg(all(feature = "dsp", target_arch = "arm"))]
     #[inline]
     fn fused(&self, inputs: usize) -> Option<Fused<'a>> {
         let (l1, l2) = (self.l1.sixteen(0, inputs)?, self.l2.sixteen(0, 16)?);
         (self.l1.outputs == 16 && self.l2.inputs == 16 && inputs > 8).then_some(())?;
         Some(Fused { l1, s1: l1.shift?, l2, s2: l2.shift?, residual: self.residual })
-    }
-
-    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
-    #[inline(always)]
-    fn fused(&self, _: usize) -> Option<Fused> {
-        None
     }
 
     /// First layer and ReLU on `x` into `w.hidden`.
