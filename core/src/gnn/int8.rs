@@ -1445,4 +1445,41 @@ mod tests {
             assert_eq!(super::Shift::new(n).get(), n);
         }
     }
+
+    /// A sixteen-output layer with widened weights (the kernel every
+    /// baked latent-wide layer takes) gives the same accumulators as the
+    /// row-by-row dot products of its int8 weights, on every input width
+    /// the network has, extremes included.
+    #[test]
+    fn widened_layer_matches_dot_products() {
+        use super::{dot, wide_len, widen, Linear};
+        let mut seed = 0x9e37_79b9u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            match seed % 11 {
+                0 => -128i8,
+                1 => 127,
+                _ => (seed >> 9) as i8,
+            }
+        };
+        for inputs in [10, 15, 16, 32, 48] {
+            let weights: [i8; 16 * 48] = core::array::from_fn(|_| next());
+            let weights = &weights[..16 * inputs];
+            let bias: [i32; 16] = core::array::from_fn(|o| (next() as i32) << (o % 17));
+            let mut wide = [0u32; 4 * 6 * 16];
+            assert_eq!(widen(weights, inputs, 16, &mut wide), wide_len(inputs, 16));
+            let layer =
+                Linear { inputs, outputs: 16, weights, bias: &bias, shift: &[], wide: &wide[..wide_len(inputs, 16)] };
+            for _ in 0..20 {
+                let x: [i8; 48] = core::array::from_fn(|_| next().max(-127));
+                let mut acc = [0i32; 16];
+                layer.matvec(&x[..inputs], &mut acc).unwrap();
+                for (o, a) in acc.iter().enumerate() {
+                    assert_eq!(*a, bias[o] + dot(&weights[o * inputs..][..inputs], &x[..inputs]), "{inputs} inputs");
+                }
+            }
+        }
+    }
 }
