@@ -91,6 +91,10 @@ pub struct LinearData {
     /// Right shift per output ([`Linear::shift`]); empty for a head's
     /// output layer.
     pub shift: Vec<u8>,
+    /// The weights widened to 16-bit pairs ([`weft_core::gnn::int8::widen`]),
+    /// which the sixteen-output kernels read; made by [`LinearData::new`],
+    /// not stored in the file.
+    pub wide: Vec<u32>,
 }
 
 /// An MLP owning its data.
@@ -121,6 +125,15 @@ pub struct NetworkData {
 }
 
 impl LinearData {
+    /// A layer from its parts, its widened weights made from `weights`
+    /// (none if the shape does not match them).
+    pub fn new(inputs: usize, outputs: usize, weights: Vec<i8>, bias: Vec<i32>, shift: Vec<u8>) -> Self {
+        let mut wide = vec![0u32; wide_len(inputs, outputs)];
+        let n = widen(&weights, inputs, outputs, &mut wide);
+        wide.truncate(n);
+        LinearData { inputs, outputs, weights, bias, shift, wide }
+    }
+
     fn view(&self) -> Linear<'_> {
         Linear {
             inputs: self.inputs,
@@ -128,7 +141,7 @@ impl LinearData {
             weights: &self.weights,
             bias: &self.bias,
             shift: &self.shift,
-            wide: &[],
+            wide: &self.wide,
         }
     }
 }
@@ -431,7 +444,7 @@ impl Reader<'_> {
         let weights = self.take(inputs * outputs)?.iter().map(|&b| b as i8).collect();
         let bias = (0..outputs).map(|_| self.i32()).collect::<Result<_, _>>()?;
         let shift = if has_shift { self.take(outputs)?.to_vec() } else { Vec::new() };
-        Ok(LinearData { inputs, outputs, weights, bias, shift })
+        Ok(LinearData::new(inputs, outputs, weights, bias, shift))
     }
     fn mlp(&mut self) -> Result<MlpData, FormatError> {
         let (l1, l2) = (self.linear()?, self.linear()?);

@@ -339,7 +339,7 @@ fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>) -> Result<(LinearData, V
             shift.push(k);
         }
     }
-    Ok((LinearData { inputs: d.inputs, outputs: d.outputs, weights, bias, shift }, acc_scale))
+    Ok((LinearData::new(d.inputs, d.outputs, weights, bias, shift), acc_scale))
 }
 
 /// `Linear → ReLU → Linear` with column scales `cols`, hidden channel
