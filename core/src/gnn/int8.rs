@@ -398,29 +398,74 @@ struct Fused<'a> {
     l2: Sixteen<'a>,
     s2: &'a [u8; 16],
     residual: bool,
+    /// The desktop kernel's copy of the weights ([`Columns`]), made once
+    /// per stage.
+    #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+    cols: Columns,
 }
 
-#[cfg(all(feature = "dsp", target_arch = "arm"))]
-impl Fused<'_> {
-    /// The MLP on `x` into `out` (the residual added to it), its first
-    /// layer started from `start` (the biases if `None`); `false`, with
-    /// nothing written, where the kernel does not take the shapes.
-    #[inline(always)]
-    fn run(&self, x: &[i8], sum: Option<(&[i32; 16], &[i32; 16])>, w: &mut Work, out: &mut [i8]) -> bool {
-        use super::dsp::{rows16, End, Start};
-        let start = sum.map(|(a, b)| Start::Sum(a, b));
-        let (Some(acc), Some(hidden), Some(y)) =
-            (w.acc.first_chunk_mut::<16>(), w.hidden.first_chunk_mut::<16>(), out.first_chunk_mut::<16>())
-        else {
-            return false;
-        };
-        if x.len() <= 8
-            || !rows16(self.l1.wide, x, start.unwrap_or(Start::From(self.l1.bias)), acc, End::Relu(self.s1, hidden))
-        {
-            return false;
+/// A fused MLP's widened weights regrouped for 16-bit multiply-add lanes:
+/// per block of eight inputs and weight pair `q` (the pairs of [`widen`]'s
+/// order), the sixteen rows' pairs side by side, so that one pairwise
+/// multiply-add of 32 lanes against the pair's two activations adds to all
+/// sixteen accumulators at once. The desktop's kernel, made once per
+/// stage: a first layer of up to [`Columns::MAX_BLOCKS`] blocks, a second
+/// of two.
+#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+#[derive(Clone, Copy)]
+struct Columns {
+    first: [[[i16; 32]; 4]; Columns::MAX_BLOCKS],
+    blocks: usize,
+    second: [[[i16; 32]; 4]; 2],
+}
+
+#[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+impl Columns {
+    /// Blocks of a first layer (the node update's 32 inputs at latent 16).
+    const MAX_BLOCKS: usize = 4;
+    /// The inputs, within a block, of each weight pair.
+    const PAIRS: [[usize; 2]; 4] = [[0, 2], [1, 3], [4, 6], [5, 7]];
+
+    /// From the widened weights of `inputs` first-layer inputs and of the
+    /// second layer, if they hold them.
+    fn of(l1: &Sixteen, inputs: usize, l2: &Sixteen) -> Option<Columns> {
+        let blocks = inputs.div_ceil(8);
+        let mut c = Columns { first: [[[0; 32]; 4]; Columns::MAX_BLOCKS], blocks, second: [[[0; 32]; 4]; 2] };
+        Columns::regroup(l1.wide, c.first.get_mut(..blocks)?)?;
+        Columns::regroup(l2.wide, &mut c.second)?;
+        Some(c)
+    }
+
+    fn regroup(wide: &[u32], out: &mut [[[i16; 32]; 4]]) -> Option<()> {
+        for (b, block) in out.iter_mut().enumerate() {
+            let words = wide.get(64 * b..)?.first_chunk::<64>()?;
+            for (o, row) in words.as_chunks::<4>().0.iter().enumerate() {
+                for (q, &w) in row.iter().enumerate() {
+                    block[q][2 * o] = w as u16 as i16;
+                    block[q][2 * o + 1] = (w >> 16) as u16 as i16;
+                }
+            }
         }
-        let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
-        rows16(self.l2.wide, &hidden[..], Start::From(self.l2.bias), acc, end)
+        Some(())
+    }
+
+    /// `acc[o] += Σ_k W[o][k] · x[k]` over the blocks of `cols` (`x` of
+    /// the blocks' inputs, a last one shorter than eight padded).
+    #[inline(always)]
+    fn product(cols: &[[[i16; 32]; 4]], x: &[i8], acc: &mut [i32; 16]) {
+        use wide::{i16x32, i32x16};
+        let (chunks, tail) = x.as_chunks::<8>();
+        let mut padded = [0i8; 8];
+        padded[..tail.len()].copy_from_slice(tail);
+        let mut a = i32x16::new(*acc);
+        for (b, block) in cols.iter().enumerate() {
+            let x8 = chunks.get(b).unwrap_or(&padded);
+            for (w, [i, j]) in block.iter().zip(Columns::PAIRS) {
+                let pair = [x8[i] as i16, x8[j] as i16];
+                a += i16x32::new(*w).dot(i16x32::new(core::array::from_fn(|k| pair[k % 2])));
+            }
+        }
+        *acc = a.to_array();
     }
 }
 
@@ -437,15 +482,15 @@ impl Fused<'_> {
             Some((a, b)) => core::array::from_fn(|o| a[o] + b[o]),
             None => *self.l1.bias,
         };
-        if !rows16_portable(self.l1.wide, x, &mut acc) {
+        let cols = &self.cols;
+        if x.len().div_ceil(8) != cols.blocks {
             return false;
         }
+        Columns::product(&cols.first[..cols.blocks], x, &mut acc);
         // Shifts are at most MAX_SHIFT = 31: the mask changes none.
         let hidden: [i8; 16] = core::array::from_fn(|o| relu_sat(acc[o] >> (self.s1[o] & 31)));
         let mut acc = *self.l2.bias;
-        if !rows16_portable(self.l2.wide, &hidden, &mut acc) {
-            return false;
-        }
+        Columns::product(&cols.second, &hidden, &mut acc);
         if self.residual {
             per_channel(16, |o| y[o] = sat((acc[o] >> (self.s2[o] & 31)).saturating_add(y[o] as i32)));
         } else {
@@ -488,7 +533,15 @@ impl<'a> Mlp<'a> {
     fn fused(&self, inputs: usize) -> Option<Fused<'a>> {
         let (l1, l2) = (self.l1.sixteen(0, inputs)?, self.l2.sixteen(0, 16)?);
         (self.l1.outputs == 16 && self.l2.inputs == 16 && inputs > 8).then_some(())?;
-        Some(Fused { l1, s1: l1.shift?, l2, s2: l2.shift?, residual: self.residual })
+        Some(Fused {
+            l1,
+            s1: l1.shift?,
+            l2,
+            s2: l2.shift?,
+            residual: self.residual,
+            #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
+            cols: Columns::of(&l1, inputs, &l2)?,
+        })
     }
 
     /// First layer and ReLU on `x` into `w.hidden`.
@@ -1152,7 +1205,7 @@ fn encode(
     let fused = net.mlps.node_enc.fused(NODE_FEATURES);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let x = inputs.node(i)?;
-        if !fused.is_some_and(|f| f.run(&x, None, w, hi)) {
+        if !fused.as_ref().is_some_and(|f| f.run(&x, None, w, hi)) {
             net.mlps.node_enc.run(&ready, &x, w, hi);
         }
     }
@@ -1163,7 +1216,7 @@ fn encode(
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let (ends, q) = inputs.edge_after(k, last)?;
         last = Some((ends, q));
-        if !fused.is_some_and(|f| f.run(&q, None, w, ek)) {
+        if !fused.as_ref().is_some_and(|f| f.run(&q, None, w, ek)) {
             net.mlps.edge_enc.run(&ready, &q, w, ek);
         }
         degree[ends[1] as usize] += 1;
@@ -1285,7 +1338,7 @@ fn edge_update(
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
         let (xs, ys) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l]);
         if let (Some(f), Some(x), Some(a), Some(b)) =
-            (fused, ek.first_chunk::<16>(), xs.first_chunk(), ys.first_chunk())
+            (&fused, ek.first_chunk::<16>(), xs.first_chunk(), ys.first_chunk())
         {
             // The edge's own latent is the first layer's input and the
             // residual's output.
@@ -1332,7 +1385,7 @@ fn node_update(
             own[c] = hi[c];
             mean[c] = sat(div_round(sums[c], d));
         });
-        if !fused.is_some_and(|f| f.run(&input[..2 * l], None, w, hi)) {
+        if !fused.as_ref().is_some_and(|f| f.run(&input[..2 * l], None, w, hi)) {
             nm.run(&ready, &input[..2 * l], w, hi);
         }
     }
