@@ -461,8 +461,10 @@ impl Columns {
         for (b, block) in cols.iter().enumerate() {
             let x8 = chunks.get(b).unwrap_or(&padded);
             for (w, [i, j]) in block.iter().zip(Columns::PAIRS) {
-                let pair = [x8[i] as i16, x8[j] as i16];
-                a += i16x32::new(*w).dot(i16x32::new(core::array::from_fn(|k| pair[k % 2])));
+                // The pair's two activations in every 32-bit lane.
+                let pair = (x8[i] as i16 as u16 as u32) | ((x8[j] as i16 as u16 as u32) << 16);
+                let xs: i16x32 = bytemuck::cast(wide::u32x16::splat(pair));
+                a += i16x32::new(*w).dot(xs);
             }
         }
         *acc = a.to_array();
