@@ -1501,6 +1501,73 @@ mod tests {
         }
     }
 
+    /// The fused sixteen-channel MLP (the desktop's and the device's
+    /// kernel for every latent-wide MLP) writes the bits of the layer-by-
+    /// layer MLP, residual or not, from the biases or from a sum of two
+    /// rows, on every input width the network has, with extreme weights
+    /// and accumulators that saturate.
+    #[test]
+    fn fused_mlp_matches_layer_by_layer() {
+        use super::{wide_len, widen, Linear, Mlp, Work, MAX_LATENT};
+        let mut seed = 0x1234_5678u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let mut byte = || match next() % 9 {
+            0 => -128i8,
+            1 => 127,
+            v => (v * 37) as i8,
+        };
+        for inputs in [10, 15, 16, 32] {
+            for residual in [false, true] {
+                let (w1, w2): ([i8; 16 * 32], [i8; 256]) =
+                    (core::array::from_fn(|_| byte()), core::array::from_fn(|_| byte()));
+                let (w1, w2) = (&w1[..16 * inputs], &w2[..]);
+                let b1: [i32; 16] = core::array::from_fn(|o| (byte() as i32) << (o % 12));
+                let b2: [i32; 16] = core::array::from_fn(|o| (byte() as i32) << (o % 15));
+                let s1: [u8; 16] = core::array::from_fn(|o| [0, 3, 7, 9, 12, 31][o % 6]);
+                let s2: [u8; 16] = core::array::from_fn(|o| [1, 5, 8, 10, 14, 0][o % 6]);
+                let (mut v1, mut v2) = ([0u32; 4 * 4 * 16], [0u32; 2 * 4 * 16]);
+                widen(w1, inputs, 16, &mut v1);
+                widen(w2, 16, 16, &mut v2);
+                let l1 = Linear {
+                    inputs,
+                    outputs: 16,
+                    weights: w1,
+                    bias: &b1,
+                    shift: &s1,
+                    wide: &v1[..wide_len(inputs, 16)],
+                };
+                let l2 = Linear { inputs: 16, outputs: 16, weights: w2, bias: &b2, shift: &s2, wide: &v2 };
+                let mlp = Mlp { l1, l2, residual };
+                let fused = mlp.fused(inputs).expect("a sixteen-channel MLP with widened weights fuses");
+                let ready = mlp.ready();
+                for _ in 0..30 {
+                    let x: [i8; 32] = core::array::from_fn(|_| byte().max(-127));
+                    let y0: [i8; 16] = core::array::from_fn(|_| byte());
+                    let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
+                    let (mut want, mut got) = (y0, y0);
+                    mlp.run(&ready, &x[..inputs], &mut w, &mut want);
+                    assert!(fused.run(&x[..inputs], None, &mut w, &mut got));
+                    assert_eq!(got, want, "{inputs} inputs, residual {residual}");
+                    // From two rows' sum instead of the biases: the same as
+                    // biases that are that sum.
+                    let (p, q): ([i32; 16], [i32; 16]) =
+                        (core::array::from_fn(|_| (byte() as i32) << 9), core::array::from_fn(|_| byte() as i32 * 300));
+                    let sum: [i32; 16] = core::array::from_fn(|o| p[o] + q[o]);
+                    let l1 = Linear { bias: &sum, ..l1 };
+                    let (mut want, mut got) = (y0, y0);
+                    Mlp { l1, ..mlp }.run(&ready, &x[..inputs], &mut w, &mut want);
+                    assert!(fused.run(&x[..inputs], Some((&p, &q)), &mut w, &mut got));
+                    assert_eq!(got, want, "{inputs} inputs from a sum, residual {residual}");
+                }
+            }
+        }
+    }
+
     /// A sixteen-output layer with widened weights (the kernel every
     /// baked latent-wide layer takes) gives the same accumulators as the
     /// row-by-row dot products of its int8 weights, on every input width
