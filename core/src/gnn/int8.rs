@@ -404,6 +404,30 @@ struct Fused<'a> {
     cols: Columns,
 }
 
+#[cfg(all(feature = "dsp", target_arch = "arm"))]
+impl Fused<'_> {
+    /// The MLP on `x` into `out` (the residual added to it), its first
+    /// layer started from the sum of `sum`'s two rows (the biases if `None`); `false`, with
+    /// nothing written, where the kernel does not take the shapes.
+    #[inline(always)]
+    fn run(&self, x: &[i8], sum: Option<(&[i32; 16], &[i32; 16])>, w: &mut Work, out: &mut [i8]) -> bool {
+        use super::dsp::{rows16, End, Start};
+        let start = sum.map(|(a, b)| Start::Sum(a, b));
+        let (Some(acc), Some(hidden), Some(y)) =
+            (w.acc.first_chunk_mut::<16>(), w.hidden.first_chunk_mut::<16>(), out.first_chunk_mut::<16>())
+        else {
+            return false;
+        };
+        if x.len() <= 8
+            || !rows16(self.l1.wide, x, start.unwrap_or(Start::From(self.l1.bias)), acc, End::Relu(self.s1, hidden))
+        {
+            return false;
+        }
+        let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
+        rows16(self.l2.wide, &hidden[..], Start::From(self.l2.bias), acc, end)
+    }
+}
+
 /// A fused MLP's widened weights regrouped for 16-bit multiply-add lanes:
 /// per block of eight inputs and weight pair `q` (the pairs of [`widen`]'s
 /// order), the sixteen rows' pairs side by side, so that one pairwise
