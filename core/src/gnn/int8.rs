@@ -1525,6 +1525,21 @@ mod tests {
         }
     }
 
+    /// Pseudo-random int8 values (xorshift), the extremes −128 and 127
+    /// about one draw in nine each.
+    fn int8_draws(mut seed: u32) -> impl FnMut() -> i8 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            match seed % 9 {
+                0 => -128,
+                1 => 127,
+                _ => (seed >> 9) as i8,
+            }
+        }
+    }
+
     /// The fused sixteen-channel MLP (the desktop's and the device's
     /// kernel for every latent-wide MLP) writes the bits of the layer-by-
     /// layer MLP, residual or not, from the biases or from a sum of two
@@ -1533,18 +1548,7 @@ mod tests {
     #[test]
     fn fused_mlp_matches_layer_by_layer() {
         use super::{wide_len, widen, Linear, Mlp, Work, MAX_LATENT};
-        let mut seed = 0x1234_5678u32;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed
-        };
-        let mut byte = || match next() % 9 {
-            0 => -128i8,
-            1 => 127,
-            v => (v * 37) as i8,
-        };
+        let mut byte = int8_draws(0x1234_5678);
         for inputs in [10, 15, 16, 32] {
             for residual in [false, true] {
                 let (w1, w2): ([i8; 16 * 32], [i8; 256]) =
@@ -1599,17 +1603,7 @@ mod tests {
     #[test]
     fn widened_layer_matches_dot_products() {
         use super::{dot, wide_len, widen, Linear};
-        let mut seed = 0x9e37_79b9u32;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            match seed % 11 {
-                0 => -128i8,
-                1 => 127,
-                _ => (seed >> 9) as i8,
-            }
-        };
+        let mut next = int8_draws(0x9e37_79b9);
         for inputs in [10, 15, 16, 32, 48] {
             let weights: [i8; 16 * 48] = core::array::from_fn(|_| next());
             let weights = &weights[..16 * inputs];
