@@ -574,6 +574,19 @@ impl<'a> Mlp<'a> {
     #[inline]
     fn first(&self, ready: &Shifts, x: &[i8], w: &mut Work) {
         let h = self.l1.outputs;
+        // Sixteen hidden channels on the device: the requantisation in the
+        // kernel's last block.
+        #[cfg(all(feature = "dsp", target_arch = "arm"))]
+        if let (Some(s), Some(acc), Some(hidden)) =
+            (self.l1.sixteen(0, x.len()), w.acc.first_chunk_mut::<16>(), w.hidden.first_chunk_mut::<16>())
+        {
+            if let Some(sh) = s.shift {
+                use super::dsp::{rows16, End, Start};
+                if rows16(s.wide, x, Start::From(s.bias), acc, End::Relu(sh, hidden)) {
+                    return;
+                }
+            }
+        }
         self.l1.start_with(0, x, &mut w.acc, &mut w.packed);
         self.hidden(ready, &w.acc[..h], &mut w.hidden[..h]);
     }

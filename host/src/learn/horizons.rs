@@ -45,9 +45,9 @@ pub const DEVICE_PER_CG_ITERATION: f64 = (13.93e6 - 10.47e6) / (33.2 - 21.5);
 pub const DEVICE_PER_STEP: f64 = 10.47e6 - 21.5 * DEVICE_PER_CG_ITERATION;
 /// Device instructions per corrected step for the network: features and
 /// forward, dynamic edges and correction (the firmware's QEMU run of the
-/// swing: 5.74 M, 0.27 M and 0.02 M; the firmware test holds the model
+/// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
 /// to the firmware's counts).
-pub const DEVICE_PER_NETWORK: f64 = 5.74e6 + 0.27e6 + 0.02e6;
+pub const DEVICE_PER_NETWORK: f64 = 5.73e6 + 0.27e6 + 0.02e6;
 
 /// Per horizon, the mean RMSE over the first `h` frames of every window.
 pub type Windows = [Vec<f32>; 3];
