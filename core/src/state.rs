@@ -13,8 +13,9 @@ use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal, the placement whose elastic energy the step measured
-/// last (`physics::energy`'s memo).
-pub const VEC3_PER_NODE: usize = 11;
+/// last (`physics::energy`'s memo), the velocities the last step started
+/// from (the network's view of the step's velocity change).
+pub const VEC3_PER_NODE: usize = 12;
 
 /// Optional Vec3 slots per node after the others: the previous step's
 /// positions and velocities (BDF2).
@@ -215,6 +216,9 @@ pub(crate) struct Workspace<'a> {
     pub normal: &'a mut [Vec3],
     /// The elastic energy a step measured last, and where.
     pub memo: ElasticMemo<'a>,
+    /// The velocities the last step started from; the current ones before
+    /// the first step and after [`State::set_velocities`].
+    pub v_start: &'a mut [Vec3],
     /// The last solve's `Δv` (empty without warm-start storage) and its
     /// step's length `h` (0: none since the state was set): the next
     /// solve's starting guess where its `h` is the same.
@@ -314,7 +318,7 @@ impl<'a> State<'a> {
         let q = v3(&mut vec3)?;
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
-        let (normal, memo) = (v3(&mut vec3)?, v3(&mut vec3)?);
+        let (normal, memo, v_start) = (v3(&mut vec3)?, v3(&mut vec3)?, v3(&mut vec3)?);
         let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
             (v3(&mut vec3)?, v3(&mut vec3)?)
         } else {
@@ -339,6 +343,7 @@ impl<'a> State<'a> {
                 *vi = pin.start_velocity();
             }
         }
+        v_start.copy_from_slice(v);
         Ok(State {
             x,
             v,
@@ -352,6 +357,7 @@ impl<'a> State<'a> {
                 x_new,
                 normal,
                 memo: ElasticMemo::new(memo),
+                v_start,
                 warm,
                 warm_h: 0.0,
                 blocks,
@@ -379,6 +385,13 @@ impl<'a> State<'a> {
     }
     pub fn velocities(&self) -> &[Vec3] {
         self.v
+    }
+    /// The velocities the last step started from (the current ones before
+    /// the first step and after [`State::set_velocities`]): with
+    /// [`State::velocities`] after a step, the step's velocity change, which
+    /// the correction network reads.
+    pub fn start_velocities(&self) -> &[Vec3] {
+        self.ws.v_start
     }
     /// Simulated time (s), from the integer clock.
     pub fn time(&self) -> f64 {
@@ -441,6 +454,7 @@ impl<'a> State<'a> {
         NetworkLoan {
             x: self.x,
             v: self.v,
+            v_start: ws.v_start,
             pinned: ws.flags,
             pairs: &ws.pairs[..ws.n_pairs],
             sums: bytemuck::cast_slice_mut(ws.blocks),
@@ -471,6 +485,7 @@ impl<'a> State<'a> {
     pub fn set_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
         check(v, self.v.len())?;
         self.v.copy_from_slice(v);
+        self.ws.v_start.copy_from_slice(v);
         self.ws.history = false;
         self.ws.warm_h = 0.0;
         Ok(())
@@ -498,6 +513,8 @@ impl<'a> State<'a> {
 pub struct NetworkLoan<'s> {
     pub x: &'s [Vec3],
     pub v: &'s [Vec3],
+    /// The velocities the last step started from ([`State::start_velocities`]).
+    pub v_start: &'s [Vec3],
     pub pinned: &'s [u8],
     /// The dynamic pairs of the last search ([`State::find_pairs`]).
     pub pairs: &'s [[NodeId; 2]],

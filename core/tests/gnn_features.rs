@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use weft_core::gnn::features::{
-    edge_count, edge_endpoints, edge_features, node_features, Surroundings, EDGE_FEATURES, NODE_FEATURES,
+    edge_count, edge_endpoints, edge_features, node_features, NodeState, Surroundings, EDGE_FEATURES, NODE_FEATURES,
 };
 use weft_core::prelude::*;
 
@@ -47,6 +47,7 @@ fn node_features_are_translation_invariant() {
     let mut rng = Rng(4);
     let x: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let v: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
+    let v_start: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let pinned: Vec<u8> = (0..20).map(|i| (i % 7 == 0) as u8).collect();
     let shifted: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(3.0, -2.0, 0.5)).collect();
     // The colliders move with the cloth.
@@ -58,8 +59,8 @@ fn node_features_are_translation_invariant() {
     let (around, moved) =
         (Surroundings::new(&here, 0.0, 0.3, &Material::COTTON), Surroundings::new(&there, 0.0, 0.3, &Material::COTTON));
     let (mut a, mut b) = (vec![[0.0; NODE_FEATURES]; 20], vec![[0.0; NODE_FEATURES]; 20]);
-    node_features(&x, &v, &pinned, &around, &mut a);
-    node_features(&shifted, &v, &pinned, &moved, &mut b);
+    node_features(&x, &v, &v_start, &pinned, &around, &mut a);
+    node_features(&shifted, &v, &v_start, &pinned, &moved, &mut b);
     assert!(a.iter().filter(|f| f[10] > 0.0).count() > 3, "the test wants nodes that see a collider");
     for (ra, rb) in a.iter().zip(&b) {
         for k in 0..NODE_FEATURES {
@@ -69,6 +70,39 @@ fn node_features_are_translation_invariant() {
     assert_eq!(a[7][6], 1.0);
     assert_eq!(a[8][6], 0.0);
     assert_eq!(&a[3][0..3], &v[3].to_array());
+    assert_eq!(&a[3][15..18], &(v[3] - v_start[3]).to_array());
+}
+
+/// The state keeps the velocities its last step started from: the
+/// network's velocity change is the step's, zero before the first step and
+/// after velocities are set.
+#[test]
+fn the_state_keeps_the_velocities_its_step_started_from() {
+    let grid = Grid::horizontal(4, 4, 0.3, 0.3, 0.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let pins = [Pin::fixed(0, mesh.rest()[0])];
+    let model =
+        Model::new(mesh, Material::COTTON, Scene { pins: &pins, ..Scene::default() }, StepParams::default()).unwrap();
+    let mut ss = VecStateStorage::new(&model, 8);
+    let mut state = State::new(&model, ss.storage()).unwrap();
+    assert_eq!(state.start_velocities(), state.velocities());
+    let set: Vec<Vec3> = (0..16).map(|i| Vec3::new(0.01 * i as f32, 0.0, -0.02)).collect();
+    state.set_velocities(&set).unwrap();
+    assert_eq!(state.start_velocities(), &set[..]);
+    physics::step(&model, &mut state).unwrap();
+    assert_eq!(state.start_velocities(), &set[..]);
+    // Gravity pulled the free nodes down over the step.
+    let fallen = state.velocities().iter().zip(&set).skip(1).filter(|(v, s)| v.y < s.y - 1e-3).count();
+    assert_eq!(fallen, 15);
+    let after = state.velocities().to_vec();
+    let d = vec![Vec3::new(0.0, 0.1, 0.0); 16];
+    state.apply_correction(&d, &d).unwrap();
+    assert_eq!(state.start_velocities(), &set[..], "a correction is not a step");
+    let corrected = state.velocities().to_vec();
+    assert_ne!(corrected, after);
+    physics::step(&model, &mut state).unwrap();
+    assert_eq!(state.start_velocities(), &corrected[..]);
 }
 
 #[test]
@@ -106,7 +140,8 @@ fn a_node_sees_its_nearest_collider_within_the_radius() {
     let material = Material { density: 0.1, stretch: 1000.0, bending: 1e-5, poisson: 0.3, ..Material::COTTON };
     let at = |t: f32| Surroundings::new(&colliders, t, r, &material);
     let feature = |s: &Surroundings, p: Vec3| {
-        let f = weft_core::gnn::features::node_feature(p, Vec3::ZERO, false, Vec3::ZERO, s);
+        let node = NodeState { x: p, v: Vec3::ZERO, v_start: Vec3::ZERO, pinned: false };
+        let f = weft_core::gnn::features::node_feature(node, Vec3::ZERO, s);
         (Vec3::new(f[7], f[8], f[9]), f[10], [f[11], f[12], f[13], f[14]])
     };
     let close = |a: Vec3, b: Vec3| (a - b).norm() < 1e-5;

@@ -60,7 +60,13 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
     let mlps: &'a [Mlp<'a>] = mlps;
     let gain = |k: usize| Input { offset: 0.01 * k as f32, gain: 40.0 + k as f32 };
     // The material's logarithms (−5 to 3) about their middle.
-    let node_gain = |k: usize| if k > 10 { Input { offset: -1.0, gain: 20.0 } } else { gain(k) };
+    let material = |k: usize| (11..features::MATERIAL_NODE_FEATURES).contains(&k);
+    let node_gain = |k: usize| match k {
+        _ if material(k) => Input { offset: -1.0, gain: 20.0 },
+        // The velocity change about zero.
+        _ if k >= features::MATERIAL_NODE_FEATURES => Input { offset: 0.0, gain: 40.0 },
+        _ => gain(k),
+    };
     Network {
         latent: l,
         radius: 0.11,
@@ -115,7 +121,8 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
     let around = g.surroundings(net.radius);
     let mut h: Vec<Vec<i8>> = (0..n)
         .map(|i| {
-            let f = features::node_feature(g.x[i], g.v[i], g.pinned[i] != 0, c, &around);
+            let node = features::NodeState { x: g.x[i], v: g.v[i], v_start: g.v_start[i], pinned: g.pinned[i] != 0 };
+            let f = features::node_feature(node, c, &around);
             let q: Vec<i8> = f.iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
             ref_mlp(&net.mlps.node_enc, &q, None).0
         })
@@ -179,6 +186,9 @@ fn cloth_state(rng: &mut Rng, f: impl FnOnce(&Model, &mut State)) {
         let x: Vec<Vec3> = state.positions().iter().zip(&x0).map(|(p, d)| *p + *d).collect();
         state.set_positions(&x).unwrap();
         state.set_velocities(&v0).unwrap();
+        // A step, so that the velocity change the network reads is the
+        // step's, different at every node.
+        weft_core::physics::step(model, state).unwrap();
         f(model, state)
     });
 }

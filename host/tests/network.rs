@@ -58,7 +58,8 @@ mod turning {
     }
 
     /// The graph of the state computed from turned positions, velocities
-    /// and rest positions, beside a sphere at `ball` over the ground.
+    /// and rest positions, beside a sphere at `ball` over the ground (`dv`
+    /// also as the velocities the step started from).
     fn graph(x: &[Vec3], v: &[Vec3], rest: &[Vec3], dx: &[Vec3], dv: &[Vec3], ball: Vec3) -> Graph {
         use weft_core::model::{Collider, Material, Shape};
         let n = x.len();
@@ -68,7 +69,7 @@ mod turning {
             Collider::new(Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: -2.0 }),
         ];
         let around = features::Surroundings::new(&colliders, 0.0, 0.5, &Material::COTTON);
-        features::node_features(x, v, &vec![0; n], &around, &mut nodes);
+        features::node_features(x, v, dv, &vec![0; n], &around, &mut nodes);
         let ends: Vec<[u16; 2]> =
             (0..n as u16).flat_map(|i| [[i, (i + 1) % n as u16], [(i + 2) % n as u16, i]]).collect();
         let edges: Vec<[f32; EDGE_FEATURES]> = ends

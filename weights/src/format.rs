@@ -21,11 +21,14 @@
 //!
 //! Files of the earlier versions (1 and 2: Q31 multipliers and shifts, and
 //! a residual's own requantisation) are refused with
-//! [`FormatError::Version`]: quantise the float model again.
+//! [`FormatError::Version`]: quantise the float model again. A file of
+//! [`MATERIAL_NODE_FEATURES`] node features (without the step's velocity
+//! change) is read with zero weights on the features it lacks, which
+//! computes what it computed.
 
 use std::fmt::{self, Write as _};
 
-use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{EDGE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, FORMAT_VERSION};
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
@@ -132,6 +135,20 @@ impl LinearData {
         let n = widen(&weights, inputs, outputs, &mut wide);
         wide.truncate(n);
         LinearData { inputs, outputs, weights, bias, shift, wide }
+    }
+
+    /// The layer of a file with `known` inputs widened to `inputs`, the
+    /// added inputs with zero weights.
+    fn with_inputs(self, known: usize, inputs: usize) -> Result<LinearData, FormatError> {
+        if self.inputs != known {
+            return Err(FormatError::Shape(format!("a node encoder of {} inputs for {known} features", self.inputs)));
+        }
+        let mut weights = Vec::with_capacity(inputs * self.outputs);
+        for row in self.weights.chunks_exact(known.max(1)) {
+            weights.extend_from_slice(row);
+            weights.resize(weights.len() + inputs - known, 0);
+        }
+        Ok(LinearData::new(inputs, self.outputs, weights, self.bias, self.shift))
     }
 
     fn view(&self) -> Linear<'_> {
@@ -256,11 +273,13 @@ impl NetworkData {
             return Err(FormatError::Checksum { stored, computed });
         }
         let mut r = Reader { b: body, at: r.at };
-        for (what, expected) in [("node", NODE_FEATURES as u32), ("edge", EDGE_FEATURES as u32)] {
-            let found = r.u32()?;
-            if found != expected {
-                return Err(FormatError::Features { what, found, expected });
-            }
+        let node_features = r.u32()?;
+        if node_features != NODE_FEATURES as u32 && node_features != MATERIAL_NODE_FEATURES as u32 {
+            return Err(FormatError::Features { what: "node", found: node_features, expected: NODE_FEATURES as u32 });
+        }
+        let found = r.u32()?;
+        if found != EDGE_FEATURES as u32 {
+            return Err(FormatError::Features { what: "edge", found, expected: EDGE_FEATURES as u32 });
         }
         let latent = r.u32()? as usize;
         let rounds = r.u32()? as usize;
@@ -270,7 +289,7 @@ impl NetworkData {
         let radius = r.f32()?;
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
-        for i in &mut node_in {
+        for i in node_in.iter_mut().take(node_features as usize) {
             *i = input()?;
         }
         let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
@@ -282,7 +301,10 @@ impl NetworkData {
             *o = Output { scale: r.f32()?, offset: r.f32()? };
         }
         // In the order of `Part::all`.
-        let node_enc = r.mlp()?;
+        let mut node_enc = r.mlp()?;
+        if node_features as usize != NODE_FEATURES {
+            node_enc.l1 = node_enc.l1.with_inputs(node_features as usize, NODE_FEATURES)?;
+        }
         let edge_enc = r.mlp()?;
         let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;
         let node_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;

@@ -21,7 +21,11 @@
 //!   do, within the same radius;
 //! - the material, the same at every node: `log10` of the areal density
 //!   (kg/m²), of the stretch stiffness (N/m) and of the bending stiffness
-//!   (N·m), and the Poisson ratio.
+//!   (N·m), and the Poisson ratio;
+//! - the step's velocity change (3): the velocity after the physics step
+//!   less the one it started from ([`crate::state::State::start_velocities`]),
+//!   the step's acceleration times its length, which tells the forces that
+//!   acted on the node (contact, stretch, gravity) apart from its motion.
 //!
 //! The wind is not an input: no training family has wind but the held-out
 //! one, so its weights could not be learned.
@@ -33,7 +37,7 @@ use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
 use crate::model::{Collider, Material};
 
-pub const NODE_FEATURES: usize = 15;
+pub const NODE_FEATURES: usize = 18;
 pub const EDGE_FEATURES: usize = 10;
 /// The edge features that turn over with the edge's direction (the rest
 /// and current directions); the others (lengths, the dynamic flag, the
@@ -45,10 +49,15 @@ pub const TURNS_OVER: [bool; EDGE_FEATURES] = [true, true, true, false, true, tr
 /// network that knows only these reads the others with zero weights.
 pub const BASE_NODE_FEATURES: usize = 7;
 
+/// Node features of the second format (the base ones, the nearest
+/// collider, the material): a network that knows only these reads the
+/// step's velocity change with zero weights.
+pub const MATERIAL_NODE_FEATURES: usize = 15;
+
 /// First index of every 3-vector among the node features (velocity,
-/// position, collider normal); the other features are scalars. A rotation
-/// of the scene rotates exactly these.
-pub const NODE_VECTORS: [usize; 3] = [0, 3, 7];
+/// position, collider normal, velocity change); the other features are
+/// scalars. A rotation of the scene rotates exactly these.
+pub const NODE_VECTORS: [usize; 4] = [0, 3, 7, 15];
 /// First index of every 3-vector among the edge features (rest and current
 /// direction).
 pub const EDGE_VECTORS: [usize; 2] = [0, 4];
@@ -174,25 +183,39 @@ impl<'a> Surroundings<'a> {
     }
 }
 
+/// A node's position `x`, velocity `v` and the velocity its step started
+/// from, `v_start`.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeState {
+    pub x: Vec3,
+    pub v: Vec3,
+    pub v_start: Vec3,
+    pub pinned: bool,
+}
+
 /// Features of one node given the cloth's [`centroid`].
 #[inline]
-pub fn node_feature(x: Vec3, v: Vec3, pinned: bool, centroid: Vec3, s: &Surroundings) -> [f32; NODE_FEATURES] {
+pub fn node_feature(node: NodeState, centroid: Vec3, s: &Surroundings) -> [f32; NODE_FEATURES] {
+    let NodeState { x, v, v_start, pinned } = node;
     let d = x - centroid;
     let (n, w) = s.nearest(x);
     let m = s.material;
-    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32, n.x, n.y, n.z, w, m[0], m[1], m[2], m[3]]
+    let a = v - v_start;
+    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32, n.x, n.y, n.z, w, m[0], m[1], m[2], m[3], a.x, a.y, a.z]
 }
 
-/// Node features. `pinned[i] != 0` marks pinned nodes.
+/// Node features. `pinned[i] != 0` marks pinned nodes; `v_start` holds
+/// the velocities the step started from.
 pub fn node_features(
     x: &[Vec3],
     v: &[Vec3],
+    v_start: &[Vec3],
     pinned: &[u8],
     surroundings: &Surroundings,
     out: &mut [[f32; NODE_FEATURES]],
 ) {
     let c = centroid(x);
-    for (((o, xi), vi), &p) in out.iter_mut().zip(x).zip(v).zip(pinned) {
-        *o = node_feature(*xi, *vi, p != 0, c, surroundings);
+    for ((((o, &x), &v), &v_start), &p) in out.iter_mut().zip(x).zip(v).zip(v_start).zip(pinned) {
+        *o = node_feature(NodeState { x, v, v_start, pinned: p != 0 }, c, surroundings);
     }
 }

@@ -1127,6 +1127,8 @@ pub struct GraphRef<'g> {
     pub mesh: &'g Mesh<'g>,
     pub x: &'g [Vec3],
     pub v: &'g [Vec3],
+    /// The velocities the step started from ([`State::start_velocities`]).
+    pub v_start: &'g [Vec3],
     pub pinned: &'g [u8],
     pub pairs: &'g [[NodeId; 2]],
     pub colliders: &'g [Collider],
@@ -1135,19 +1137,20 @@ pub struct GraphRef<'g> {
 }
 
 impl<'g> GraphRef<'g> {
-    /// The graph of `state` (positions, velocities, pinned flags, time and
-    /// the pairs of its last proximity search) in `model`.
+    /// The graph of `state` (positions, velocities and those the step
+    /// started from, pinned flags, time and the pairs of its last proximity
+    /// search) in `model`.
     pub fn of(model: &'g Model<'g>, state: &'g State) -> GraphRef<'g> {
         let time = state.time() as f32;
-        GraphRef::in_model(model, state.positions(), state.velocities(), state.pinned(), state.pairs(), time)
+        let (x, v, v_start) = (state.positions(), state.velocities(), state.start_velocities());
+        GraphRef::in_model(model, [x, v, v_start], state.pinned(), state.pairs(), time)
     }
 
-    /// The graph of these positions, velocities, pinned flags and pairs at
-    /// `time` (s) in `model`.
+    /// The graph of these positions, velocities and start velocities,
+    /// pinned flags and pairs at `time` (s) in `model`.
     fn in_model(
         model: &'g Model<'g>,
-        x: &'g [Vec3],
-        v: &'g [Vec3],
+        [x, v, v_start]: [&'g [Vec3]; 3],
         pinned: &'g [u8],
         pairs: &'g [[NodeId; 2]],
         time: f32,
@@ -1156,6 +1159,7 @@ impl<'g> GraphRef<'g> {
             mesh: &model.mesh,
             x,
             v,
+            v_start,
             pinned,
             pairs,
             colliders: model.scene.colliders,
@@ -1321,10 +1325,13 @@ impl<'n, 'g> Inputs<'n, 'g> {
     #[inline(always)]
     pub fn node(&self, i: usize) -> Result<[i8; NODE_FEATURES], GnnError> {
         let g = self.g;
-        let (Some(&x), Some(&v), Some(&pinned)) = (g.x.get(i), g.v.get(i), g.pinned.get(i)) else {
+        let (Some(&x), Some(&v), Some(&v_start), Some(&pinned)) =
+            (g.x.get(i), g.v.get(i), g.v_start.get(i), g.pinned.get(i))
+        else {
             return Err(GnnError::MeshMismatch);
         };
-        let f = features::node_feature(x, v, pinned != 0, self.centroid, &self.around);
+        let node = features::NodeState { x, v, v_start, pinned: pinned != 0 };
+        let f = features::node_feature(node, self.centroid, &self.around);
         let mut q = [0i8; NODE_FEATURES];
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&self.net.node_in) {
             *q = inp.quantize(x);
@@ -1521,7 +1528,7 @@ pub fn infer_probed(
     }
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
-    let g = GraphRef::in_model(model, loan.x, loan.v, loan.pinned, loan.pairs, time);
+    let g = GraphRef::in_model(model, [loan.x, loan.v, loan.v_start], loan.pinned, loan.pairs, time);
     forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
 }
 

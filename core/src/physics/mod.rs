@@ -934,6 +934,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     }
     model.scene.mark_pinned(state.ws.flags);
     state.ws.memo.forget();
+    state.ws.v_start.copy_from_slice(state.v);
     let h = model.params.dt;
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };

@@ -20,7 +20,9 @@ use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
-use weft_core::gnn::features::{self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
+use weft_core::gnn::features::{
+    self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, MATERIAL_NODE_FEATURES, NODE_FEATURES, NODE_VECTORS,
+};
 use weft_core::gnn::int8::{GraphRef, Part, Parts};
 use weft_core::prelude::*;
 
@@ -173,7 +175,8 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let around = GraphRef::of(model, state).surroundings(cfg.radius);
-    features::node_features(state.positions(), state.velocities(), state.pinned(), &around, &mut g.nodes);
+    let (x, v, v_start) = (state.positions(), state.velocities(), state.start_velocities());
+    features::node_features(x, v, v_start, state.pinned(), &around, &mut g.nodes);
     if cfg.base_inputs {
         for f in &mut g.nodes {
             f[BASE_NODE_FEATURES..].fill(0.0);
@@ -544,11 +547,13 @@ fn unit_gain() -> f32 {
     1.0
 }
 
-pub const MODEL_FORMAT: &str = "weft-gnn-f32-2";
-/// The first format, still read: a network of the first
-/// [`BASE_NODE_FEATURES`] node features, loaded with zero weights on the
-/// others.
-pub const FIRST_MODEL_FORMAT: &str = "weft-gnn-f32-1";
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-3";
+/// The earlier formats, still read, with the node features their networks
+/// know: the first [`BASE_NODE_FEATURES`], then the material's
+/// [`MATERIAL_NODE_FEATURES`]; loaded with zero weights (and unit
+/// statistics) on the others, which computes what they computed.
+pub const EARLIER_MODEL_FORMATS: [(&str, usize); 2] =
+    [("weft-gnn-f32-1", BASE_NODE_FEATURES), ("weft-gnn-f32-2", MATERIAL_NODE_FEATURES)];
 
 impl Trained {
     pub fn new(meta: ModelMeta, dev: &Device) -> Result<Trained> {
@@ -565,21 +570,16 @@ impl Trained {
             &std::fs::read_to_string(&json)
                 .with_context(|| format!("reading {} (train a model first)", json.display()))?,
         )?;
-        let first = meta.format == FIRST_MODEL_FORMAT;
-        if meta.format != MODEL_FORMAT && !first {
-            bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format);
-        }
+        let known = match EARLIER_MODEL_FORMATS.iter().find(|(f, _)| *f == meta.format) {
+            Some(&(_, k)) => Some(k),
+            None if meta.format == MODEL_FORMAT => None,
+            None => bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format),
+        };
         let mut meta = meta;
-        if first {
-            // The base node features only: the others get zero weights
-            // (and unit statistics), which computes what it computed.
+        if let Some(known) = known {
             let node = &mut meta.normalizer.node;
-            if node.mean.len() != BASE_NODE_FEATURES || node.std.len() != BASE_NODE_FEATURES {
-                bail!(
-                    "{}: {} node statistics, format {FIRST_MODEL_FORMAT} has {BASE_NODE_FEATURES}",
-                    json.display(),
-                    node.mean.len()
-                );
+            if node.mean.len() != known || node.std.len() != known {
+                bail!("{}: {} node statistics, format {} has {known}", json.display(), node.mean.len(), meta.format);
             }
             node.mean.resize(NODE_FEATURES, 0.0);
             node.std.resize(NODE_FEATURES, 1.0);
@@ -587,18 +587,19 @@ impl Trained {
         }
         let mut t = Trained::new(meta, dev)?;
         let weights = stem.with_extension("safetensors");
-        if first {
-            for (name, w) in candle_core::safetensors::load(&weights, dev)? {
-                let w = if name == "node_enc.l1.weight" {
-                    let rows = w.dim(0)?;
-                    Tensor::cat(&[&w, &Tensor::zeros((rows, NODE_FEATURES - BASE_NODE_FEATURES), DType::F32, dev)?], 1)?
-                } else {
-                    w
-                };
-                t.varmap.set_one(&name, w).with_context(|| format!("{}: {name}", weights.display()))?;
+        match known {
+            Some(known) => {
+                for (name, w) in candle_core::safetensors::load(&weights, dev)? {
+                    let w = if name == "node_enc.l1.weight" {
+                        let rows = w.dim(0)?;
+                        Tensor::cat(&[&w, &Tensor::zeros((rows, NODE_FEATURES - known), DType::F32, dev)?], 1)?
+                    } else {
+                        w
+                    };
+                    t.varmap.set_one(&name, w).with_context(|| format!("{}: {name}", weights.display()))?;
+                }
             }
-        } else {
-            t.varmap.load(weights)?;
+            None => t.varmap.load(weights)?,
         }
         Ok(t)
     }
