@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One correction network from scratch on the data set, the way the
+# committed one was made: train, choose the gain on the validation split,
+# quantise, and evaluate at horizons on the validation and test splits and
+# the held-out family (float and int8).
+#
+#   weights/train.sh RUN [LATENT ROUNDS]    # a run folder; latent 16, 2 rounds by default
+#   weights/train.sh RUN install            # copies RUN's network and reports into weights/
+#
+# RUN is a folder (for example ~/.cache/weft/runs/L16-R2); a run that
+# stopped continues from its checkpoint when started again. The data come
+# from $WEFT_DATA, else ~/.cache/weft/data (`weft generate`). The run keeps
+# beside its network: the binary it ran and its commit, the data's index,
+# the command lines and the training log. One core (RAYON_NUM_THREADS=1),
+# so that two runs share a two-core machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUN=${1:?usage: weights/train.sh RUN [LATENT ROUNDS | install]}
+DATA=${WEFT_DATA:-$HOME/.cache/weft/data}
+SEED=1
+
+if [ "${2:-}" = install ]; then
+    for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 train.log commit data-index.json \
+        commands; do
+        cp "$RUN/$f" "weights/$f"
+    done
+    for split in test heldout; do
+        rm -rf "weights/eval-$split"
+        mkdir -p "weights/eval-$split"
+        cp "$RUN/eval-$split"/{horizons.json,report.json,rmse.png} "weights/eval-$split/" 2>/dev/null || true
+    done
+    exit 0
+fi
+
+LATENT=${2:-16}
+ROUNDS=${3:-2}
+mkdir -p "$RUN"
+export RAYON_NUM_THREADS=1
+if [ ! -x "$RUN/weft" ]; then
+    # $WEFT_BIN: a binary built before (with its commit in $WEFT_BIN.commit).
+    if [ -n "${WEFT_BIN:-}" ]; then
+        cp "$WEFT_BIN" "$RUN/weft"
+        cp "$WEFT_BIN.commit" "$RUN/commit"
+    else
+        cargo build --release -q -p weft-host
+        cp target/release/weft "$RUN/weft"
+        git rev-parse HEAD >"$RUN/commit"
+    fi
+    cp "$DATA/index.json" "$RUN/data-index.json"
+fi
+W=$RUN/weft
+M=$RUN/weft-gnn
+run() {
+    echo "$(date -u +%FT%TZ) $*" >>"$RUN/commands"
+    "$@"
+}
+log() { echo "$(date -u +%FT%TZ) $*"; }
+
+if [ ! -f "$RUN/trained" ]; then
+    resume=()
+    [ -f "$M.json" ] && resume=(--resume)
+    log train
+    run "$W" train -d "$DATA" -o "$M" --latent "$LATENT" --rounds "$ROUNDS" --seed "$SEED" --steps 30000 \
+        --unroll 10 --unroll-after 5000 -q "${resume[@]}"
+    touch "$RUN/trained"
+fi
+if [ ! -f "$RUN/gained" ]; then
+    log gain
+    run "$W" gain -m "$M" -d "$DATA"
+    touch "$RUN/gained"
+fi
+log quantize
+run "$W" quantize -m "$M" -d "$DATA" -o "$M.q8"
+for split in val test heldout; do
+    if [ ! -f "$RUN/eval-$split/horizons.json" ]; then
+        log "eval $split"
+        run "$W" eval --horizons --split "$split" -d "$DATA" -m "$M" --int8 "$M.q8" -o "$RUN/eval-$split"
+    fi
+done
+log done
