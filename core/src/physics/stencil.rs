@@ -184,11 +184,16 @@ impl<'a> BendingStencil<'a> {
         let (nx, ny) = (self.nx, self.ny);
         let (rows, _) = self.weights.as_chunks::<PER_NODE>();
         let left = const { reach_left(SLOTS) };
+        let span = const { span(NX, SLOTS) };
+        let n = nx * ny;
         for y in 0..ny {
             for x in 0..nx {
                 let i = y * nx + x;
                 let Some(w) = rows.get(i) else { return };
-                if NX != 0 && x >= left && x + 2 < nx && y + 2 < ny {
+                // A coupling past a side of the grid has a zero weight, so
+                // a node near a side takes the fixed kernel too (its terms
+                // there add zeros) wherever its window fits in the arrays.
+                if NX != 0 && i >= left && i - left + span <= n {
                     node_fixed::<NX, SLOTS>(i - left, w, scale, p, out);
                 } else {
                     self.node_general(x, y, w, scale, p, out);
@@ -249,6 +254,12 @@ const fn reach_left(slots: u16) -> usize {
     left
 }
 
+/// The nodes from [`reach_left`] before a node to its farthest coupling
+/// among `slots` on a grid `nx` wide: the window [`node_fixed`] reads.
+const fn span(nx: usize, slots: u16) -> usize {
+    2 * nx + 3 + reach_left(slots)
+}
+
 /// One node's share of [`BendingStencil::apply`] on a grid `NX` wide
 /// with the couplings `SLOTS`: `base` is the node's index less
 /// [`reach_left`]; every neighbour is at a constant place in the windows
@@ -262,7 +273,7 @@ fn node_fixed<const NX: usize, const SLOTS: u16>(
     out: &mut [Vec3],
 ) {
     let left = const { reach_left(SLOTS) };
-    let span = 2 * NX + 3 + left;
+    let span = const { span(NX, SLOTS) };
     let (Some(pw), Some(ow)) = (p.get(base..base + span), out.get_mut(base..base + span)) else { return };
     let pi = pw[left];
     let mut acc = Vec3::ZERO;
