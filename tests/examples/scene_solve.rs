@@ -40,8 +40,8 @@ fn main() {
     if !args.iter().any(|a| a == "accuracy") {
         return;
     }
-    // Positions after 15 steps (before the contact), 30 and 60.
-    let at = [15u32, 30, 60];
+    // Positions after 1, 5 and 15 steps (before the contact), 30 and 60.
+    let at = [1u32, 5, 15, 30, 60];
     let record = |params: StepParams, per: u32| {
         let mut out = Vec::new();
         host::run(scenario, params, corrected, per * steps, |s, _, _, state| {

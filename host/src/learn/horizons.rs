@@ -38,11 +38,11 @@ pub const MEASURABLE: f32 = 1.0 / 3.0;
 /// Device instructions per CG iteration of the 16×16 step and per step
 /// outside its CG iterations (assembly, multigrid set-up, energy check and
 /// audit, contacts): fitted to two firmware QEMU counts of the corrected
-/// swing (`cd firmware && cargo qemu`), 10.47 M instructions of physics per
-/// step at 21.5 CG iterations (tolerance 1e-4) and 13.93 M at 33.2 (1e-5,
+/// swing (`cd firmware && cargo qemu`), 9.763 M instructions of physics per
+/// step at 19.7 CG iterations (tolerance 1e-4) and 12.320 M at 28.8 (1e-5,
 /// `cg_tolerance` in `firmware/src/scene.rs`).
-pub const DEVICE_PER_CG_ITERATION: f64 = (13.93e6 - 10.47e6) / (33.2 - 21.5);
-pub const DEVICE_PER_STEP: f64 = 10.47e6 - 21.5 * DEVICE_PER_CG_ITERATION;
+pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
+pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
 /// Device instructions per corrected step for the network: features and
 /// forward, dynamic edges and correction (the firmware's QEMU run of the
 /// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
