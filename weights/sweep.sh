@@ -6,10 +6,31 @@
 # the start (the checkout may change while the sweep runs).
 #
 #   nohup weights/sweep.sh >~/.cache/weft/runs/sweep.log 2>&1 &
+#   weights/sweep.sh report    # the table, with each network's cost on the board (QEMU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${WEFT_RUNS:-$HOME/.cache/weft/runs}
 mkdir -p "$RUNS"
+if [ "${1:-}" = report ]; then
+    runs=()
+    for run in "$RUNS"/L*-R*/; do
+        run=${run%/}
+        [ -f "$run/weft-gnn.q8" ] || continue
+        runs+=("$run")
+        if [ ! -f "$run/device.txt" ]; then
+            # The swing's network: dynamic edges + features and forward + correction.
+            line=$(cd firmware && WEFT_WEIGHTS="$run/weft-gnn.q8" cargo qemu 2>&1 | grep "swing: per step" || true)
+            if [ -n "$line" ]; then
+                echo "$line" | sed -E 's/.*dynamic edges ([0-9]+), gnn ([0-9]+), correction ([0-9]+).*/\1 \2 \3/' |
+                    awk '{print $1 + $2 + $3}' >"$run/device.txt"
+            else
+                echo "does not run on the board" >"$run/device.txt"
+            fi
+        fi
+    done
+    cargo run --release -q -p weft-host --example sweep_report -- "${runs[@]}"
+    exit 0
+fi
 if [ ! -x "$RUNS/weft" ]; then
     cargo build --release -q -p weft-host
     cp target/release/weft "$RUNS/weft"
