@@ -136,6 +136,10 @@ enum Command {
         /// Calibration graphs drawn from the training split.
         #[arg(long, default_value_t = 256)]
         samples: usize,
+        /// Clip every hidden and latent channel's scale at this many times
+        /// its RMS over the calibration (0: at its largest magnitude).
+        #[arg(long, default_value_t = 0.0)]
+        clip: f32,
         #[arg(short, long, default_value = "weights/weft-gnn.q8")]
         out: PathBuf,
     },
@@ -188,8 +192,8 @@ fn run(cli: Cli) -> Result<()> {
             let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
             print!("{}", eval::choose_gain(&model, &data, &split, &gains, by)?);
         }
-        Command::Quantize { model, data, samples, out } => {
-            println!("{}", quantize::command(&model, &data, samples, &out)?);
+        Command::Quantize { model, data, samples, clip, out } => {
+            println!("{}", quantize::command(&model, &data, samples, clip, &out)?);
         }
         Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
         Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {

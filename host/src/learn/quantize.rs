@@ -73,7 +73,17 @@ impl Channels {
     }
     /// Scale per channel: the largest magnitude ↦ 127.
     fn scales(&self) -> Vec<f32> {
-        self.max.iter().map(|&m| scale_of(m)).collect()
+        self.clipped(0.0)
+    }
+    /// Scale per channel: the largest magnitude, or (`clip > 0`) at most
+    /// `clip` times the channel's RMS, ↦ 127 (larger values saturate).
+    fn clipped(&self, clip: f32) -> Vec<f32> {
+        let rms = self.mean_sq();
+        self.max
+            .iter()
+            .zip(rms)
+            .map(|(&m, ms)| if clip > 0.0 { scale_of(m.min(clip * ms.sqrt() as f32)) } else { scale_of(m) })
+            .collect()
     }
     fn mean_sq(&self) -> Vec<f64> {
         self.sum_sq.iter().map(|s| s / self.count.max(1) as f64).collect()
@@ -373,7 +383,7 @@ struct Scales {
 }
 
 impl Scales {
-    fn new(net: &FloatNet, r: &Ranges) -> Result<Scales> {
+    fn new(net: &FloatNet, r: &Ranges, clip: f32) -> Result<Scales> {
         let rounds = net.mlps.rounds();
         let l = net.latent;
         let ok = r.h.len() == rounds + 1
@@ -389,12 +399,12 @@ impl Scales {
         let all = |v: &[Channels]| {
             let mut every = Channels::default();
             v.iter().for_each(|c| every.merge(c));
-            vec![every.scales(); v.len()]
+            vec![every.clipped(clip); v.len()]
         };
         Ok(Scales {
             node_in: r.node_in.scales(),
             edge_in: r.edge_in.scales(),
-            hidden: map_parts(&r.hidden, |_, c| Ok(c.scales()))?,
+            hidden: map_parts(&r.hidden, |_, c| Ok(c.clipped(clip)))?,
             h: all(&r.h),
             e: all(&r.e),
         })
@@ -424,7 +434,14 @@ impl Scales {
 
 /// Quantises `net` with activation statistics from calibration.
 pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
-    let sc = Scales::new(net, r)?;
+    quantize_clipped(net, r, 0.0)
+}
+
+/// [`quantize`] with every hidden and latent channel's scale clipped at
+/// `clip` times its RMS over the calibration (0: at its largest
+/// magnitude; the inputs keep theirs).
+pub fn quantize_clipped(net: &FloatNet, r: &Ranges, clip: f32) -> Result<NetworkData> {
+    let sc = Scales::new(net, r, clip)?;
     let input = |stats: &crate::learn::gnn::Stats, s: &[f32], k: usize| Input {
         offset: stats.mean[k],
         gain: 1.0 / (stats.std[k] * s[k]),
@@ -508,7 +525,7 @@ fn mlp_noise(
 /// through the float weights (ReLU and the mean do not grow it); inputs
 /// within the calibration ranges (no saturation).
 pub fn noise_estimate(net: &FloatNet, r: &Ranges) -> Result<[f32; 6]> {
-    let sc = Scales::new(net, r)?;
+    let sc = Scales::new(net, r, 0.0)?;
     let ms = |c: &Channels| c.mean_sq();
     // An encoder: its inputs' quantisation noise in, its output rounded.
     let encoder = |m: &FMlp, cols: &[f32], input: &Channels, hidden: &[f32], hidden_stats: &Channels, out: &[f32]| {
@@ -560,6 +577,7 @@ pub fn command(
     model: &std::path::Path,
     data: &std::path::Path,
     samples: usize,
+    clip: f32,
     out: &std::path::Path,
 ) -> Result<String> {
     let t0 = std::time::Instant::now();
@@ -574,7 +592,7 @@ pub fn command(
     let none = crate::learn::gnn::Noise { position: 0.0, velocity: 0.0 };
     let graphs = crate::learn::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
     let ranges = calibrate(&float, &graphs);
-    let q = quantize(&float, &ranges)?;
+    let q = quantize_clipped(&float, &ranges, clip)?;
     let bytes = q.to_bytes();
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
