@@ -18,6 +18,8 @@ cd "$(dirname "$0")/.."
 RUN=${1:?usage: weights/train.sh RUN [LATENT ROUNDS | install]}
 DATA=${WEFT_DATA:-$HOME/.cache/weft/data}
 SEED=1
+# Hidden and latent int8 scales clipped at this many RMS (`weft quantize --clip`).
+CLIP=8
 
 if [ "${2:-}" = install ]; then
     for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 train.log commit data-index.json \
@@ -70,7 +72,7 @@ if [ ! -f "$RUN/gained" ]; then
     touch "$RUN/gained"
 fi
 log quantize
-run "$W" quantize -m "$M" -d "$DATA" -o "$M.q8"
+run "$W" quantize -m "$M" -d "$DATA" --clip "$CLIP" -o "$M.q8"
 for split in val test heldout; do
     if [ ! -f "$RUN/eval-$split/horizons.json" ]; then
         log "eval $split"
