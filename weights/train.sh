@@ -19,7 +19,7 @@ RUN=${1:?usage: weights/train.sh RUN [LATENT ROUNDS | install]}
 DATA=${WEFT_DATA:-$HOME/.cache/weft/data}
 SEED=1
 # Hidden and latent int8 scales clipped at this many RMS (`weft quantize --clip`).
-CLIP=8
+CLIP=12
 
 if [ "${2:-}" = install ]; then
     for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 train.log commit data-index.json \
