@@ -490,6 +490,14 @@ impl<'a> State<'a> {
         self.ws.warm_h = 0.0;
         Ok(())
     }
+    /// Replaces the velocities the last step started from
+    /// ([`State::start_velocities`]), to restore a recorded state between
+    /// its step and its correction; rejects NaN/inf and wrong lengths.
+    pub fn set_start_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
+        check(v, self.v.len())?;
+        self.ws.v_start.copy_from_slice(v);
+        Ok(())
+    }
     /// Sets the clock to the tick nearest `t` seconds (used when restarting
     /// from a recorded state); a time that is negative, not finite or beyond
     /// 2⁵³ ticks is an error and leaves the clock as it was.

@@ -37,6 +37,8 @@ struct Trace {
     graphs: Vec<Graph>,
     x: Vec<Vec<Vec3>>,
     v: Vec<Vec<Vec3>>,
+    /// The velocities each state's step started from.
+    v_start: Vec<Vec<Vec3>>,
 }
 
 /// Records `states` graphs (every tenth step) of three test-split
@@ -52,16 +54,17 @@ fn record(states: usize) -> Vec<Trace> {
                 let n = model.mesh.node_count();
                 let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * n);
                 let mut state = State::new(model, ss.storage()).unwrap();
-                let (mut graphs, mut xs, mut vs) = (vec![], vec![], vec![]);
+                let (mut graphs, mut xs, mut vs, mut starts) = (vec![], vec![], vec![], vec![]);
                 for t in 0..states * 10 {
                     step(model, &mut state).unwrap();
                     if t % 10 == 9 {
                         graphs.push(graph_of(model, &mut state, &cfg)?);
                         xs.push(state.positions().to_vec());
                         vs.push(state.velocities().to_vec());
+                        starts.push(state.start_velocities().to_vec());
                     }
                 }
-                Ok(Trace { family, seed, graphs, x: xs, v: vs })
+                Ok(Trace { family, seed, graphs, x: xs, v: vs, v_start: starts })
             })
             .unwrap()
         })
@@ -71,15 +74,16 @@ fn record(states: usize) -> Vec<Trace> {
 fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
     let spec = DatasetSpec::default();
     let mut out = vec![];
-    for Trace { family, seed, graphs, x: xs, v: vs } in traces {
+    for Trace { family, seed, graphs, x: xs, v: vs, v_start } in traces {
         let scn = families::scenario(*family, *seed, spec.coarse, spec.steps, spec.dt);
         scn.with_model(|model| {
             let n = model.mesh.node_count();
             let mut ss = VecStateStorage::new(model, 8 * n);
             let mut state = State::new(model, ss.storage()).unwrap();
-            for ((g, x), v) in graphs.iter().zip(xs).zip(vs) {
+            for (((g, x), v), v0) in graphs.iter().zip(xs).zip(vs).zip(v_start) {
                 state.set_positions(x).unwrap();
                 state.set_velocities(v).unwrap();
+                state.set_start_velocities(v0).unwrap();
                 state.find_pairs(&model.mesh, net.radius, 8 * n).unwrap();
                 let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
                 let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
