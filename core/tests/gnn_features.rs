@@ -104,6 +104,15 @@ fn keeps_start_velocities(model: &Model, state: &mut State) {
     assert_ne!(corrected, after);
     physics::step(model, state).unwrap();
     assert_eq!(state.start_velocities(), &corrected[..]);
+    // A recorded state's start velocities restored; bad ones refused,
+    // the state's kept.
+    state.set_start_velocities(&set).unwrap();
+    assert_eq!(state.start_velocities(), &set[..]);
+    let mut bad = set.clone();
+    bad[3].y = f32::NAN;
+    assert!(state.set_start_velocities(&bad).is_err());
+    assert!(state.set_start_velocities(&set[..15]).is_err());
+    assert_eq!(state.start_velocities(), &set[..]);
 }
 
 #[test]
