@@ -22,10 +22,11 @@ SEED=1
 CLIP=12
 
 if [ "${2:-}" = install ]; then
-    for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 train.log commit data-index.json \
-        commands; do
+    for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 commit data-index.json commands; do
         cp "$RUN/$f" "weights/$f"
     done
+    # The run's output: beside its folder where weights/sweep.sh ran it.
+    if [ -f "$RUN/train.log" ]; then cp "$RUN/train.log" weights/train.log; else cp "${RUN%/}.log" weights/train.log; fi
     for split in test heldout; do
         rm -rf "weights/eval-$split"
         mkdir -p "weights/eval-$split"
