@@ -169,6 +169,26 @@ fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
     }
 }
 
+/// `weft quantize --clip K`: the hidden and latent scales clipped at `K`
+/// times their calibrated RMS. A clip above every channel's largest
+/// magnitude changes nothing; a clip of 2 RMS changes the scales of the
+/// channels with heavier tails, and the network still checks.
+#[test]
+fn clipped_scales_engage_only_below_the_largest_magnitude() {
+    let float = FloatNet::from_trained(&trained()).unwrap();
+    let rec = record(2);
+    let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
+    let ranges = quantize::calibrate(&float, &graphs);
+    let plain = quantize::quantize(&float, &ranges).unwrap();
+    assert_eq!(quantize::quantize_clipped(&float, &ranges, 1e9).unwrap().to_bytes(), plain.to_bytes());
+    let clipped = quantize::quantize_clipped(&float, &ranges, 2.0).unwrap();
+    assert_ne!(clipped.to_bytes(), plain.to_bytes());
+    assert_eq!(clipped.with_network(|n| n.validate()), Ok(()));
+    // The inputs keep their scales.
+    assert_eq!(clipped.node_in, plain.node_in);
+    assert_eq!(clipped.edge_in, plain.edge_in);
+}
+
 #[test]
 fn model_file_round_trips_and_rejects_damage() {
     let bytes = committed_file();
