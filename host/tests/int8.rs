@@ -124,13 +124,20 @@ fn plain_float_forward_matches_candle() {
     assert!(worst < 1e-4, "plain f32 forward differs from candle by {worst} target std");
 }
 
+/// The committed float network, `states` recorded states of each scenario
+/// of [`record`], and the network's activation ranges calibrated on them.
+fn calibrated(states: usize) -> (FloatNet, Vec<Trace>, quantize::Ranges) {
+    let float = FloatNet::from_trained(&trained()).unwrap();
+    let rec = record(states);
+    let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
+    let ranges = quantize::calibrate(&float, &graphs);
+    (float, rec, ranges)
+}
+
 #[test]
 fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
-    let float = FloatNet::from_trained(&trained()).unwrap();
-    let rec = record(4);
-    let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
     // Calibrated on the same inputs, so none saturates (the bound's premise).
-    let ranges = quantize::calibrate(&float, &graphs);
+    let (float, rec, ranges) = calibrated(4);
     let q = quantize::quantize(&float, &ranges).unwrap();
     let sigma = quantize::noise_estimate(&float, &ranges).unwrap();
     let results = run_int8(&q, &rec);
@@ -175,10 +182,7 @@ fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
 /// channels with heavier tails, and the network still checks.
 #[test]
 fn clipped_scales_engage_only_below_the_largest_magnitude() {
-    let float = FloatNet::from_trained(&trained()).unwrap();
-    let rec = record(2);
-    let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
-    let ranges = quantize::calibrate(&float, &graphs);
+    let (float, _, ranges) = calibrated(2);
     let plain = quantize::quantize(&float, &ranges).unwrap();
     assert_eq!(quantize::quantize_clipped(&float, &ranges, 1e9).unwrap().to_bytes(), plain.to_bytes());
     let clipped = quantize::quantize_clipped(&float, &ranges, 2.0).unwrap();
