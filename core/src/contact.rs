@@ -308,8 +308,8 @@ pub fn constrain(
         }
         for e in mesh.edges() {
             let (a, b) = (e.a as usize, e.b as usize);
-            let (d, n, beta) = c.segment_distance(x[a], x[b], t);
-            if !(beta > EDGE_END && beta < 1.0 - EDGE_END) || d - c.thickness >= margin + (v[a] - v[b]).norm() * h {
+            let Some((d, n, beta)) = c.segment_distance_inside(x[a], x[b], t, EDGE_END) else { continue };
+            if d - c.thickness >= margin + (v[a] - v[b]).norm() * h {
                 continue;
             }
             let vp = v[a] + (v[b] - v[a]) * beta - c.velocity;
@@ -352,13 +352,19 @@ pub fn holder(colliders: &[Collider], f: u8) -> Option<&Collider> {
 /// which the gap closes (within `tol`), or `None` when the motion stays
 /// clear. Bounded: after `SWEEP_ITERATIONS` advances the last `s` is
 /// taken as the hit.
-fn advance(lip: f32, tol: f32, mut gap: impl FnMut(f32) -> f32) -> Option<f32> {
+fn advance(lip: f32, tol: f32, gap: impl FnMut(f32) -> f32) -> Option<f32> {
+    advance_from(None, lip, tol, gap)
+}
+
+/// [`advance`] with `gap(0)` already known as `first` (when given).
+fn advance_from(first: Option<f32>, lip: f32, tol: f32, mut gap: impl FnMut(f32) -> f32) -> Option<f32> {
     if !(lip > 0.0) {
         return None;
     }
     let mut s = 0.0;
+    let mut first = first;
     for _ in 0..SWEEP_ITERATIONS {
-        let g = gap(s);
+        let g = first.take().unwrap_or_else(|| gap(s));
         if !(g > tol) {
             return Some(s);
         }
@@ -457,9 +463,12 @@ pub fn collide_edges(mesh: &Mesh, m: &StepMotion, x1: &mut [Vec3], v: &mut [Vec3
             let lerp = |p: Vec3, q: Vec3, s: f32| p + (q - p) * s;
             let at = |s: f32| (lerp(a0, a1, s), lerp(b0, b1, s));
             let gap0 = c.segment_distance(a0, b0, t).0 - c.thickness;
+            // `gap0` is the sweep's gap at 0 where the ends' motion is
+            // finite (there `at(0)` is the start, to the bit).
+            let first = (lip.is_finite() && h.is_finite()).then_some(gap0);
             // The contact: swept (first touch) for an edge that starts
             // clear, else the end state's closest point.
-            let (n, beta, push) = match advance(lip, tol, |s| {
+            let (n, beta, push) = match advance_from(first, lip, tol, |s| {
                 let (p, q) = at(s);
                 c.segment_distance(p, q, t + s * h).0 - c.thickness
             }) {

@@ -193,22 +193,53 @@ impl Collider {
     /// plane contact); a sphere or capsule may touch a segment between its
     /// ends.
     pub fn segment_distance(&self, p: Vec3, q: Vec3, t: f32) -> (f32, Vec3, f32) {
+        match self.segment_closest(p, q, t) {
+            Some((at, c, beta, radius)) => {
+                let (d, n) = sphere_distance(at, c, radius);
+                (d, n, beta)
+            }
+            None => {
+                let (dp, np) = self.distance(p, t);
+                let (dq, nq) = self.distance(q, t);
+                if dp <= dq {
+                    (dp, np, 0.0)
+                } else {
+                    (dq, nq, 1.0)
+                }
+            }
+        }
+    }
+
+    /// [`Collider::segment_distance`] where the segment's closest point
+    /// lies strictly between `lo` and `1 − lo` (the same bits), `None`
+    /// elsewhere and on planes (whose closest point is an end). The
+    /// parameter is found before any square root, so that the segments
+    /// closest at an end cost a projection only.
+    pub fn segment_distance_inside(&self, p: Vec3, q: Vec3, t: f32, lo: f32) -> Option<(f32, Vec3, f32)> {
+        let (at, c, beta, radius) = self.segment_closest(p, q, t)?;
+        if !(beta > lo && beta < 1.0 - lo) {
+            return None;
+        }
+        let (d, n) = sphere_distance(at, c, radius);
+        Some((d, n, beta))
+    }
+
+    /// A sphere's or capsule's closest approach to the segment `p`–`q` at
+    /// time `t`, in the collider's frame: the segment's point, the
+    /// surface's centre point nearest it, the point's parameter `β` and the
+    /// radius. `None` for a plane.
+    fn segment_closest(&self, p: Vec3, q: Vec3, t: f32) -> Option<(Vec3, Vec3, f32, f32)> {
         let shift = self.velocity * t;
         let (p0, q0) = (p - shift, q - shift);
         let (c, beta, radius) = match self.shape {
-            Shape::Plane { .. } => {
-                let (dp, np) = self.distance(p, t);
-                let (dq, nq) = self.distance(q, t);
-                return if dp <= dq { (dp, np, 0.0) } else { (dq, nq, 1.0) };
-            }
+            Shape::Plane { .. } => return None,
             Shape::Sphere { center, radius } => (center, closest_on_segment(p0, q0, center), radius),
             Shape::Capsule { a, b, radius } => {
                 let (beta, gamma) = segment_segment(p0, q0, a, b);
                 (a + (b - a) * gamma, beta, radius)
             }
         };
-        let (d, n) = sphere_distance(p0 + (q0 - p0) * beta, c, radius);
-        (d, n, beta)
+        Some((p0 + (q0 - p0) * beta, c, beta, radius))
     }
 
     fn validate(&self) -> Result<(), ParamError> {

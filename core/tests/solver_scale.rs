@@ -245,6 +245,47 @@ fn cached_bending_energy_gives_the_same_bits() {
     assert_eq!((short.0.to_bits(), short.1.to_bits()), (plain.0.to_bits(), plain.1.to_bits()));
 }
 
+/// The stencil's bending energy (the energy check's and audit's form on
+/// grids) is the hinges' quadratic form, whose gradient is the stencil's
+/// product; it does not change when the cloth is moved far from the
+/// origin, and its rounding bound stays at the scale of the energy there
+/// (the hinges' grows with the distance).
+#[test]
+fn the_stencil_bending_energy_is_the_hinge_energy() {
+    use weft_core::physics::bending;
+    for (nx, ny) in [(16usize, 16usize), (9, 23), (61, 7)] {
+        let grid = Grid::horizontal(nx, ny, 0.9, 0.6, 0.4);
+        let mut ms = VecMeshStorage::for_counts(grid.counts());
+        let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+        let plate = Material::COTTON.plate();
+        let mut pool = vec![0.0; PER_NODE * nx * ny];
+        let stencil = BendingStencil::new(&mesh, plate, &mut pool).unwrap();
+        let mut rng = Rng(0x5e1 + nx as u64);
+        let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p + rng.vec3(0.05)).collect();
+        let (hinge, hinge_noise) = bending::energy_and_noise(&mesh, plate, &x);
+        let (energy, noise) = stencil.energy_and_noise(&x);
+        assert!(hinge > 0.0, "{nx}×{ny}: bending energy {hinge}");
+        assert!((energy - hinge).abs() <= 1e-4 * hinge, "{nx}×{ny}: stencil {energy} vs hinges {hinge}");
+        assert!(noise > 0.0 && noise < hinge_noise, "{nx}×{ny}: bounds {noise} vs {hinge_noise}");
+        // Along a direction d: E(x + s d) − E(x − s d) = 2 s dᵀ K x exactly
+        // for a quadratic form; K x from the product.
+        let d: Vec<Vec3> = (0..nx * ny).map(|_| rng.vec3(1.0)).collect();
+        let mut kx = vec![Vec3::ZERO; nx * ny];
+        stencil.apply(1.0, &x, &mut kx);
+        let slope: f32 = d.iter().zip(&kx).map(|(a, b)| a.dot(*b)).sum();
+        let s = 1e-3;
+        let at = |sign: f32| -> Vec<Vec3> { x.iter().zip(&d).map(|(p, q)| *p + *q * (sign * s)).collect() };
+        let diff = stencil.energy_and_noise(&at(1.0)).0 - stencil.energy_and_noise(&at(-1.0)).0;
+        assert!((diff - 2.0 * s * slope).abs() <= 1e-2 * (2.0 * s * slope).abs(), "{nx}×{ny}: {diff} vs {}", 2.0 * s * slope);
+        // Far from the origin.
+        let far: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(100.0, -50.0, 20.0)).collect();
+        let (e_far, noise_far) = stencil.energy_and_noise(&far);
+        assert!((e_far - energy).abs() <= 1e-3 * energy, "{nx}×{ny}: moved {e_far} vs {energy}");
+        assert!(noise_far <= 2.0 * noise, "{nx}×{ny}: moved bound {noise_far} vs {noise}");
+        assert!(bending::energy_and_noise(&mesh, plate, &far).1 > 10.0 * noise_far);
+    }
+}
+
 /// A state with the gather table steps to the same positions and
 /// velocities as one without (the drape onto a sphere, pinned at two
 /// corners, with contacts and releases).

@@ -5,6 +5,7 @@
 use crate::math::Vec3;
 use crate::model::Model;
 use crate::physics::bending;
+use crate::physics::stencil::BendingStencil;
 
 /// Elastic energy of a placement, and a bound on its `f32` rounding noise.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,6 +30,14 @@ impl Elastic {
 /// ([`bending::energy_and_noise_cached`]; the solver's idle blocks during a
 /// step), or empty.
 pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
+    elastic_with(model, x, None, cache)
+}
+
+/// [`elastic`] with the bending energy from the grid's assembled
+/// `stencil` when given ([`BendingStencil::energy_and_noise`]: the same
+/// quadratic form as the hinges', a fraction of the work), else from the
+/// hinges with `cache` as scratch.
+pub fn elastic_with(model: &Model, x: &[Vec3], stencil: Option<&BendingStencil>, cache: &mut [[f32; 4]]) -> Elastic {
     let mem = model.material.membrane();
     let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
     for t in model.mesh.triangles() {
@@ -39,7 +48,10 @@ pub fn elastic(model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
             xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();
         el.noise += stress * df;
     }
-    let (bending, noise) = bending::energy_and_noise_cached(&model.mesh, model.material.plate(), x, cache);
+    let (bending, noise) = match stencil {
+        Some(s) => s.energy_and_noise(x),
+        None => bending::energy_and_noise_cached(&model.mesh, model.material.plate(), x, cache),
+    };
     el.bending = bending;
     el.noise += noise;
     el.noise *= f32::EPSILON;
@@ -69,11 +81,17 @@ impl<'a> ElasticMemo<'a> {
     }
 
     /// [`elastic`] of `x`, from memory if it measured `x` last.
-    pub(crate) fn elastic(&mut self, model: &Model, x: &[Vec3], cache: &mut [[f32; 4]]) -> Elastic {
+    pub(crate) fn elastic(
+        &mut self,
+        model: &Model,
+        x: &[Vec3],
+        stencil: Option<&BendingStencil>,
+        cache: &mut [[f32; 4]],
+    ) -> Elastic {
         match self.el {
             Some(el) if same_bits(self.x, x) => el,
             _ => {
-                let el = elastic(model, x, cache);
+                let el = elastic_with(model, x, stencil, cache);
                 let stored = self.x.len() == x.len();
                 if stored {
                     self.x.copy_from_slice(x);

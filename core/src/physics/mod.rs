@@ -123,7 +123,8 @@ fn energy_with(model: &Model, x: &[Vec3], v: &[Vec3], elastic: impl FnOnce(&[Vec
 fn state_energy(model: &Model, state: &mut State) -> (Energy, f32) {
     let ws = &mut state.ws;
     let cache = hinge_cache(ws.blocks);
-    energy_with(model, state.x, state.v, |x| ws.memo.elastic(model, x, cache))
+    let stencil = ws.stencil.as_ref();
+    energy_with(model, state.x, state.v, |x| ws.memo.elastic(model, x, stencil, cache))
 }
 
 /// The strain `l/l₀ − 1` of every static edge (positive: stretched).
@@ -213,6 +214,8 @@ struct EnergyCheck<'s, 'm> {
     f_ext: &'s [Vec3],
     flags: &'s [u8],
     normal: &'s [Vec3],
+    /// The grid's bending stencil, which measures the bending energy.
+    stencil: Option<&'s stencil::BendingStencil<'s>>,
 }
 
 impl EnergyCheck<'_, '_> {
@@ -245,7 +248,7 @@ impl EnergyCheck<'_, '_> {
             let w = self.free_part(i, *ui);
             psi += 0.5 * self.model.mass(i) * w.norm2() - fi.dot(self.free_part(i, self.displacement(i, *ui)));
         }
-        let el = memo.elastic(self.model, xt, cache);
+        let el = memo.elastic(self.model, xt, self.stencil, cache);
         (psi + el.total(), el.noise)
     }
 
@@ -266,7 +269,7 @@ impl EnergyCheck<'_, '_> {
             let d = self.displacement(i, *ui);
             xt[i] = *xi + (d - self.free_part(i, d));
         }
-        let el = memo.elastic(self.model, xt, cache);
+        let el = memo.elastic(self.model, xt, self.stencil, cache);
         (kin + el.total(), el.noise)
     }
 }
@@ -716,7 +719,16 @@ fn check_energy(
     allowed: u32,
 ) -> (bool, f32) {
     let mut scale = 1.0;
-    let check = EnergyCheck { model, h: k.h, x, base: ws.r, f_ext: ws.f_ext, flags: ws.flags, normal: ws.normal };
+    let check = EnergyCheck {
+        model,
+        h: k.h,
+        x,
+        base: ws.r,
+        f_ext: ws.f_ext,
+        flags: ws.flags,
+        normal: ws.normal,
+        stencil: ws.stencil.as_ref(),
+    };
     trial(scale, v, ws.dv, ws.flags, ws.normal, ws.p);
     let cache = hinge_cache(ws.blocks);
     // Before, then after: the start is often the audit's placement, and
@@ -1017,17 +1029,17 @@ mod tests {
         let mut x: [Vec3; C.nodes] = core::array::from_fn(|i| model.mesh.rest()[i] * 1.05);
         let mut copy = [Vec3::ZERO; C.nodes];
         let mut memo = ElasticMemo::new(&mut copy);
-        let first = memo.elastic(&model, &x, &mut []);
+        let first = memo.elastic(&model, &x, None, &mut []);
         assert_eq!(first, elastic(&model, &x, &mut []));
         assert!(first.membrane > 0.0);
-        assert_eq!(memo.elastic(&model, &x, &mut []), first);
+        assert_eq!(memo.elastic(&model, &x, None, &mut []), first);
         // One node moved: measured again, not remembered.
         x[5].z += 0.01;
-        let moved = memo.elastic(&model, &x, &mut []);
+        let moved = memo.elastic(&model, &x, None, &mut []);
         assert_eq!(moved, elastic(&model, &x, &mut []));
         assert_ne!(moved, first);
         memo.forget();
-        assert_eq!(memo.elastic(&model, &x, &mut []), moved);
+        assert_eq!(memo.elastic(&model, &x, None, &mut []), moved);
         Ok(())
     }
 }

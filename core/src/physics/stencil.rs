@@ -155,6 +155,34 @@ impl<'a> BendingStencil<'a> {
         }
     }
 
+    /// The bending energy `½ xᵀ K_b x` of positions `x` and the bound on
+    /// its `f32` rounding over ε. The rows sum to zero, so the energy is
+    /// `−½ Σ w_ij |x_j − x_i|²` over the forward couplings: each difference
+    /// is rounded once, with no cancellation of positions far from the
+    /// origin, and the bound is `Σ |w_ij| |x_j − x_i|²`. The same operator
+    /// as [`BendingStencil::apply`], so the energy's gradient is the force
+    /// the step takes. `(0, 0)` when `x` does not cover the grid.
+    pub fn energy_and_noise(&self, x: &[Vec3]) -> (f32, f32) {
+        let (nx, ny) = (self.nx, self.ny);
+        let (Some(x), (rows, _)) = (x.get(..nx * ny), self.weights.as_chunks::<PER_NODE>()) else { return (0.0, 0.0) };
+        let (mut twice, mut noise) = (0.0f32, 0.0f32);
+        for (i, (xi, w)) in x.iter().zip(rows).enumerate() {
+            let (cx, cy) = (i % nx, i / nx);
+            for &k in self.active_slots() {
+                let (dx, dy) = OFFSETS[k as usize - 1];
+                let (jx, jy) = (cx as isize + dx, cy + dy as usize);
+                if jx < 0 || jx as usize >= nx || jy >= ny {
+                    continue;
+                }
+                let (Some(xj), Some(&wk)) = (x.get(jy * nx + jx as usize), w.get(k as usize)) else { continue };
+                let t = wk * (*xj - *xi).norm2();
+                twice -= t;
+                noise += libm::fabsf(t);
+            }
+        }
+        (0.5 * twice, noise)
+    }
+
     /// Adds `scale · K_b · p` to `out`, on differences `p_j − p_i` (the
     /// rows sum to zero), so that positions far from the origin lose no
     /// accuracy to cancellation. On the grid widths the device, the 2×
