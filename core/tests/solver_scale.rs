@@ -276,7 +276,11 @@ fn the_stencil_bending_energy_is_the_hinge_energy() {
         let s = 1e-3;
         let at = |sign: f32| -> Vec<Vec3> { x.iter().zip(&d).map(|(p, q)| *p + *q * (sign * s)).collect() };
         let diff = stencil.energy_and_noise(&at(1.0)).0 - stencil.energy_and_noise(&at(-1.0)).0;
-        assert!((diff - 2.0 * s * slope).abs() <= 1e-2 * (2.0 * s * slope).abs(), "{nx}×{ny}: {diff} vs {}", 2.0 * s * slope);
+        assert!(
+            (diff - 2.0 * s * slope).abs() <= 1e-2 * (2.0 * s * slope).abs(),
+            "{nx}×{ny}: {diff} vs {}",
+            2.0 * s * slope
+        );
         // Far from the origin.
         let far: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(100.0, -50.0, 20.0)).collect();
         let (e_far, noise_far) = stencil.energy_and_noise(&far);
