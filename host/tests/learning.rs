@@ -273,3 +273,63 @@ fn the_gain_is_chosen_at_a_horizon() {
     assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, best, "{printed}");
     assert!(eval::choose_gain(&stem, dir.path(), "heldout", &[1.0], Selection::Horizon(7)).is_err());
 }
+
+/// The rollout loss at the rollout it was made from (`learn::rollout_loss`):
+/// its value is the end error in its scales (`K` times the targets'
+/// deviations), and its gradient on the heads' output biases is the
+/// free-particle lever's — each position correction moves the end by
+/// itself, each velocity correction `k` by `(K − 1 − k) h` in position and
+/// by itself in velocity — summed over the free nodes.
+#[test]
+fn the_rollout_loss_pushes_every_correction_against_the_end_error() {
+    use weft_host::learn::rollout_loss::{rollout_loss, rollout_sample};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, ..tiny() };
+    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    let trajs = dataset::load_split(dir.path(), Some("train")).unwrap();
+    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false };
+    let dev = candle_core::Device::Cpu;
+    let mut m = Trained::untrained(config, &dev).unwrap();
+    // Corrections of a tenth of a millimetre: the rollout stays near the
+    // reference's.
+    let std = 1e-4f32;
+    m.meta.normalizer.target.std = vec![std; 6];
+    let (k, t0) = (4usize, 3usize);
+    let traj = trajs.iter().find(|t| t.family == Family::Hang).unwrap();
+    let s = rollout_sample(traj, t0, k, &m).unwrap().expect("the rollout runs");
+    assert_eq!(s.graphs.len(), k);
+    assert!(rollout_sample(traj, traj.x.len() - 2, k, &m).unwrap().is_none(), "past the trajectory's end");
+    let (e, free, dt) = (s.end_error.clone(), s.graphs[0].free.clone(), s.dt);
+    assert!(free.iter().any(|&f| f == 0.0) && free.iter().any(|&f| f == 1.0), "pins and free nodes");
+    let loss = rollout_loss(&m.gnn, &m.meta.normalizer, std::slice::from_ref(&s), &dev).unwrap();
+    let scale = k as f32 * std;
+    let count = 6.0 * free.iter().sum::<f32>();
+    let mut value = 0.0f64;
+    let (mut gx, mut gv) = ([0.0f64; 3], [0.0f64; 3]);
+    let lever: f32 = (0..k).map(|i| (k - 1 - i) as f32 * dt).sum();
+    for (row, &f) in e.iter().zip(&free) {
+        if f == 0.0 {
+            continue;
+        }
+        for c in 0..3 {
+            let (ex, ev) = ((row[c] / scale) as f64, (row[3 + c] / scale) as f64);
+            value += ex * ex + ev * ev;
+            // d/d(bias) of (e + moved)²/s²: 2 e/s² times how far one unit of
+            // the normalised output moves the end.
+            gx[c] += 2.0 * ex / scale as f64 * (k as f32 * std) as f64;
+            gv[c] += 2.0 * ex / scale as f64 * (lever * std) as f64 + 2.0 * ev / scale as f64 * (k as f32 * std) as f64;
+        }
+    }
+    value /= count as f64;
+    let got = loss.to_scalar::<f32>().unwrap() as f64;
+    assert!(value > 0.0 && (got - value).abs() <= 1e-4 * value, "loss {got}, expected {value}");
+    let grads = loss.backward().unwrap();
+    let vars = m.varmap.data().lock().unwrap();
+    for (name, want) in [("head_x.l2.bias", gx), ("head_v.l2.bias", gv)] {
+        let g: Vec<f32> = grads.get(vars[name].as_tensor()).unwrap().to_vec1().unwrap();
+        for c in 0..3 {
+            let w = want[c] / count as f64;
+            assert!((g[c] as f64 - w).abs() <= 1e-3 * w.abs() + 1e-9, "{name}[{c}]: {} against {w}", g[c]);
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The learning floor: the scenario families ([`families`]) and their
 //! fine-reference data ([`dataset`]), the float network and its samples
-//! ([`gnn`], [`samples`]), training ([`train`]), int8 quantisation and
+//! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`]), int8 quantisation and
 //! export ([`quantize`]), and evaluation ([`columns`], [`eval`],
 //! [`horizons`], [`metrics`]). It builds on `sim` and `weft-core`; nothing below it
 //! imports it.
@@ -13,5 +13,6 @@ pub mod gnn;
 pub mod horizons;
 pub mod metrics;
 pub mod quantize;
+pub mod rollout_loss;
 pub mod samples;
 pub mod train;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::learn::dataset::{self, Trajectory};
 use crate::learn::families::Rng;
 use crate::learn::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
+use crate::learn::rollout_loss;
 use crate::learn::samples::{draw, picks, samples};
 
 /// Turns every graph by a random angle about the vertical when `on`.
@@ -90,6 +91,20 @@ pub struct TrainOptions {
     /// Frames per validation rollout with `--select-horizon 0`.
     #[arg(long, default_value_t = 200)]
     pub rollout_frames: usize,
+    /// The rollout loss ([`crate::learn::rollout_loss`]): rollouts of
+    /// this many corrected frames from the fine state, whose end error
+    /// every correction of the rollout is trained against (0: off).
+    #[arg(long, default_value_t = 0)]
+    pub rollout_loss: usize,
+    /// The rollout loss's weight beside the one-step loss.
+    #[arg(long, default_value_t = 1.0)]
+    pub rollout_weight: f32,
+    /// Rollouts per training step for the rollout loss.
+    #[arg(long, default_value_t = 1)]
+    pub rollout_samples: usize,
+    /// Training steps before the rollout loss starts.
+    #[arg(long, default_value_t = 0)]
+    pub rollout_after: usize,
     /// `--quiet`: no progress bars.
     #[arg(short = 'q', long = "quiet", action = clap::ArgAction::SetFalse)]
     pub progress: bool,
@@ -112,6 +127,10 @@ pub struct TrainLog {
     /// `(step, mean corrected position RMSE of the validation rollouts)`.
     #[serde(default)]
     pub rollouts: Vec<(usize, f32)>,
+    /// `(step, mean rollout loss since the last entry)` with the rollout
+    /// loss on ([`crate::learn::rollout_loss`]).
+    #[serde(default)]
+    pub rollout_losses: Vec<(usize, f32)>,
     pub seconds: f32,
 }
 
@@ -153,7 +172,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let v0 = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
     log.history.push((start, v0, v0));
     let t0 = std::time::Instant::now();
-    let (mut acc, mut acc_n) = (0.0f32, 0usize);
+    let (mut acc, mut acc_n, mut acc_rollout) = (0.0f32, 0usize, 0.0f32);
     let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
     for step in start..opts.steps {
         // Cosine decay from lr to lr_final.
@@ -161,9 +180,17 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
         opt.set_learning_rate(lr as f64);
         let batch = training_batch(opts, &train, &model, step, &mut step_rng, &dev)?;
-        let loss = model.gnn.loss(&batch)?;
+        let one_step = model.gnn.loss(&batch)?;
+        acc += one_step.to_scalar::<f32>()?;
+        let loss = if opts.rollout_loss > 0 && step >= opts.rollout_after {
+            let rollouts = rollout_batch(opts, &train, &model, &mut step_rng)?;
+            let extra = rollout_loss::rollout_loss(&model.gnn, &model.meta.normalizer, &rollouts, &dev)?;
+            acc_rollout += extra.to_scalar::<f32>()?;
+            (one_step + (extra * opts.rollout_weight as f64)?)?
+        } else {
+            one_step
+        };
         opt.backward_step(&loss)?;
-        acc += loss.to_scalar::<f32>()?;
         acc_n += 1;
         bar.inc(1);
         let last = step + 1 == opts.steps;
@@ -172,7 +199,10 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             let tr = acc / acc_n.max(1) as f32;
             log.history.push((step + 1, tr, v));
             bar.set_message(format!("loss {tr:.4} val {v:.4}"));
-            (acc, acc_n) = (0.0, 0);
+            if opts.rollout_loss > 0 && step >= opts.rollout_after {
+                log.rollout_losses.push((step + 1, acc_rollout / acc_n.max(1) as f32));
+            }
+            (acc, acc_n, acc_rollout) = (0.0, 0, 0.0);
             model.meta.steps = step + 1;
             model.meta.train_loss = tr;
             model.meta.val_loss = v;
@@ -252,6 +282,30 @@ fn training_batch(
     Batch::weighted(&graphs, &model.meta.normalizer, dev, opts.relative_floor)
 }
 
+/// The rollouts of a training step's rollout loss: from random frames of
+/// random training trajectories, those that did not fail.
+fn rollout_batch(
+    opts: &TrainOptions,
+    train: &[Trajectory],
+    model: &Trained,
+    rng: &mut Rng,
+) -> Result<Vec<rollout_loss::RolloutSample>> {
+    use rayon::prelude::*;
+    let k = opts.rollout_loss;
+    let picks: Vec<(usize, usize)> = (0..opts.rollout_samples)
+        .map(|_| {
+            let (i, t) = draw(train, rng);
+            let last = train[i].x.len().saturating_sub(k + 1).max(1);
+            (i, t % last)
+        })
+        .collect();
+    let out: Vec<_> = picks
+        .par_iter()
+        .map(|&(i, t)| rollout_loss::rollout_sample(&train[i], t, k, model))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(out.into_iter().flatten().collect())
+}
+
 /// The training and validation splits; refuses an empty training split,
 /// and a selection horizon `weft eval` does not measure before hours of
 /// training rather than at the first validation.
@@ -290,6 +344,7 @@ fn append_log(opts: &TrainOptions, log: &TrainLog) -> Result<()> {
         .unwrap_or_default();
     all.history.extend(log.history.iter().copied());
     all.rollouts.extend(log.rollouts.iter().copied());
+    all.rollout_losses.extend(log.rollout_losses.iter().copied());
     all.seconds += log.seconds;
     std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
     Ok(())
