@@ -124,6 +124,10 @@ enum Command {
         horizon: usize,
         #[arg(long, default_value_t = 200, value_parser = weft_host::at_least_one)]
         steps: usize,
+        /// Choose only among gains no worse than plain at this horizon too
+        /// (1, 10 or 50; 0: no guard).
+        #[arg(long, default_value_t = 0)]
+        guard: usize,
     },
     /// Quantise a trained float model to int8 (calibrated on training
     /// samples) and write the model file that weft-weights bakes in.
@@ -188,9 +192,10 @@ fn run(cli: Cli) -> Result<()> {
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
         }
-        Command::Gain { model, data, split, gains, horizon, steps } => {
+        Command::Gain { model, data, split, gains, horizon, steps, guard } => {
             let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
-            print!("{}", eval::choose_gain(&model, &data, &split, &gains, by)?);
+            let guard = (guard > 0).then_some(eval::Selection::Horizon(guard));
+            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, guard)?);
         }
         Command::Quantize { model, data, samples, clip, out } => {
             println!("{}", quantize::command(&model, &data, samples, clip, &out)?);

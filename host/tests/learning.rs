@@ -272,6 +272,24 @@ fn the_gain_is_chosen_at_a_horizon() {
     let best = if rows[1].1 < rows[0].1 { 0.5 } else { 0.0 };
     assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, best, "{printed}");
     assert!(eval::choose_gain(&stem, dir.path(), "heldout", &[1.0], Selection::Horizon(7)).is_err());
+
+    // With a guard at horizon 10, a gain is chosen only if it is no worse
+    // than plain there; else none (0, the plain step).
+    let printed = eval::choose_gain_guarded(
+        &stem,
+        dir.path(),
+        "heldout",
+        &[0.5],
+        Selection::Horizon(1),
+        Some(Selection::Horizon(10)),
+    )
+    .unwrap();
+    let mut half = Trained::load(&stem, &candle_core::Device::Cpu).unwrap();
+    half.meta.gain = 0.5;
+    let at_10 = horizons::horizon_error(&trajs[0], Column::Float, Some(&half), 10).unwrap().unwrap();
+    let want = if at_10 <= plain { 0.5 } else { 0.0 };
+    assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, want, "{printed}");
+    assert!(printed.contains("guard"), "{printed}");
 }
 
 /// The rollout loss at the rollout it was made from (`learn::rollout_loss`):

@@ -242,6 +242,22 @@ impl std::fmt::Display for Selection {
 /// candidate factor on the network's corrections, writes the best into the
 /// model's JSON; returns the report.
 pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Selection) -> Result<String> {
+    choose_gain_guarded(model, data, split, gains, by, None)
+}
+
+/// [`choose_gain`] with a guard: with `guard` a second measure (say,
+/// horizon 50 beside a selection at horizon 10), only gains whose error
+/// there is at most plain's are chosen from (gain 0, plain itself, when
+/// none is), so that a correction chosen for short horizons does not lose
+/// to the plain step at long ones.
+pub fn choose_gain_guarded(
+    model: &Path,
+    data: &Path,
+    split: &str,
+    gains: &[f32],
+    by: Selection,
+    guard: Option<Selection>,
+) -> Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let mut trained = Trained::load(model, &candle_core::Device::Cpu)?;
@@ -249,7 +265,7 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
-    let error = |t: &Trajectory, float: Option<&Trained>| -> Result<f32> {
+    let error = |by: Selection, t: &Trajectory, float: Option<&Trained>| -> Result<f32> {
         match (by, float) {
             (Selection::Rollout(steps), None) => plain_error(t, steps),
             (Selection::Rollout(steps), Some(m)) => corrected_error(t, m, steps),
@@ -259,19 +275,32 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
             }
         }
     };
-    let plain = mean(&trajs.iter().map(|t| error(t, None)).collect::<Result<Vec<_>>>()?);
+    let mean_of = |by: Selection, m: Option<&Trained>| -> Result<f32> {
+        Ok(mean(&trajs.iter().map(|t| error(by, t, m)).collect::<Result<Vec<_>>>()?))
+    };
+    let plain = mean_of(by, None)?;
+    let guard_plain = guard.map(|g| mean_of(g, None)).transpose()?;
     let _ = writeln!(out, "{by}");
-    let mut best = (f32::INFINITY, 1.0f32);
+    if let Some(g) = guard {
+        let _ = writeln!(out, "guard: no worse than plain at the {g}");
+    }
+    // Without a passing gain, none: the plain step.
+    let mut best = (f32::INFINITY, if guard.is_some() { 0.0 } else { 1.0f32 });
     for &g in gains {
         trained.meta.gain = g;
-        let errs = trajs.iter().map(|t| error(t, Some(&trained))).collect::<Result<Vec<_>>>()?;
-        let corrected = mean(&errs);
-        let _ = writeln!(
-            out,
-            "gain {g}: corrected {corrected:.4e} m, plain {plain:.4e} m ({:.3}× plain)",
-            corrected / plain
-        );
-        if corrected < best.0 {
+        let corrected = mean_of(by, Some(&trained))?;
+        let _ =
+            write!(out, "gain {g}: corrected {corrected:.4e} m, plain {plain:.4e} m ({:.3}× plain)", corrected / plain);
+        let passes = match (guard, guard_plain) {
+            (Some(by_guard), Some(p)) => {
+                let c = mean_of(by_guard, Some(&trained))?;
+                let _ = write!(out, "; guard {:.3}× plain", c / p);
+                c <= p
+            }
+            _ => true,
+        };
+        let _ = writeln!(out);
+        if passes && corrected < best.0 {
             best = (corrected, g);
         }
     }
