@@ -4,8 +4,12 @@
 # quantise, and evaluate at horizons on the validation and test splits and
 # the held-out family (float and int8).
 #
-#   weights/train.sh RUN [LATENT ROUNDS]    # a run folder; latent 16, 2 rounds by default
+#   weights/train.sh RUN [LATENT ROUNDS [TRAIN OPTIONS…]]  # a run folder; latent 16, 2 rounds by default
 #   weights/train.sh RUN install            # copies RUN's network and reports into weights/
+#
+# TRAIN OPTIONS are added to `weft train`'s (for example `--rollout-loss 10`).
+# The gain is chosen at horizon 10 among the gains no worse than plain at
+# horizon 50 (`weft gain --guard 50`; the log keeps every gain's errors).
 #
 # RUN is a folder (for example ~/.cache/weft/runs/L16-R2); a run that
 # stopped continues from its checkpoint when started again. The data come
@@ -25,6 +29,7 @@ if [ "${2:-}" = install ]; then
     for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 commit data-index.json commands; do
         cp "$RUN/$f" "weights/$f"
     done
+    if [ -f "$RUN/gain.txt" ]; then cp "$RUN/gain.txt" weights/gain.txt; fi
     # The run's output: beside its folder where weights/sweep.sh ran it.
     if [ -f "$RUN/train.log" ]; then cp "$RUN/train.log" weights/train.log; else cp "${RUN%/}.log" weights/train.log; fi
     for split in test heldout; do
@@ -37,6 +42,7 @@ fi
 
 LATENT=${2:-16}
 ROUNDS=${3:-2}
+EXTRA=("${@:4}")
 mkdir -p "$RUN"
 export RAYON_NUM_THREADS=1
 if [ ! -x "$RUN/weft" ]; then
@@ -64,12 +70,12 @@ if [ ! -f "$RUN/trained" ]; then
     [ -f "$M.json" ] && resume=(--resume)
     log train
     run "$W" train -d "$DATA" -o "$M" --latent "$LATENT" --rounds "$ROUNDS" --seed "$SEED" --steps 30000 \
-        --unroll 10 --unroll-after 5000 -q "${resume[@]}"
+        --unroll 10 --unroll-after 5000 -q "${resume[@]}" "${EXTRA[@]}"
     touch "$RUN/trained"
 fi
 if [ ! -f "$RUN/gained" ]; then
     log gain
-    run "$W" gain -m "$M" -d "$DATA"
+    run "$W" gain -m "$M" -d "$DATA" --guard 50 | tee "$RUN/gain.txt"
     touch "$RUN/gained"
 fi
 log quantize
