@@ -413,6 +413,53 @@ fn relax(lv: Level, blocks: &[Mat3], r: &[Vec3], v: &mut [Vec3], x: usize, y: us
     diagonal_term(&blocks[STENCIL * i], &acc, &mut v[i]);
 }
 
+/// [`relax`] over row `y`, left to right (or right to left with
+/// `reverse`). The row's inner nodes of an inner row have all eight
+/// neighbours: they take them at fixed offsets, in [`relax`]'s order (the
+/// same sums in the same order, so the same bits), without its checks.
+#[inline(always)]
+fn relax_row(lv: Level, blocks: &[Mat3], r: &[Vec3], v: &mut [Vec3], y: usize, with_forward: bool, reverse: bool) {
+    let nx = lv.nx;
+    let inner = y > 0 && (!with_forward || y + 1 < lv.ny) && nx > 2;
+    if !inner {
+        for k in 0..nx {
+            let x = if reverse { nx - 1 - k } else { k };
+            relax(lv, blocks, r, v, x, y, with_forward);
+        }
+        return;
+    }
+    let one = |v: &mut [Vec3], x: usize| {
+        let i = y * nx + x;
+        let mut acc = r[i];
+        // Backward neighbours: the nodes whose forward slot s points here.
+        tblock_sub(&blocks[STENCIL * (i - 1) + 1], &v[i - 1], &mut acc);
+        tblock_sub(&blocks[STENCIL * (i + 1 - nx) + 2], &v[i + 1 - nx], &mut acc);
+        tblock_sub(&blocks[STENCIL * (i - nx) + 3], &v[i - nx], &mut acc);
+        tblock_sub(&blocks[STENCIL * (i - 1 - nx) + 4], &v[i - 1 - nx], &mut acc);
+        if with_forward {
+            let row = &blocks[STENCIL * i..STENCIL * i + STENCIL];
+            block_sub(&row[1], &v[i + 1], &mut acc);
+            block_sub(&row[2], &v[i + nx - 1], &mut acc);
+            block_sub(&row[3], &v[i + nx], &mut acc);
+            block_sub(&row[4], &v[i + nx + 1], &mut acc);
+        }
+        diagonal_term(&blocks[STENCIL * i], &acc, &mut v[i]);
+    };
+    if reverse {
+        relax(lv, blocks, r, v, nx - 1, y, with_forward);
+        for x in (1..nx - 1).rev() {
+            one(v, x);
+        }
+        relax(lv, blocks, r, v, 0, y, with_forward);
+    } else {
+        relax(lv, blocks, r, v, 0, y, with_forward);
+        for x in 1..nx - 1 {
+            one(v, x);
+        }
+        relax(lv, blocks, r, v, nx - 1, y, with_forward);
+    }
+}
+
 /// The fine level's operator, as the solver holds it.
 pub struct FineOperator<'s> {
     /// Membrane diagonal and edge blocks of `K` (unscaled).
@@ -678,9 +725,7 @@ fn coarse_cycle(
     // Forward Gauss–Seidel from zero.
     v.fill(Vec3::ZERO);
     for y in 0..ny {
-        for x in 0..nx {
-            relax(lv, mine, r, v, x, y, false);
-        }
+        relax_row(lv, mine, r, v, y, false, false);
     }
     let next = layout.dims[l + 1][0] * layout.dims[l + 1][1];
     let (v2, rest) = rest.split_at_mut(next);
@@ -704,8 +749,6 @@ fn coarse_cycle(
     prolong(lv, cx, v2, v);
     // Backward Gauss–Seidel.
     for y in (0..ny).rev() {
-        for x in (0..nx).rev() {
-            relax(lv, mine, r, v, x, y, true);
-        }
+        relax_row(lv, mine, r, v, y, true, true);
     }
 }
