@@ -53,7 +53,14 @@ fn training_lowers_the_loss() {
         out: dir.path().join("ck/model"),
         steps: 120,
         every: 40,
-        config: GnnConfig { latent: 12, rounds: 2, radius: 0.05, pairs_per_node: 8, base_inputs: false },
+        config: GnnConfig {
+            latent: 12,
+            rounds: 2,
+            radius: 0.05,
+            pairs_per_node: 8,
+            base_inputs: false,
+            velocity_only: false,
+        },
         progress: false,
         ..TrainOptions::default()
     };
@@ -248,7 +255,8 @@ fn the_gain_is_chosen_at_a_horizon() {
     let spec = DatasetSpec { per_family: 1, steps: 40, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let stem = dir.path().join("m/model");
-    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false };
+    let config =
+        GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false, velocity_only: false };
     Trained::untrained(config, &candle_core::Device::Cpu).unwrap().save(&stem).unwrap();
     let printed = eval::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
     let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
@@ -305,7 +313,8 @@ fn the_rollout_loss_pushes_every_correction_against_the_end_error() {
     let spec = DatasetSpec { per_family: 1, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let trajs = dataset::load_split(dir.path(), Some("train")).unwrap();
-    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false };
+    let config =
+        GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false, velocity_only: false };
     let dev = candle_core::Device::Cpu;
     let mut m = Trained::untrained(config, &dev).unwrap();
     // Corrections of a tenth of a millimetre: the rollout stays near the

@@ -55,6 +55,17 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub base_inputs: bool,
+    /// `--velocity-only`: the network corrects velocities only. Its
+    /// velocity target takes the position target with it, `Δv + Δx / h`
+    /// (the position error made good over the next step), and its position
+    /// output is zero wherever it is used (float, rollouts, int8): a
+    /// corrected state is then one the step itself could have reached, and
+    /// the next step's solve costs what a plain one does (a position
+    /// correction moves nodes against the stiff membrane, and the next
+    /// linearised step then fails its energy check and is split).
+    #[arg(long)]
+    #[serde(default)]
+    pub velocity_only: bool,
 }
 
 impl Default for GnnConfig {
@@ -267,11 +278,17 @@ pub fn sample(
     crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
     let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
     let v_next = frame_velocity(traj, t + 1);
+    let inv_h = 1.0 / scn.time.dt;
     g.targets = (0..xs.len())
         .map(|i| {
             let dx = traj.x[t + 1][i] - xs[i];
             let dv = v_next[i] - vs[i];
-            [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
+            if cfg.velocity_only {
+                let dv = dv + dx * inv_h;
+                [0.0, 0.0, 0.0, dv.x, dv.y, dv.z]
+            } else {
+                [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
+            }
         })
         .collect();
     Ok(g)
@@ -504,8 +521,10 @@ impl Gnn {
         let un = |row: &[f32], k: usize| row[k] * t.std[k] + t.mean[k];
         let mut dx = Vec::with_capacity(out.len());
         let mut dv = Vec::with_capacity(out.len());
+        // A velocity-only network's position output is not used.
+        let fx = if self.cfg.velocity_only { 0.0 } else { 1.0 };
         for (row, &f) in out.iter().zip(&g.free) {
-            dx.push(Vec3::new(un(row, 0), un(row, 1), un(row, 2)) * f);
+            dx.push(Vec3::new(un(row, 0), un(row, 1), un(row, 2)) * (f * fx));
             dv.push(Vec3::new(un(row, 3), un(row, 4), un(row, 5)) * f);
         }
         Ok((dx, dv))

@@ -191,13 +191,13 @@ impl FloatNet {
                 row.iter_mut().skip(BASE_NODE_FEATURES).for_each(|w| *w = 0.0);
             }
         }
-        Ok(FloatNet {
-            latent: cfg.latent,
-            radius: cfg.radius,
-            norm: t.meta.normalizer.clone(),
-            gain: t.meta.gain,
-            mlps,
-        })
+        let mut norm = t.meta.normalizer.clone();
+        if cfg.velocity_only {
+            // The position output is not used: zero in every unit.
+            norm.target.mean[..3].fill(0.0);
+            norm.target.std[..3].fill(0.0);
+        }
+        Ok(FloatNet { latent: cfg.latent, radius: cfg.radius, norm, gain: t.meta.gain, mlps })
     }
 
     /// Corrections `[Δx, Δv]` per node in physical units; adds the

@@ -115,7 +115,10 @@ pub fn rollout_loss(gnn: &Gnn, norm: &Normalizer, samples: &[RolloutSample], dev
         let lever: Vec<f32> = (0..k).map(|i| (k - 1 - i) as f32 * s.dt).collect();
         let lever = Tensor::from_vec(lever, (k, 1, 1), dev)?;
         let (dx, dv) = (delta.narrow(2, 0, 3)?, delta.narrow(2, 3, 3)?);
-        let moved_x = (&dx + dv.broadcast_mul(&lever)?)?.sum(0)?;
+        // A velocity-only network's position output is not applied.
+        let moved_x =
+            if gnn.cfg.velocity_only { dv.broadcast_mul(&lever)? } else { (&dx + dv.broadcast_mul(&lever)?)? };
+        let moved_x = moved_x.sum(0)?;
         let moved_v = dv.sum(0)?;
         let e: Vec<f32> = s.end_error.iter().flatten().copied().collect();
         let e = Tensor::from_vec(e, (n, 6), dev)?;
