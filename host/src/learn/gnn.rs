@@ -55,14 +55,14 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub base_inputs: bool,
-    /// `--velocity-only`: the network corrects velocities only. Its
-    /// velocity target takes the position target with it, `Δv + Δx / h`
-    /// (the position error made good over the next step), and its position
-    /// output is zero wherever it is used (float, rollouts, int8): a
-    /// corrected state is then one the step itself could have reached, and
-    /// the next step's solve costs what a plain one does (a position
-    /// correction moves nodes against the stiff membrane, and the next
-    /// linearised step then fails its energy check and is split).
+    /// `--velocity-only`: the network corrects velocities only: its
+    /// position target and output are zero wherever it is used (float,
+    /// rollouts, int8), and the step carries a velocity correction into the
+    /// positions from the next frame on. A corrected state is then one the
+    /// step itself could have reached, and the next step's solve costs what
+    /// a plain one does (a position correction moves nodes against the
+    /// stiff membrane, and the next linearised step then fails its energy
+    /// check and is split: `examples/corrected_cost.rs`).
     #[arg(long)]
     #[serde(default)]
     pub velocity_only: bool,
@@ -278,17 +278,12 @@ pub fn sample(
     crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
     let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
     let v_next = frame_velocity(traj, t + 1);
-    let inv_h = 1.0 / scn.time.dt;
+    let fx = if cfg.velocity_only { 0.0 } else { 1.0 };
     g.targets = (0..xs.len())
         .map(|i| {
-            let dx = traj.x[t + 1][i] - xs[i];
+            let dx = (traj.x[t + 1][i] - xs[i]) * fx;
             let dv = v_next[i] - vs[i];
-            if cfg.velocity_only {
-                let dv = dv + dx * inv_h;
-                [0.0, 0.0, 0.0, dv.x, dv.y, dv.z]
-            } else {
-                [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
-            }
+            [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
         })
         .collect();
     Ok(g)
