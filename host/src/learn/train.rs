@@ -179,17 +179,9 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         let f = step as f32 / opts.steps.max(1) as f32;
         let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
         opt.set_learning_rate(lr as f64);
-        let batch = training_batch(opts, &train, &model, step, &mut step_rng, &dev)?;
-        let one_step = model.gnn.loss(&batch)?;
-        acc += one_step.to_scalar::<f32>()?;
-        let loss = if opts.rollout_loss > 0 && step >= opts.rollout_after {
-            let rollouts = rollout_batch(opts, &train, &model, &mut step_rng)?;
-            let extra = rollout_loss::rollout_loss(&model.gnn, &model.meta.normalizer, &rollouts, &dev)?;
-            acc_rollout += extra.to_scalar::<f32>()?;
-            (one_step + (extra * opts.rollout_weight as f64)?)?
-        } else {
-            one_step
-        };
+        let (loss, one_step, rollout) = step_loss(opts, &train, &model, step, &mut step_rng, &dev)?;
+        acc += one_step;
+        acc_rollout += rollout;
         opt.backward_step(&loss)?;
         acc_n += 1;
         bar.inc(1);
@@ -254,6 +246,29 @@ fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: 
         val_rollout: None,
     };
     Ok((Trained::new(meta, dev)?, 0))
+}
+
+/// The loss of training step `step`: the one-step loss of a training
+/// batch, plus the rollout loss's once it is on; with the one-step and
+/// rollout parts' values.
+fn step_loss(
+    opts: &TrainOptions,
+    train: &[Trajectory],
+    model: &Trained,
+    step: usize,
+    rng: &mut Rng,
+    dev: &Device,
+) -> Result<(candle_core::Tensor, f32, f32)> {
+    let batch = training_batch(opts, train, model, step, rng, dev)?;
+    let one_step = model.gnn.loss(&batch)?;
+    let one = one_step.to_scalar::<f32>()?;
+    if opts.rollout_loss == 0 || step < opts.rollout_after {
+        return Ok((one_step, one, 0.0));
+    }
+    let rollouts = rollout_batch(opts, train, model, rng)?;
+    let extra = rollout_loss::rollout_loss(&model.gnn, &model.meta.normalizer, &rollouts, dev)?;
+    let r = extra.to_scalar::<f32>()?;
+    Ok(((one_step + (extra * opts.rollout_weight as f64)?)?, one, r))
 }
 
 /// The batch of training step `step`: random frames, from step
