@@ -100,9 +100,9 @@ fn main() -> anyhow::Result<()> {
             sums.resize(all.len(), Default::default());
             for (acc, r) in sums.iter_mut().zip(&all) {
                 if let Some((cg, solves, _, _, e)) = r {
-                    for k in 0..3 {
-                        if e[k].is_finite() {
-                            acc.0[k] += e[k] as f64;
+                    for (k, ek) in e.iter().enumerate() {
+                        if ek.is_finite() {
+                            acc.0[k] += *ek as f64;
                             acc.1[k] += 1;
                         }
                     }
