@@ -1,11 +1,16 @@
-//! Why a corrected step costs more CG iterations than a plain one: for each
-//! trajectory of a split, 10-frame windows every 20 frames (as `weft eval
-//! --horizons` runs them), plain and int8-corrected, with their CG
-//! iterations, linear solves (more than one a frame where the energy check
-//! split a step) and largest strain per frame.
-//! With a float model (`MODEL` without `.q8`), also its corrections with
-//! the position or the velocity part left out.
-//! (`cargo run --release -p weft-host --example corrected_cost -- DATA MODEL[.q8] [SPLIT] [FAMILY]`)
+//! Where a corrected step's cost and accuracy go: for each trajectory of a
+//! split, windows of 50 frames from every 20th (as `weft eval --horizons`
+//! starts them), plain and int8-corrected — or, with a float model
+//! (`MODEL` without `.q8`), its whole correction, its velocity part alone
+//! and its position part folded into the velocity (`Δv + Δx / h`) — with
+//! the mean errors at 1 / 10 / 50 frames against plain's, and the CG
+//! iterations and linear solves of each window's first 10 frames (more
+//! solves than frames where the energy check split a step); `VERBOSE=1`
+//! prints every window. `GAIN` overrides the float model's gain.
+//! `BIAS=MODEL.q8`: the int8 velocity corrections against the float
+//! network's on its own rollouts (`DEBIAS_OUT=FILE`: the int8 file with its
+//! velocity offsets moved by the mean difference).
+//! (`cargo run --release -p weft-host --example corrected_cost -- DATA MODEL[.q8] [SPLIT] [FAMILY [GAIN]]`)
 use weft_core::prelude::*;
 use weft_host::learn::dataset;
 use weft_host::learn::gnn::{graph_of, Trained};
@@ -44,7 +49,56 @@ impl corrector::Corrector for Parted<'_> {
     }
 }
 
+/// The float network's corrections, with the int8 network's on the same
+/// states beside them: the mean and mean square of their velocity
+/// difference per axis (free nodes).
+struct Compare<'m> {
+    model: &'m Trained,
+    net: &'m weft_weights::format::NetworkData,
+    diff: [f64; 3],
+    sq: [f64; 3],
+    ref_sq: [f64; 3],
+    n: f64,
+}
+
+impl corrector::Corrector for Compare<'_> {
+    fn pairs(&self, nodes: usize) -> usize {
+        self.model.meta.config.pairs_per_node * nodes
+    }
+    fn correct(&mut self, model: &Model, state: &mut State) -> anyhow::Result<usize> {
+        use weft_core::gnn::int8::{self, GraphRef, ScratchSizes};
+        let g = graph_of(model, state, &self.model.meta.config)?;
+        let (dx, dv) = self.model.correct(&g, &candle_core::Device::Cpu)?;
+        let n = model.mesh.node_count();
+        let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), self.net.latent);
+        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+        let (mut qx, mut qv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        let gr = GraphRef::of(model, state);
+        self.net
+            .with_network(|net| int8::forward(net.check()?, gr, &mut latents, &mut sums, &mut qx, &mut qv))
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        for ((f, q), &free) in dv.iter().zip(&qv).zip(&g.free) {
+            if free == 0.0 {
+                continue;
+            }
+            let d = *f - *q;
+            for (k, (dk, fk)) in [d.x, d.y, d.z].into_iter().zip([f.x, f.y, f.z]).enumerate() {
+                self.diff[k] += dk as f64;
+                self.sq[k] += (dk * dk) as f64;
+                self.ref_sq[k] += (fk * fk) as f64;
+            }
+            self.n += 1.0;
+        }
+        let _ = qx;
+        state.apply_correction(&dx, &dv)?;
+        Ok(0)
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    if let Ok(q8) = std::env::var("BIAS") {
+        return bias(&std::env::args().collect::<Vec<_>>(), std::path::Path::new(&q8));
+    }
     let args: Vec<String> = std::env::args().collect();
     let (data, q8) = (std::path::Path::new(&args[1]), std::path::Path::new(&args[2]));
     let split = args.get(3).map_or("test", |s| s.as_str());
@@ -141,6 +195,46 @@ fn main() -> anyhow::Result<()> {
                 a.3 as f64 / w
             );
         }
+    }
+    Ok(())
+}
+
+/// `BIAS=MODEL.q8 corrected_cost DATA MODEL SPLIT`: the int8 network's
+/// velocity corrections against the float network's on the float
+/// network's own rollouts (10-frame windows every 20 frames).
+fn bias(args: &[String], q8: &std::path::Path) -> anyhow::Result<()> {
+    let (data, model) = (std::path::Path::new(&args[1]), std::path::Path::new(&args[2]));
+    let split = args.get(3).map_or("val", |s| s.as_str());
+    let trained = Trained::load(model, &candle_core::Device::Cpu)?;
+    let net = weft_host::learn::quantize::load(q8)?;
+    let mut c = Compare { model: &trained, net: &net, diff: [0.0; 3], sq: [0.0; 3], ref_sq: [0.0; 3], n: 0.0 };
+    for t in dataset::load_split(data, Some(split))? {
+        let frames = t.x.len() - 1;
+        for s in (0..frames).step_by(START_EVERY) {
+            let mut scn = t.scenario.clone();
+            scn.time.steps = 10.min(frames - s) as u32;
+            let restart = Restart { x: &t.x[s], v: &t.v[s], frame: s as u32 };
+            let _ = sim::run_from(&scn, Some(restart), false, &mut c, |_, _, _| Ok(()));
+        }
+    }
+    let n = c.n.max(1.0);
+    if let Some(out) = std::env::var_os("DEBIAS_OUT") {
+        // The int8 network with its velocity offsets moved by the mean
+        // difference.
+        let mut fixed = net.clone();
+        for k in 0..3 {
+            fixed.out[3 + k].offset += (c.diff[k] / n) as f32;
+        }
+        std::fs::write(&out, fixed.to_bytes())?;
+    }
+    for k in 0..3 {
+        println!(
+            "axis {k}: mean (float − int8) Δv {:+.3e} m/s, RMS difference {:.3e}, RMS float Δv {:.3e} ({} node-steps)",
+            c.diff[k] / n,
+            (c.sq[k] / n).sqrt(),
+            (c.ref_sq[k] / n).sqrt(),
+            c.n
+        );
     }
     Ok(())
 }
