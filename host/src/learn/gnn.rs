@@ -674,22 +674,24 @@ impl Corrector for UnrollCorrector<'_> {
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         let Some(gnn) = self.unroll.gnn else { return Ok(0) };
-        add_network_correction(model, state, self.cfg, |g| gnn.correct(g, self.unroll.norm, &Device::Cpu))
+        add_network_correction(model, state, self.cfg, |g| gnn.correct(g, self.unroll.norm, &Device::Cpu))?;
+        Ok(state.pairs().len())
     }
 }
 
 /// The graph of the state after a physics step, `net`'s corrections of it
-/// added; returns the dynamic edges the network saw.
-fn add_network_correction(
+/// added; returns the graph the network saw (its dynamic edges are the
+/// state's pairs).
+pub(crate) fn add_network_correction(
     model: &Model,
     state: &mut State,
     cfg: &GnnConfig,
     net: impl FnOnce(&Graph) -> Result<(Vec<Vec3>, Vec<Vec3>)>,
-) -> Result<usize> {
+) -> Result<Graph> {
     let g = graph_of(model, state, cfg)?;
     let (dx, dv) = net(&g)?;
     state.apply_correction(&dx, &dv).context("correction")?;
-    Ok(state.pairs().len())
+    Ok(g)
 }
 
 /// The float network as a [`Corrector`]: the graph of the state after the
@@ -701,7 +703,8 @@ impl Corrector for Float<'_> {
         self.0.meta.config.pairs_per_node * nodes
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
-        add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))
+        add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))?;
+        Ok(state.pairs().len())
     }
 }
 

@@ -22,12 +22,12 @@
 //! right is the long-wavelength drift that dominates long horizons. The
 //! scales `s` are `K` times the one-step targets' standard deviations.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use candle_core::{Device, Tensor};
 use weft_core::prelude::*;
 
 use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{frame_velocity, graph_of, Batch, Gnn, Graph, Normalizer, Trained};
+use crate::learn::gnn::{add_network_correction, frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
 use crate::sim::corrector::Corrector;
 
 /// One rollout of the current network: the graph each of its corrections
@@ -51,9 +51,8 @@ impl Corrector for Recorder<'_> {
         self.model.meta.config.pairs_per_node * nodes
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
-        let g = graph_of(model, state, &self.model.meta.config)?;
-        let (dx, dv) = self.model.gnn.correct(&g, &self.model.meta.normalizer, &Device::Cpu)?;
-        state.apply_correction(&dx, &dv).context("correction")?;
+        let (gnn, norm) = (&self.model.gnn, &self.model.meta.normalizer);
+        let g = add_network_correction(model, state, &self.model.meta.config, |g| gnn.correct(g, norm, &Device::Cpu))?;
         self.graphs.push(g);
         Ok(state.pairs().len())
     }
