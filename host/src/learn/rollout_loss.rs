@@ -102,12 +102,13 @@ pub fn rollout_loss(gnn: &Gnn, norm: &Normalizer, samples: &[RolloutSample], dev
         return Ok(total);
     }
     let rms = |s: &[f32]| (s.iter().map(|x| x * x).sum::<f32>() / s.len().max(1) as f32).sqrt().max(1e-12);
+    let (rms_x, rms_v) = (rms(&norm.target.std[..3]), rms(&norm.target.std[3..]));
+    let std = Tensor::from_slice(&norm.target.std, (1, 6), dev)?;
+    let mean = Tensor::from_slice(&norm.target.mean, (1, 6), dev)?;
     for s in samples {
         let k = s.graphs.len();
         let n = s.end_error.len();
         let b = Batch::new(&s.graphs, norm, dev)?;
-        let std = Tensor::from_slice(&norm.target.std, (1, 6), dev)?;
-        let mean = Tensor::from_slice(&norm.target.mean, (1, 6), dev)?;
         // The corrections in physical units, zero on pinned nodes.
         let phys = gnn.forward(&b)?.broadcast_mul(&std)?.broadcast_add(&mean)?.broadcast_mul(&b.free)?;
         let delta = (&phys - phys.detach())?.reshape((k, n, 6))?;
@@ -121,7 +122,7 @@ pub fn rollout_loss(gnn: &Gnn, norm: &Normalizer, samples: &[RolloutSample], dev
         let moved_v = dv.sum(0)?;
         let e: Vec<f32> = s.end_error.iter().flatten().copied().collect();
         let e = Tensor::from_vec(e, (n, 6), dev)?;
-        let (sx, sv) = (k as f32 * rms(&norm.target.std[..3]), k as f32 * rms(&norm.target.std[3..]));
+        let (sx, sv) = (k as f32 * rms_x, k as f32 * rms_v);
         let rx = ((e.narrow(1, 0, 3)? + moved_x)? / sx as f64)?;
         let rv = ((e.narrow(1, 3, 3)? + moved_v)? / sv as f64)?;
         let free = s.graphs.first().map(|g| g.free.clone()).unwrap_or_default();
