@@ -144,6 +144,11 @@ enum Command {
         /// its RMS over the calibration (0: at its largest magnitude).
         #[arg(long, default_value_t = 0.0)]
         clip: f32,
+        /// Keep the biases as trained: without it, every layer's bias takes
+        /// back the mean error its rounded weights add on the calibration
+        /// graphs.
+        #[arg(long)]
+        no_bias_correction: bool,
         #[arg(short, long, default_value = "weights/weft-gnn.q8")]
         out: PathBuf,
     },
@@ -197,8 +202,9 @@ fn run(cli: Cli) -> Result<()> {
             let guard = (guard > 0).then_some(eval::Selection::Horizon(guard));
             print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, guard)?);
         }
-        Command::Quantize { model, data, samples, clip, out } => {
-            println!("{}", quantize::command(&model, &data, samples, clip, &out)?);
+        Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
+            let opts = quantize::Options { clip, bias_correction: !no_bias_correction };
+            println!("{}", quantize::command(&model, &data, samples, opts, &out)?);
         }
         Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
         Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {

@@ -193,6 +193,41 @@ fn clipped_scales_engage_only_below_the_largest_magnitude() {
     assert_eq!(clipped.edge_in, plain.edge_in);
 }
 
+/// Mean of `int8 − float` per output over every node of `rec`.
+fn mean_error(q: &NetworkData, float: &FloatNet, rec: &[Trace]) -> [f64; 6] {
+    let (mut sum, mut count) = ([0f64; 6], 0usize);
+    for r in run_int8(q, rec) {
+        for (a, b) in r.int8.iter().zip(&float.forward(&r.graph, None)) {
+            for k in 0..6 {
+                sum[k] += (a[k] - b[k]) as f64;
+            }
+            count += 1;
+        }
+    }
+    sum.map(|s| s / count.max(1) as f64)
+}
+
+/// `weft quantize` (without `--no-bias-correction`): each layer's bias
+/// takes back the mean that its rounded weights add on the calibration
+/// inputs, so the int8 outputs' mean error on those graphs shrinks.
+#[test]
+fn bias_correction_takes_the_rounded_weights_mean_error_back() {
+    let (float, rec, ranges) = calibrated(4);
+    let plain = quantize::quantize_clipped(&float, &ranges, 12.0).unwrap();
+    let opts = quantize::Options { clip: 12.0, bias_correction: true };
+    let corrected = quantize::quantize_with(&float, &ranges, opts).unwrap();
+    assert_eq!(corrected.with_network(|n| n.validate()), Ok(()));
+    // Only the biases move.
+    for ((_, a), (_, b)) in plain.mlps.iter().zip(corrected.mlps.iter()) {
+        assert_eq!((&a.l1.weights, &a.l2.weights), (&b.l1.weights, &b.l2.weights));
+    }
+    let (before, after) = (mean_error(&plain, &float, &rec), mean_error(&corrected, &float, &rec));
+    let norm = |m: &[f64; 6]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
+    println!("mean int8 − float error per output: {before:?} without, {after:?} with the correction");
+    assert!(norm(&before) > 0.0, "no mean error to take back");
+    assert!(norm(&after) < 0.7 * norm(&before), "the correction left {after:?} of {before:?}");
+}
+
 #[test]
 fn model_file_round_trips_and_rejects_damage() {
     let bytes = committed_file();

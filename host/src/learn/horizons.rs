@@ -24,6 +24,7 @@ use crate::learn::families::Family;
 use crate::learn::gnn::Trained;
 use crate::learn::metrics::{mean, rmse};
 use crate::sim::corrector::Plain;
+use weft_core::gnn::int8::forward_macs;
 
 use crate::sim::{self, Restart};
 use weft_weights::format::NetworkData;
@@ -48,6 +49,32 @@ pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
 /// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
 /// to the firmware's counts).
 pub const DEVICE_PER_NETWORK: f64 = 5.73e6 + 0.27e6 + 0.02e6;
+
+/// [`DEVICE_PER_NETWORK`] for a network of latent width `latent` and
+/// `rounds` processor rounds: a fixed part (features, dynamic edges,
+/// encoders, heads, correction) and a part per round, fitted per latent to
+/// the firmware's QEMU counts of the corrected swing with each size's
+/// weights baked in (`weights/sweep.sh report`: latent 8 × 1 / 2 / 3 rounds
+/// 3.18 / 4.30 / 5.41 M, latent 16 × 1 / 2 / 3 rounds 4.19 / 6.03 / 7.86 M).
+/// Other latent widths scale latent 16's part per round with the
+/// multiply-accumulates of a round (`weft_core::gnn::int8::forward_macs`)
+/// and keep its fixed part: an estimate, not a count.
+pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
+    const LATENT_8: (f64, f64) = (3.18e6 - 1.115e6, 1.115e6);
+    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * 1.835e6, 1.835e6);
+    let (fixed, per_round) = match latent {
+        8 => LATENT_8,
+        16 => LATENT_16,
+        l => {
+            let round = |l: usize| (forward_macs(l, 2, NODES, EDGES) - forward_macs(l, 1, NODES, EDGES)) as f64;
+            (LATENT_16.0, LATENT_16.1 * round(l) / round(16))
+        }
+    };
+    fixed + per_round * rounds as f64
+}
+/// Nodes and directed static edges of the device's 16×16 cloth.
+const NODES: usize = 256;
+const EDGES: usize = 1410;
 
 /// Per horizon, the mean RMSE over the first `h` frames of every window.
 pub type Windows = [Vec<f32>; 3];
@@ -276,13 +303,19 @@ pub fn report(
     }
     bar.finish_and_clear();
     let substeps = trajs.first().map_or(1, |t| t.scenario.time.substeps);
+    let size = match (int8, float) {
+        (Some(q), _) => Some((q.latent, q.mlps.rounds())),
+        (None, Some(t)) => Some((t.meta.config.latent, t.meta.config.rounds)),
+        (None, None) => None,
+    };
+    let per_network = size.map_or(DEVICE_PER_NETWORK, |(l, r)| device_per_network(l, r));
     let mut rep = Report::default();
     for fam in &families {
         if let Some(f) = floors.families.iter().find(|f| f.family.name() == fam) {
             rep.floors.push((fam.clone(), f.floor));
         }
         for a in acc.iter().filter(|a| &a.family == fam) {
-            rep.rows.push((fam.clone(), a.col, a.cells(substeps)));
+            rep.rows.push((fam.clone(), a.col, a.cells(substeps, per_network)));
         }
     }
     // Overall: every measurable family's windows.
@@ -298,7 +331,7 @@ pub fn report(
             (all.cg, all.seconds, all.runs) = (all.cg + a.cg, all.seconds + a.seconds, all.runs + a.runs);
         }
         if all.runs > 0 {
-            rep.rows.push(("overall".into(), col, all.cells(substeps)));
+            rep.rows.push(("overall".into(), col, all.cells(substeps, per_network)));
         }
     }
     Ok(rep)
@@ -324,8 +357,9 @@ impl Sums {
         (self.cg, self.seconds, self.runs) = (self.cg + cg, self.seconds + seconds, self.runs + 1);
     }
 
-    /// The report's cells, with the device cost from the stage model.
-    fn cells(&self, substeps: u32) -> Cells {
+    /// The report's cells, with the device cost from the stage model
+    /// (`per_network`: [`device_per_network`] of the evaluated network).
+    fn cells(&self, substeps: u32, per_network: f64) -> Cells {
         let n = self.runs.max(1) as f64;
         Cells {
             error: [0, 1, 2].map(|k| mean(&self.windows[k])),
@@ -333,7 +367,7 @@ impl Sums {
             cg_per_frame: self.cg / n,
             device_per_frame: self.cg / n * DEVICE_PER_CG_ITERATION
                 + self.col.steps_per_frame(substeps) * DEVICE_PER_STEP
-                + self.col.network_calls_per_frame(substeps) * DEVICE_PER_NETWORK,
+                + self.col.network_calls_per_frame(substeps) * per_network,
             seconds_per_frame: self.seconds / n,
         }
     }

@@ -44,6 +44,7 @@ impl Dense {
 #[derive(Clone, Debug, Default)]
 pub struct Channels {
     pub max: Vec<f32>,
+    pub sum: Vec<f64>,
     pub sum_sq: Vec<f64>,
     pub count: u64,
 }
@@ -52,10 +53,12 @@ impl Channels {
     fn add(&mut self, x: &[f32]) {
         if self.max.len() < x.len() {
             self.max.resize(x.len(), 0.0);
+            self.sum.resize(x.len(), 0.0);
             self.sum_sq.resize(x.len(), 0.0);
         }
         for (k, v) in x.iter().enumerate() {
             self.max[k] = self.max[k].max(v.abs());
+            self.sum[k] += *v as f64;
             self.sum_sq[k] += (*v as f64).powi(2);
         }
         self.count += 1;
@@ -63,10 +66,12 @@ impl Channels {
     fn merge(&mut self, o: &Channels) {
         if self.max.len() < o.max.len() {
             self.max.resize(o.max.len(), 0.0);
+            self.sum.resize(o.max.len(), 0.0);
             self.sum_sq.resize(o.max.len(), 0.0);
         }
         for k in 0..o.max.len() {
             self.max[k] = self.max[k].max(o.max[k]);
+            self.sum[k] += o.sum.get(k).copied().unwrap_or(0.0);
             self.sum_sq[k] += o.sum_sq[k];
         }
         self.count += o.count;
@@ -87,6 +92,10 @@ impl Channels {
     }
     fn mean_sq(&self) -> Vec<f64> {
         self.sum_sq.iter().map(|s| s / self.count.max(1) as f64).collect()
+    }
+    /// Mean per channel.
+    fn mean(&self) -> Vec<f64> {
+        self.sum.iter().map(|s| s / self.count.max(1) as f64).collect()
     }
 }
 
@@ -328,7 +337,7 @@ fn acc_scale_of(d: &Dense, o: usize, cols: &[f32], out: Option<&[f32]>) -> (f64,
 /// One layer with input column scales `cols` and output channel scales
 /// `out` (`None`: read from the accumulator); returns the layer and its
 /// accumulator scale per output.
-fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>) -> Result<(LinearData, Vec<f64>)> {
+fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>, mean: Option<&[f64]>) -> Result<(LinearData, Vec<f64>)> {
     if cols.len() != d.inputs {
         bail!("{} column scales for {} inputs", cols.len(), d.inputs);
     }
@@ -338,12 +347,26 @@ fn linear(d: &Dense, cols: &[f32], out: Option<&[f32]>) -> Result<(LinearData, V
     let mut shift = Vec::new();
     for o in 0..d.outputs {
         let (s, k) = acc_scale_of(d, o, cols, out);
+        let start = weights.len();
         weights.extend(
             d.row(o).iter().zip(cols).map(|(w, c)| (*w as f64 * *c as f64 / s).round().clamp(-127.0, 127.0) as i8),
         );
+        // The weights' rounding moves the output's mean by
+        // `Σ (w_q − w) E[x]`: the bias takes it back.
+        let shift_of_mean = mean.map_or(0.0, |mean| {
+            let q = &weights[start..];
+            d.row(o)
+                .iter()
+                .zip(cols)
+                .zip(q)
+                .zip(mean)
+                .map(|(((w, c), q), m)| (*q as f64 * s / *c as f64 - *w as f64) * m)
+                .sum()
+        });
         // The shift's rounding: half a unit of the output, in the bias.
         let half = if out.is_some() && k > 0 { 2f64.powi(k as i32 - 1) } else { 0.0 };
-        bias.push(((d.b[o] as f64 / s).round() + half).clamp(i32::MIN as f64 / 4.0, i32::MAX as f64 / 4.0) as i32);
+        let b = d.b[o] as f64 - shift_of_mean;
+        bias.push(((b / s).round() + half).clamp(i32::MIN as f64 / 4.0, i32::MAX as f64 / 4.0) as i32);
         acc_scale.push(s);
         if out.is_some() {
             shift.push(k);
@@ -361,9 +384,10 @@ fn mlp(
     hidden: &[f32],
     out: Option<&[f32]>,
     residual: Option<&[f32]>,
+    means: Option<(&[f64], &[f64])>,
 ) -> Result<(MlpData, Vec<f64>)> {
-    let (l1, _) = linear(&m.l1, cols, Some(hidden))?;
-    let (l2, acc) = linear(&m.l2, hidden, out)?;
+    let (l1, _) = linear(&m.l1, cols, Some(hidden), means.map(|m| m.0))?;
+    let (l2, acc) = linear(&m.l2, hidden, out, means.map(|m| m.1))?;
     if let (Some(old), Some(new)) = (residual, out) {
         if old != new {
             bail!("a residual update must keep its latent's scales");
@@ -437,11 +461,46 @@ pub fn quantize(net: &FloatNet, r: &Ranges) -> Result<NetworkData> {
     quantize_clipped(net, r, 0.0)
 }
 
+/// The calibration means of `part`'s first layer's inputs and of its
+/// hidden layer (`None` where the statistics do not cover it).
+fn input_means(r: &Ranges, part: Part) -> Option<(Vec<f64>, Vec<f64>)> {
+    let rounds = r.agg.len();
+    let first = match part {
+        Part::NodeEncoder => r.node_in.mean(),
+        Part::EdgeEncoder => r.edge_in.mean(),
+        Part::EdgeUpdate(k) => {
+            let h = r.h.get(k)?.mean();
+            [r.e.get(k)?.mean(), h.clone(), h].concat()
+        }
+        Part::NodeUpdate(k) => [r.h.get(k)?.mean(), r.agg.get(k)?.mean()].concat(),
+        Part::PositionHead | Part::VelocityHead => r.h.get(rounds)?.mean(),
+    };
+    Some((first, r.hidden.get(part)?.mean()))
+}
+
 /// [`quantize`] with every hidden and latent channel's scale clipped at
 /// `clip` times its RMS over the calibration (0: at its largest
 /// magnitude; the inputs keep theirs).
 pub fn quantize_clipped(net: &FloatNet, r: &Ranges, clip: f32) -> Result<NetworkData> {
-    let sc = Scales::new(net, r, clip)?;
+    quantize_with(net, r, Options { clip, bias_correction: false })
+}
+
+/// How [`quantize_with`] quantises.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Hidden and latent scales clipped at this many RMS (0: at the
+    /// largest magnitude), as [`quantize_clipped`].
+    pub clip: f32,
+    /// Every layer's bias takes back the mean its rounded weights add on
+    /// the calibration inputs, `Σ_j (w_q − w) E[x_j]`: a constant error
+    /// of every output, which a velocity correction would integrate into
+    /// a drift of the whole cloth.
+    pub bias_correction: bool,
+}
+
+/// [`quantize`] with the [`Options`].
+pub fn quantize_with(net: &FloatNet, r: &Ranges, opts: Options) -> Result<NetworkData> {
+    let sc = Scales::new(net, r, opts.clip)?;
     let input = |stats: &crate::learn::gnn::Stats, s: &[f32], k: usize| Input {
         offset: stats.mean[k],
         gain: 1.0 / (stats.std[k] * s[k]),
@@ -457,7 +516,8 @@ pub fn quantize_clipped(net: &FloatNet, r: &Ranges, clip: f32) -> Result<Network
     let quantized = map_parts(&net.mlps, |part, m| {
         let (cols, out, residual) = sc.io(part);
         let hidden = sc.hidden.get(part).context("hidden scales")?;
-        mlp(m, &cols, hidden, out, residual)
+        let means = if opts.bias_correction { input_means(r, part) } else { None };
+        mlp(m, &cols, hidden, out, residual, means.as_ref().map(|(a, b)| (&a[..], &b[..])))
     })?;
     // The heads' accumulator scales become the output scales.
     let (ax, av) = (&quantized.head_x.1, &quantized.head_v.1);
@@ -577,7 +637,7 @@ pub fn command(
     model: &std::path::Path,
     data: &std::path::Path,
     samples: usize,
-    clip: f32,
+    opts: Options,
     out: &std::path::Path,
 ) -> Result<String> {
     let t0 = std::time::Instant::now();
@@ -592,7 +652,7 @@ pub fn command(
     let none = crate::learn::gnn::Noise { position: 0.0, velocity: 0.0 };
     let graphs = crate::learn::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
     let ranges = calibrate(&float, &graphs);
-    let q = quantize_clipped(&float, &ranges, clip)?;
+    let q = quantize_with(&float, &ranges, opts)?;
     let bytes = q.to_bytes();
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;
