@@ -386,10 +386,11 @@ impl<'a> State<'a> {
     pub fn velocities(&self) -> &[Vec3] {
         self.v
     }
-    /// The velocities the last step started from (the current ones before
+    /// The velocities the last step started from, plus the velocity
+    /// change the wind gave over the step (the current velocities before
     /// the first step and after [`State::set_velocities`]): with
-    /// [`State::velocities`] after a step, the step's velocity change, which
-    /// the correction network reads.
+    /// [`State::velocities`] after a step, the step's velocity change from
+    /// every force but the wind, which the correction network reads.
     pub fn start_velocities(&self) -> &[Vec3] {
         self.ws.v_start
     }

@@ -173,3 +173,37 @@ fn a_node_sees_its_nearest_collider_within_the_radius() {
     // Inside a collider the nearness grows past 1, up to 2.
     assert_eq!(feature(&at(0.0), Vec3::new(-3.0, -1.0, 0.0)).1, 2.0);
 }
+
+/// The velocity change the network reads (`v − start_velocities`) leaves
+/// out the wind's push: a flat cloth without gravity in a wind square to
+/// it is pushed as one body, its velocity change all the wind's, so what
+/// the network reads is nothing; without wind the start velocities are
+/// the ones the step started from.
+#[test]
+fn velocity_change_leaves_the_wind_out() {
+    let grid = Grid::horizontal(5, 5, 0.4, 0.4, 1.0);
+    let mut ms = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, ms.storage()).unwrap();
+    let wind = Wind::new(Vec3::new(0.0, 6.0, 0.0));
+    for windy in [false, true] {
+        let scene = Scene { gravity: Vec3::ZERO, wind: windy.then_some(wind), ..Scene::default() };
+        let mat = Material { damping_mass: 0.0, damping_stiffness: 0.0, ..Material::COTTON };
+        let model = Model::new(mesh.clone(), mat, scene, StepParams::default()).unwrap();
+        let mut ss = VecStateStorage::new(&model, 0);
+        let mut state = State::new(&model, ss.storage()).unwrap();
+        let v0 = vec![Vec3::new(0.05, 0.0, -0.02); state.node_count()];
+        state.set_velocities(&v0).unwrap();
+        weft_core::physics::step(&model, &mut state).unwrap();
+        let pushed = state.velocities().iter().zip(&v0).map(|(v, v0)| (*v - *v0).norm()).fold(0f32, f32::max);
+        let read =
+            state.velocities().iter().zip(state.start_velocities()).map(|(v, s)| (*v - *s).norm()).fold(0f32, f32::max);
+        println!("wind {windy}: velocity change {pushed} m/s, read {read} m/s");
+        if windy {
+            assert!(pushed > 1e-3, "the wind moved the cloth by {pushed} m/s");
+            assert!(read < 1e-3 * pushed, "the network reads {read} m/s of the wind's {pushed}");
+        } else {
+            assert_eq!(state.start_velocities(), &v0[..]);
+            assert!(read < 1e-5, "a free cloth without forces changed its velocity by {read}");
+        }
+    }
+}

@@ -23,12 +23,16 @@
 //!   (kg/m²), of the stretch stiffness (N/m) and of the bending stiffness
 //!   (N·m), and the Poisson ratio;
 //! - the step's velocity change (3): the velocity after the physics step
-//!   less the one it started from ([`crate::state::State::start_velocities`]),
-//!   the step's acceleration times its length, which tells the forces that
-//!   acted on the node (contact, stretch, gravity) apart from its motion.
+//!   less the one it started from plus the wind's push over the step
+//!   ([`crate::state::State::start_velocities`]), the step's acceleration
+//!   times its length, which tells the forces that acted on the node
+//!   (contact, stretch, bending, gravity) apart from its motion.
 //!
-//! The wind is not an input: no training family has wind but the held-out
-//! one, so its weights could not be learned.
+//! The wind is not an input, and its push is taken out of the velocity
+//! change: no training family has wind but the held-out one, so weights
+//! that read it could not be learned, and a network that saw the wind's
+//! push in the velocity change would read it as one of the forces it
+//! knows.
 //!
 //! Edge order: the static edges `a → b` then `b → a` for each mesh edge in
 //! mesh order, then the dynamic pairs likewise in pair order.

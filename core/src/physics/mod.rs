@@ -187,6 +187,27 @@ fn wind(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], force: &mut [Vec3]) {
     }
 }
 
+/// Adds to `v_start` the velocity change the wind at `(t, x, v)` gives each
+/// node over `h` (`h f_wind / m`; nothing without wind), with `scratch`
+/// for the forces. The step's velocity change less this is what the other
+/// forces did, which the correction network reads
+/// ([`crate::state::State::start_velocities`]): no training scene has
+/// wind, so a network that saw the wind's push would take it for contact
+/// or elasticity.
+fn wind_push(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], h: f32, scratch: &mut [Vec3], v_start: &mut [Vec3]) {
+    if model.scene.wind.is_none() {
+        return;
+    }
+    scratch.fill(Vec3::ZERO);
+    wind(model, t, x, v, scratch);
+    for (i, (vs, f)) in v_start.iter_mut().zip(scratch.iter()).enumerate() {
+        let m = model.mass(i);
+        if m > 0.0 {
+            *vs += *f * (h / m);
+        }
+    }
+}
+
 /// The energy check of a (sub)step. For end-of-step velocities `u`,
 ///
 /// `Ψ(u) = ½‖u‖²_M + E(x + h u) − h f_extᵀu`   (free directions in the sums)
@@ -946,8 +967,9 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     }
     model.scene.mark_pinned(state.ws.flags);
     state.ws.memo.forget();
-    state.ws.v_start.copy_from_slice(state.v);
     let h = model.params.dt;
+    state.ws.v_start.copy_from_slice(state.v);
+    wind_push(model, state.time(), state.x, state.v, h, state.ws.f_ext, state.ws.v_start);
     let total = 1u32 << MAX_SPLIT;
     let mut report = StepReport { step_scale: 1.0, converged: true, ..StepReport::default() };
     probe.enter(Stage::Audit);
