@@ -128,6 +128,13 @@ enum Command {
         /// (1, 10 or 50; 0: no guard).
         #[arg(long, default_value_t = 0)]
         guard: usize,
+        /// Judge the int8 network the device runs, quantised at each gain
+        /// as `weft quantize` does with `--clip` (horizons only).
+        #[arg(long)]
+        int8: bool,
+        /// With `--int8`: `weft quantize --clip`.
+        #[arg(long, default_value_t = 0.0)]
+        clip: f32,
     },
     /// Quantise a trained float model to int8 (calibrated on training
     /// samples) and write the model file that weft-weights bakes in.
@@ -197,10 +204,11 @@ fn run(cli: Cli) -> Result<()> {
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
         }
-        Command::Gain { model, data, split, gains, horizon, steps, guard } => {
+        Command::Gain { model, data, split, gains, horizon, steps, guard, int8, clip } => {
             let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
             let guard = (guard > 0).then_some(eval::Selection::Horizon(guard));
-            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, guard)?);
+            let int8 = int8.then_some((quantize::Options { clip, bias_correction: true }, 256));
+            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, guard, int8)?);
         }
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
             let opts = quantize::Options { clip, bias_correction: !no_bias_correction };

@@ -262,16 +262,19 @@ fn the_gain_is_chosen_at_a_horizon() {
     let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
     let plain = horizons::horizon_error(&trajs[0], Column::Plain, None, 10).unwrap().unwrap();
     // "gain G: corrected C m, plain P m (…)"
-    let rows: Vec<(f32, f32, f32)> = printed
-        .lines()
-        .filter_map(|l| {
-            let l = l.strip_prefix("gain ")?;
-            let (g, rest) = l.split_once(": corrected ")?;
-            let (c, rest) = rest.split_once(" m, plain ")?;
-            let p = rest.split_once(" m")?.0;
-            Some((g.parse().ok()?, c.parse().ok()?, p.parse().ok()?))
-        })
-        .collect();
+    let rows_of = |printed: &str| -> Vec<(f32, f32, f32)> {
+        printed
+            .lines()
+            .filter_map(|l| {
+                let l = l.strip_prefix("gain ")?;
+                let (g, rest) = l.split_once(": corrected ")?;
+                let (c, rest) = rest.split_once(" m, plain ")?;
+                let p = rest.split_once(" m")?.0;
+                Some((g.parse().ok()?, c.parse().ok()?, p.parse().ok()?))
+            })
+            .collect()
+    };
+    let rows = rows_of(&printed);
     assert_eq!(rows.len(), 2, "{printed}");
     assert_eq!(rows[0].0, 0.0);
     assert_eq!(rows[0].1, rows[0].2, "gain 0 is plain: {printed}");
@@ -290,6 +293,7 @@ fn the_gain_is_chosen_at_a_horizon() {
         &[0.5],
         Selection::Horizon(1),
         Some(Selection::Horizon(10)),
+        None,
     )
     .unwrap();
     let mut half = Trained::load(&stem, &candle_core::Device::Cpu).unwrap();
@@ -298,6 +302,27 @@ fn the_gain_is_chosen_at_a_horizon() {
     let want = if at_10 <= plain { 0.5 } else { 0.0 };
     assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, want, "{printed}");
     assert!(printed.contains("guard"), "{printed}");
+
+    // Judged in int8 (`weft gain --int8`): gain 0 is plain again, and the
+    // error at 0.5 is that of the network `weft quantize` makes at 0.5.
+    use weft_host::learn::quantize;
+    let opts = quantize::Options { clip: 0.0, bias_correction: true };
+    let int8 = Some((opts, 8));
+    let printed =
+        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), None, int8)
+            .unwrap();
+    assert!(printed.lines().next().unwrap().contains("int8"), "{printed}");
+    let rows = rows_of(&printed);
+    assert_eq!(rows.len(), 2, "{printed}");
+    assert_eq!(rows[0].1, rows[0].2, "int8 at gain 0 is plain: {printed}");
+    let mut half = Trained::load(&stem, &candle_core::Device::Cpu).unwrap();
+    half.meta.gain = 0.5;
+    let (float, ranges, _) = quantize::calibration(&half, dir.path(), 8).unwrap();
+    let q = quantize::quantize_with(&float, &ranges, opts).unwrap();
+    let at_10 = horizons::horizon_error_with(&trajs[0], Column::Int8, Some(&half), Some(&q), 10).unwrap().unwrap();
+    assert_eq!(format!("{:.4e}", rows[1].1), format!("{at_10:.4e}"), "{printed}");
+    let rollouts = eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.5], Selection::Rollout(10), None, int8);
+    assert!(rollouts.is_err(), "int8 is judged at horizons only");
 }
 
 /// The rollout loss at the rollout it was made from (`learn::rollout_loss`):

@@ -242,7 +242,7 @@ impl std::fmt::Display for Selection {
 /// candidate factor on the network's corrections, writes the best into the
 /// model's JSON; returns the report.
 pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Selection) -> Result<String> {
-    choose_gain_guarded(model, data, split, gains, by, None)
+    choose_gain_guarded(model, data, split, gains, by, None, None)
 }
 
 /// [`choose_gain`] with a guard: with `guard` a second measure (say,
@@ -250,6 +250,11 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
 /// there is at most plain's are chosen from (gain 0, plain itself, when
 /// none is), so that a correction chosen for short horizons does not lose
 /// to the plain step at long ones.
+///
+/// With `int8` (`weft gain --int8`), the network is judged as the device
+/// runs it: quantised at each gain with these options (calibrated on
+/// `samples` training graphs, as `weft quantize` does), at horizons only.
+#[allow(clippy::too_many_arguments)]
 pub fn choose_gain_guarded(
     model: &Path,
     data: &Path,
@@ -257,6 +262,7 @@ pub fn choose_gain_guarded(
     gains: &[f32],
     by: Selection,
     guard: Option<Selection>,
+    int8: Option<(crate::learn::quantize::Options, usize)>,
 ) -> Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
@@ -265,22 +271,42 @@ pub fn choose_gain_guarded(
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
-    let error = |by: Selection, t: &Trajectory, float: Option<&Trained>| -> Result<f32> {
+    let calibrated = match int8 {
+        Some((opts, samples)) => {
+            if [Some(by), guard].iter().flatten().any(|s| matches!(s, Selection::Rollout(_))) {
+                anyhow::bail!("the int8 network is judged at horizons only (--horizon and --guard 1, 10 or 50)");
+            }
+            let (float, ranges, _) = crate::learn::quantize::calibration(&trained, data, samples)?;
+            Some((float, ranges, opts))
+        }
+        None => None,
+    };
+    // The int8 network at gain `g` (none: the float one is judged).
+    let int8_at = |g: f32| -> Result<Option<weft_weights::format::NetworkData>> {
+        let Some((float, ranges, opts)) = &calibrated else { return Ok(None) };
+        let float = crate::learn::quantize::FloatNet { gain: g, ..float.clone() };
+        crate::learn::quantize::quantize_with(&float, ranges, *opts).map(Some)
+    };
+    let error = |by: Selection, t: &Trajectory, float: Option<&Trained>, q: Option<&_>| -> Result<f32> {
         match (by, float) {
             (Selection::Rollout(steps), None) => plain_error(t, steps),
             (Selection::Rollout(steps), Some(m)) => corrected_error(t, m, steps),
             (Selection::Horizon(h), _) => {
-                let col = if float.is_some() { Column::Float } else { Column::Plain };
-                horizons::horizon_error(t, col, float, h)?.context("a horizon of weft eval's (1, 10 or 50)")
+                let col = match (float, q) {
+                    (None, _) => Column::Plain,
+                    (Some(_), None) => Column::Float,
+                    (Some(_), Some(_)) => Column::Int8,
+                };
+                horizons::horizon_error_with(t, col, float, q, h)?.context("a horizon of weft eval's (1, 10 or 50)")
             }
         }
     };
-    let mean_of = |by: Selection, m: Option<&Trained>| -> Result<f32> {
-        Ok(mean(&trajs.iter().map(|t| error(by, t, m)).collect::<Result<Vec<_>>>()?))
+    let mean_of = |by: Selection, m: Option<&Trained>, q: Option<&_>| -> Result<f32> {
+        Ok(mean(&trajs.iter().map(|t| error(by, t, m, q)).collect::<Result<Vec<_>>>()?))
     };
-    let plain = mean_of(by, None)?;
-    let guard_plain = guard.map(|g| mean_of(g, None)).transpose()?;
-    let _ = writeln!(out, "{by}");
+    let plain = mean_of(by, None, None)?;
+    let guard_plain = guard.map(|g| mean_of(g, None, None)).transpose()?;
+    let _ = writeln!(out, "{by}{}", if calibrated.is_some() { ", int8" } else { "" });
     if let Some(g) = guard {
         let _ = writeln!(out, "guard: no worse than plain at the {g}");
     }
@@ -288,12 +314,13 @@ pub fn choose_gain_guarded(
     let mut best = (f32::INFINITY, if guard.is_some() { 0.0 } else { 1.0f32 });
     for &g in gains {
         trained.meta.gain = g;
-        let corrected = mean_of(by, Some(&trained))?;
+        let q = int8_at(g)?;
+        let corrected = mean_of(by, Some(&trained), q.as_ref())?;
         let _ =
             write!(out, "gain {g}: corrected {corrected:.4e} m, plain {plain:.4e} m ({:.3}× plain)", corrected / plain);
         let passes = match (guard, guard_plain) {
             (Some(by_guard), Some(p)) => {
-                let c = mean_of(by_guard, Some(&trained))?;
+                let c = mean_of(by_guard, Some(&trained), q.as_ref())?;
                 let _ = write!(out, "; guard {:.3}× plain", c / p);
                 c <= p
             }

@@ -90,8 +90,19 @@ pub struct ColumnRun {
 /// The mean error of `col` on `traj` over the windows of horizon `h` (one
 /// of [`HORIZONS`]; `None` for another horizon or a column that cannot run).
 pub fn horizon_error(traj: &Trajectory, col: Column, float: Option<&Trained>, h: usize) -> Result<Option<f32>> {
+    horizon_error_with(traj, col, float, None, h)
+}
+
+/// [`horizon_error`] with the int8 network too (for [`Column::Int8`]).
+pub fn horizon_error_with(
+    traj: &Trajectory,
+    col: Column,
+    float: Option<&Trained>,
+    int8: Option<&NetworkData>,
+    h: usize,
+) -> Result<Option<f32>> {
     let Some(k) = HORIZONS.iter().position(|&x| x == h) else { return Ok(None) };
-    let run = run_column(traj, col, float, None, h)?;
+    let run = run_column(traj, col, float, int8, h)?;
     Ok(run.map(|r| mean(&r.windows[k])))
 }
 

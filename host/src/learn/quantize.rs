@@ -630,6 +630,23 @@ pub fn calibrate(net: &FloatNet, graphs: &[Graph]) -> Ranges {
     r
 }
 
+/// `trained` in plain `f32` and its activation statistics on `samples`
+/// graphs of the training split of `data` (drawn with a fixed seed, without
+/// noise); returns the number of graphs too.
+pub fn calibration(trained: &Trained, data: &std::path::Path, samples: usize) -> Result<(FloatNet, Ranges, usize)> {
+    let float = FloatNet::from_trained(trained)?;
+    let train_set = crate::learn::dataset::load_split(data, Some("train"))?;
+    if train_set.is_empty() {
+        anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
+    }
+    let mut rng = crate::learn::families::Rng::new(0x9a7e);
+    let picks = crate::learn::samples::picks(&train_set, samples, &mut rng, 0);
+    let none = crate::learn::gnn::Noise { position: 0.0, velocity: 0.0 };
+    let graphs = crate::learn::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
+    let ranges = calibrate(&float, &graphs);
+    Ok((float, ranges, graphs.len()))
+}
+
 /// `weft quantize`: the float model at `model`, calibrated on `samples`
 /// training samples of `data`, quantised and written to `out`; returns the
 /// one-line summary.
@@ -642,16 +659,7 @@ pub fn command(
 ) -> Result<String> {
     let t0 = std::time::Instant::now();
     let trained = crate::learn::gnn::Trained::load(model, &candle_core::Device::Cpu)?;
-    let float = FloatNet::from_trained(&trained)?;
-    let train_set = crate::learn::dataset::load_split(data, Some("train"))?;
-    if train_set.is_empty() {
-        anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
-    }
-    let mut rng = crate::learn::families::Rng::new(0x9a7e);
-    let picks = crate::learn::samples::picks(&train_set, samples, &mut rng, 0);
-    let none = crate::learn::gnn::Noise { position: 0.0, velocity: 0.0 };
-    let graphs = crate::learn::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
-    let ranges = calibrate(&float, &graphs);
+    let (float, ranges, graphs) = calibration(&trained, data, samples)?;
     let q = quantize_with(&float, &ranges, opts)?;
     let bytes = q.to_bytes();
     if let Some(dir) = out.parent() {
@@ -659,8 +667,7 @@ pub fn command(
     }
     std::fs::write(out, &bytes)?;
     Ok(format!(
-        "{} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
-        graphs.len(),
+        "{graphs} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
         q.parameter_bytes(),
         bytes.len(),
         out.display(),
