@@ -9,9 +9,10 @@
 #
 # TRAIN OPTIONS are added to `weft train`'s (for example `--rollout-loss 10`).
 # The gain is chosen at horizon 10 among the gains no worse than plain at
-# horizon 50, judged on the int8 network the device runs, quantised at each
-# gain as below (`weft gain --guard 50 --int8 --clip 12`; gain.txt keeps
-# every gain's errors).
+# horizon 50 and over whole 200-frame rollouts, judged on the int8 network
+# the device runs, quantised at each gain as below (`weft gain --guard 50
+# --guard-rollout 200 --int8 --clip 12`; gain.txt keeps every gain's
+# errors).
 #
 # RUN is a folder (for example ~/.cache/weft/runs/L16-R2); a run that
 # stopped continues from its checkpoint when started again. The data come
@@ -77,7 +78,7 @@ if [ ! -f "$RUN/trained" ]; then
 fi
 if [ ! -f "$RUN/gained" ]; then
     log gain
-    run "$W" gain -m "$M" -d "$DATA" --guard 50 --int8 --clip "$CLIP" | tee "$RUN/gain.txt"
+    run "$W" gain -m "$M" -d "$DATA" --guard 50 --guard-rollout 200 --int8 --clip "$CLIP" | tee "$RUN/gain.txt"
     touch "$RUN/gained"
 fi
 log quantize

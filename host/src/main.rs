@@ -128,6 +128,10 @@ enum Command {
         /// (1, 10 or 50; 0: no guard).
         #[arg(long, default_value_t = 0)]
         guard: usize,
+        /// Choose only among gains no worse than plain over rollouts of this
+        /// many frames from each trajectory's start too (0: no such guard).
+        #[arg(long, default_value_t = 0)]
+        guard_rollout: usize,
         /// Judge the int8 network the device runs, quantised at each gain
         /// as `weft quantize` does with `--clip` (horizons only).
         #[arg(long)]
@@ -204,11 +208,17 @@ fn run(cli: Cli) -> Result<()> {
                 println!("exported {}.{{safetensors,json}}", stem.display());
             }
         }
-        Command::Gain { model, data, split, gains, horizon, steps, guard, int8, clip } => {
+        Command::Gain { model, data, split, gains, horizon, steps, guard, guard_rollout, int8, clip } => {
             let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
-            let guard = (guard > 0).then_some(eval::Selection::Horizon(guard));
+            let guards: Vec<_> = [
+                (guard > 0).then_some(eval::Selection::Horizon(guard)),
+                (guard_rollout > 0).then_some(eval::Selection::Rollout(guard_rollout)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
             let int8 = int8.then_some((quantize::Options { clip, bias_correction: true }, 256));
-            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, guard, int8)?);
+            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, &guards, int8)?);
         }
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
             let opts = quantize::Options { clip, bias_correction: !no_bias_correction };

@@ -292,7 +292,7 @@ fn the_gain_is_chosen_at_a_horizon() {
         "heldout",
         &[0.5],
         Selection::Horizon(1),
-        Some(Selection::Horizon(10)),
+        &[Selection::Horizon(10)],
         None,
     )
     .unwrap();
@@ -309,7 +309,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     let opts = quantize::Options { clip: 0.0, bias_correction: true };
     let int8 = Some((opts, 8));
     let printed =
-        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), None, int8)
+        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), &[], int8)
             .unwrap();
     assert!(printed.lines().next().unwrap().contains("int8"), "{printed}");
     let rows = rows_of(&printed);
@@ -321,8 +321,12 @@ fn the_gain_is_chosen_at_a_horizon() {
     let q = quantize::quantize_with(&float, &ranges, opts).unwrap();
     let at_10 = horizons::horizon_error_with(&trajs[0], Column::Int8, Some(&half), Some(&q), 10).unwrap().unwrap();
     assert_eq!(format!("{:.4e}", rows[1].1), format!("{at_10:.4e}"), "{printed}");
-    let rollouts = eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.5], Selection::Rollout(10), None, int8);
-    assert!(rollouts.is_err(), "int8 is judged at horizons only");
+    // Over whole rollouts too: gain 0 is plain there as well.
+    let printed =
+        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0], Selection::Rollout(20), &[], int8).unwrap();
+    let rows = rows_of(&printed);
+    assert_eq!(rows.len(), 1, "{printed}");
+    assert_eq!(rows[0].1, rows[0].2, "int8 at gain 0 is plain over a rollout: {printed}");
 }
 
 /// The rollout loss at the rollout it was made from (`learn::rollout_loss`):

@@ -80,6 +80,19 @@ pub fn evaluate(
 }
 
 /// The plain rollout's mean error over `steps` frames.
+/// The int8 network's mean error over `steps` frames from the start of
+/// `traj` (as [`corrected_error`] is the float one's).
+fn int8_error(traj: &Trajectory, q: &NetworkData, steps: usize) -> Result<f32> {
+    let scn = &traj.scenario;
+    let steps = steps.min(traj.x.len() - 1);
+    let mut corrector = crate::sim::corrector::Int8::new(q);
+    let (xs, _, _) = rollout(scn, steps, &Column::Int8.nodes(scn), &mut corrector)?;
+    let mut e = frame_errors(&xs, &traj.x);
+    let last = e.last().copied().unwrap_or(f32::INFINITY);
+    e.resize(steps, last);
+    Ok(mean(&e))
+}
+
 fn plain_error(traj: &Trajectory, steps: usize) -> Result<f32> {
     let scn = &traj.scenario;
     let (xs, _, _) = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
@@ -242,7 +255,7 @@ impl std::fmt::Display for Selection {
 /// candidate factor on the network's corrections, writes the best into the
 /// model's JSON; returns the report.
 pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Selection) -> Result<String> {
-    choose_gain_guarded(model, data, split, gains, by, None, None)
+    choose_gain_guarded(model, data, split, gains, by, &[], None)
 }
 
 /// [`choose_gain`] with a guard: with `guard` a second measure (say,
@@ -261,7 +274,7 @@ pub fn choose_gain_guarded(
     split: &str,
     gains: &[f32],
     by: Selection,
-    guard: Option<Selection>,
+    guards: &[Selection],
     int8: Option<(crate::learn::quantize::Options, usize)>,
 ) -> Result<String> {
     use std::fmt::Write;
@@ -273,9 +286,6 @@ pub fn choose_gain_guarded(
     }
     let calibrated = match int8 {
         Some((opts, samples)) => {
-            if [Some(by), guard].iter().flatten().any(|s| matches!(s, Selection::Rollout(_))) {
-                anyhow::bail!("the int8 network is judged at horizons only (--horizon and --guard 1, 10 or 50)");
-            }
             let (float, ranges, _) = crate::learn::quantize::calibration(&trained, data, samples)?;
             Some((float, ranges, opts))
         }
@@ -290,7 +300,10 @@ pub fn choose_gain_guarded(
     let error = |by: Selection, t: &Trajectory, float: Option<&Trained>, q: Option<&_>| -> Result<f32> {
         match (by, float) {
             (Selection::Rollout(steps), None) => plain_error(t, steps),
-            (Selection::Rollout(steps), Some(m)) => corrected_error(t, m, steps),
+            (Selection::Rollout(steps), Some(m)) => match q {
+                Some(q) => int8_error(t, q, steps),
+                None => corrected_error(t, m, steps),
+            },
             (Selection::Horizon(h), _) => {
                 let col = match (float, q) {
                     (None, _) => Column::Plain,
@@ -305,27 +318,25 @@ pub fn choose_gain_guarded(
         Ok(mean(&trajs.iter().map(|t| error(by, t, m, q)).collect::<Result<Vec<_>>>()?))
     };
     let plain = mean_of(by, None, None)?;
-    let guard_plain = guard.map(|g| mean_of(g, None, None)).transpose()?;
+    let guard_plain = guards.iter().map(|&g| mean_of(g, None, None)).collect::<Result<Vec<_>>>()?;
     let _ = writeln!(out, "{by}{}", if calibrated.is_some() { ", int8" } else { "" });
-    if let Some(g) = guard {
+    for g in guards {
         let _ = writeln!(out, "guard: no worse than plain at the {g}");
     }
     // Without a passing gain, none: the plain step.
-    let mut best = (f32::INFINITY, if guard.is_some() { 0.0 } else { 1.0f32 });
+    let mut best = (f32::INFINITY, if guards.is_empty() { 1.0f32 } else { 0.0 });
     for &g in gains {
         trained.meta.gain = g;
         let q = int8_at(g)?;
         let corrected = mean_of(by, Some(&trained), q.as_ref())?;
         let _ =
             write!(out, "gain {g}: corrected {corrected:.4e} m, plain {plain:.4e} m ({:.3}× plain)", corrected / plain);
-        let passes = match (guard, guard_plain) {
-            (Some(by_guard), Some(p)) => {
-                let c = mean_of(by_guard, Some(&trained), q.as_ref())?;
-                let _ = write!(out, "; guard {:.3}× plain", c / p);
-                c <= p
-            }
-            _ => true,
-        };
+        let mut passes = true;
+        for (&by_guard, &p) in guards.iter().zip(&guard_plain) {
+            let c = mean_of(by_guard, Some(&trained), q.as_ref())?;
+            let _ = write!(out, "; guard {:.3}× plain", c / p);
+            passes &= c <= p;
+        }
         let _ = writeln!(out);
         if passes && corrected < best.0 {
             best = (corrected, g);
