@@ -89,4 +89,11 @@ for split in val test heldout; do
         run "$W" eval --horizons --split "$split" -d "$DATA" -m "$M" --int8 "$M.q8" -o "$RUN/eval-$split"
     fi
 done
+# Whole 200-frame rollouts (report.json, rmse.png) beside the horizons.
+for split in test heldout; do
+    if [ ! -f "$RUN/eval-$split/report.json" ]; then
+        log "eval $split, whole rollouts"
+        run "$W" eval --split "$split" -d "$DATA" -m "$M" --int8 "$M.q8" -o "$RUN/eval-$split"
+    fi
+done
 log done
