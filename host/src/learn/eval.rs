@@ -80,6 +80,26 @@ pub fn evaluate(
 }
 
 /// The plain rollout's mean error over `steps` frames.
+/// What `by` measures on `traj`: plain (no network), the float network,
+/// or (with `q`) the int8 one.
+fn selection_error(by: Selection, t: &Trajectory, float: Option<&Trained>, q: Option<&NetworkData>) -> Result<f32> {
+    match (by, float) {
+        (Selection::Rollout(steps), None) => plain_error(t, steps),
+        (Selection::Rollout(steps), Some(m)) => match q {
+            Some(q) => int8_error(t, q, steps),
+            None => corrected_error(t, m, steps),
+        },
+        (Selection::Horizon(h), _) => {
+            let col = match (float, q) {
+                (None, _) => Column::Plain,
+                (Some(_), None) => Column::Float,
+                (Some(_), Some(_)) => Column::Int8,
+            };
+            horizons::horizon_error_with(t, col, float, q, h)?.context("a horizon of weft eval's (1, 10 or 50)")
+        }
+    }
+}
+
 /// The int8 network's mean error over `steps` frames from the start of
 /// `traj` (as [`corrected_error`] is the float one's).
 fn int8_error(traj: &Trajectory, q: &NetworkData, steps: usize) -> Result<f32> {
@@ -266,7 +286,7 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
 ///
 /// With `int8` (`weft gain --int8`), the network is judged as the device
 /// runs it: quantised at each gain with these options (calibrated on
-/// `samples` training graphs, as `weft quantize` does), at horizons only.
+/// `samples` training graphs, as `weft quantize` does).
 #[allow(clippy::too_many_arguments)]
 pub fn choose_gain_guarded(
     model: &Path,
@@ -292,30 +312,13 @@ pub fn choose_gain_guarded(
         None => None,
     };
     // The int8 network at gain `g` (none: the float one is judged).
-    let int8_at = |g: f32| -> Result<Option<weft_weights::format::NetworkData>> {
+    let int8_at = |g: f32| -> Result<Option<NetworkData>> {
         let Some((float, ranges, opts)) = &calibrated else { return Ok(None) };
         let float = crate::learn::quantize::FloatNet { gain: g, ..float.clone() };
         crate::learn::quantize::quantize_with(&float, ranges, *opts).map(Some)
     };
-    let error = |by: Selection, t: &Trajectory, float: Option<&Trained>, q: Option<&_>| -> Result<f32> {
-        match (by, float) {
-            (Selection::Rollout(steps), None) => plain_error(t, steps),
-            (Selection::Rollout(steps), Some(m)) => match q {
-                Some(q) => int8_error(t, q, steps),
-                None => corrected_error(t, m, steps),
-            },
-            (Selection::Horizon(h), _) => {
-                let col = match (float, q) {
-                    (None, _) => Column::Plain,
-                    (Some(_), None) => Column::Float,
-                    (Some(_), Some(_)) => Column::Int8,
-                };
-                horizons::horizon_error_with(t, col, float, q, h)?.context("a horizon of weft eval's (1, 10 or 50)")
-            }
-        }
-    };
-    let mean_of = |by: Selection, m: Option<&Trained>, q: Option<&_>| -> Result<f32> {
-        Ok(mean(&trajs.iter().map(|t| error(by, t, m, q)).collect::<Result<Vec<_>>>()?))
+    let mean_of = |by: Selection, m: Option<&Trained>, q: Option<&NetworkData>| -> Result<f32> {
+        Ok(mean(&trajs.iter().map(|t| selection_error(by, t, m, q)).collect::<Result<Vec<_>>>()?))
     };
     let plain = mean_of(by, None, None)?;
     let guard_plain = guards.iter().map(|&g| mean_of(g, None, None)).collect::<Result<Vec<_>>>()?;
