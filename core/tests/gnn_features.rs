@@ -188,7 +188,7 @@ fn velocity_change_leaves_the_wind_out() {
     for windy in [false, true] {
         let scene = Scene { gravity: Vec3::ZERO, wind: windy.then_some(wind), ..Scene::default() };
         let mat = Material { damping_mass: 0.0, damping_stiffness: 0.0, ..Material::COTTON };
-        let model = Model::new(mesh.clone(), mat, scene, StepParams::default()).unwrap();
+        let model = Model::new(mesh, mat, scene, StepParams::default()).unwrap();
         let mut ss = VecStateStorage::new(&model, 0);
         let mut state = State::new(&model, ss.storage()).unwrap();
         let v0 = vec![Vec3::new(0.05, 0.0, -0.02); state.node_count()];
