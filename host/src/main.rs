@@ -133,7 +133,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         guard_rollout: usize,
         /// Judge the int8 network the device runs, quantised at each gain
-        /// as `weft quantize` does with `--clip` (horizons only).
+        /// as `weft quantize` does with `--clip`.
         #[arg(long)]
         int8: bool,
         /// With `--int8`: `weft quantize --clip`.

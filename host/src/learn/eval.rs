@@ -13,7 +13,7 @@ use crate::learn::columns::Column;
 use crate::learn::dataset::Trajectory;
 use crate::learn::gnn::{corrected_error, Trained};
 use crate::learn::horizons;
-use crate::learn::metrics::{frame_errors, mean};
+use crate::learn::metrics::{frame_errors, mean, rollout_mean};
 use crate::sim::corrector::Plain;
 use crate::sim::rollout;
 use crate::sim::scenario::Scenario;
@@ -79,7 +79,6 @@ pub fn evaluate(
     Ok(r)
 }
 
-/// The plain rollout's mean error over `steps` frames.
 /// What `by` measures on `traj`: plain (no network), the float network,
 /// or (with `q`) the int8 one.
 fn selection_error(by: Selection, t: &Trajectory, float: Option<&Trained>, q: Option<&NetworkData>) -> Result<f32> {
@@ -107,12 +106,10 @@ fn int8_error(traj: &Trajectory, q: &NetworkData, steps: usize) -> Result<f32> {
     let steps = steps.min(traj.x.len() - 1);
     let mut corrector = crate::sim::corrector::Int8::new(q);
     let (xs, _, _) = rollout(scn, steps, &Column::Int8.nodes(scn), &mut corrector)?;
-    let mut e = frame_errors(&xs, &traj.x);
-    let last = e.last().copied().unwrap_or(f32::INFINITY);
-    e.resize(steps, last);
-    Ok(mean(&e))
+    Ok(rollout_mean(frame_errors(&xs, &traj.x), steps))
 }
 
+/// The plain rollout's mean error over `steps` frames.
 fn plain_error(traj: &Trajectory, steps: usize) -> Result<f32> {
     let scn = &traj.scenario;
     let (xs, _, _) = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
@@ -278,9 +275,9 @@ pub fn choose_gain(model: &Path, data: &Path, split: &str, gains: &[f32], by: Se
     choose_gain_guarded(model, data, split, gains, by, &[], None)
 }
 
-/// [`choose_gain`] with a guard: with `guard` a second measure (say,
-/// horizon 50 beside a selection at horizon 10), only gains whose error
-/// there is at most plain's are chosen from (gain 0, plain itself, when
+/// [`choose_gain`] with guards: with `guards`, further measures (say,
+/// horizon 50 and whole rollouts beside a selection at horizon 10), only
+/// gains whose error under each is at most plain's are chosen from (gain 0, plain itself, when
 /// none is), so that a correction chosen for short horizons does not lose
 /// to the plain step at long ones.
 ///

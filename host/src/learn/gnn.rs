@@ -30,7 +30,7 @@ use crate::sim::corrector::Corrector;
 
 use crate::learn::dataset::Trajectory;
 use crate::learn::families::Rng;
-use crate::learn::metrics::{frame_errors, mean};
+use crate::learn::metrics::{frame_errors, rollout_mean};
 use crate::sim::scenario::Scenario;
 
 /// Shape of the network and of its graph (`weft train`'s options).
@@ -722,8 +722,5 @@ pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(V
 pub fn corrected_error(traj: &Trajectory, m: &Trained, steps: usize) -> Result<f32> {
     let steps = steps.min(traj.x.len() - 1);
     let (xs, _, _) = corrected_rollout(&traj.scenario, steps, m)?;
-    let mut e = frame_errors(&xs, &traj.x);
-    let last = e.last().copied().unwrap_or(f32::INFINITY);
-    e.resize(steps, last);
-    Ok(mean(&e))
+    Ok(rollout_mean(frame_errors(&xs, &traj.x), steps))
 }

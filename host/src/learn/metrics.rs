@@ -17,3 +17,12 @@ pub fn mean(v: &[f32]) -> f32 {
 pub fn frame_errors(xs: &[Vec<Vec3>], reference: &[Vec<Vec3>]) -> Vec<f32> {
     xs.iter().zip(reference).skip(1).map(|(a, b)| rmse(a, b)).collect()
 }
+
+/// Mean of a rollout's per-frame errors (`frame_errors`) over `steps`
+/// frames: a rollout that stopped early counts its last error for the
+/// frames it did not reach (infinite when it reached none).
+pub fn rollout_mean(mut errors: Vec<f32>, steps: usize) -> f32 {
+    let last = errors.last().copied().unwrap_or(f32::INFINITY);
+    errors.resize(steps, last);
+    mean(&errors)
+}
