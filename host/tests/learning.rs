@@ -240,7 +240,36 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
     assert!(row("flag", Column::Int8).is_none() && row("flag", Column::Float).is_none());
     let floor = rep.floors.iter().find(|f| f.0 == "flag").unwrap().1;
     assert!(floor.iter().all(|f| f.is_finite() && *f >= 0.0 && *f < plain.error[2]), "{floor:?}");
-    assert!(rep.table().contains("floor (1 µm)"));
+    let coarse = rep.coarse_floors.iter().find(|f| f.0 == "flag").unwrap().1;
+    assert!(coarse.iter().all(|f| f.is_finite() && *f >= 0.0), "{coarse:?}");
+    let table = rep.table();
+    assert!(table.contains("floor (1 µm)") && table.contains("floor (coarse)"), "{table}");
+}
+
+/// The coarse state's floor restarts the reference from its coarse nodes
+/// interpolated: the interpolation keeps the coarse nodes and, for a flat
+/// rest grid, gives the finer grid's own rest positions.
+#[test]
+fn the_coarse_state_interpolates_to_the_finer_grid() {
+    use weft_host::learn::horizons::prolongate;
+    let spec = tiny();
+    let scn = weft_host::learn::families::scenario(Family::Drape, 3, spec.coarse, spec.steps, 1.0 / 60.0);
+    let (fine, map) = dataset::fine_scenario(&scn, 3, 1, spec.fine_integrator).unwrap();
+    let rest = |s: &weft_host::sim::scenario::Scenario| s.with_model(|m| Ok(m.mesh.rest().to_vec())).unwrap();
+    let (coarse_rest, fine_rest) = (rest(&scn), rest(&fine));
+    let [nx, ny] = scn.cloth.resolution;
+    let up = prolongate(&coarse_rest, nx, ny, 3);
+    assert_eq!(up.len(), fine_rest.len());
+    for (p, q) in up.iter().zip(&fine_rest) {
+        assert!((*p - *q).norm() < 1e-5, "{p:?} against {q:?}");
+    }
+    // Any state: the coarse nodes come back as they were.
+    let bent: Vec<_> =
+        coarse_rest.iter().map(|p| *p + weft_core::prelude::Vec3::new(0.0, (p.x * 7.0).sin(), p.x * p.z)).collect();
+    let up = prolongate(&bent, nx, ny, 3);
+    for (c, &f) in bent.iter().zip(&map) {
+        assert_eq!(*c, up[f]);
+    }
 }
 
 /// `weft gain` at a horizon measures what `weft eval --horizons` does: a
