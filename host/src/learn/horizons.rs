@@ -173,23 +173,53 @@ pub struct Floor {
 }
 
 /// The fine grid's state from the coarse grid's (`nx` × `ny` nodes, the
-/// fine grid `k` times finer): every fine node bilinear between the four
-/// coarse nodes of its cell, in the grid's parameters. The coarse nodes
-/// keep their values (restricting the result gives `coarse` back) and a
-/// coarse grid's affine state interpolates to the fine grid's.
+/// fine grid `k` times finer): Catmull–Rom in each grid direction, so that
+/// the interpolated cloth has no kinks at the coarse edges (a bilinear one
+/// would, and its bending forces would move it in the first step); the
+/// grid's edges extend their last cells linearly. The coarse nodes keep
+/// their values (restricting the result gives `coarse` back) and a coarse
+/// grid's affine state interpolates to the fine grid's.
 pub fn prolongate(coarse: &[Vec3], nx: usize, ny: usize, k: usize) -> Vec<Vec3> {
     let (fx, fy) = ((nx - 1) * k + 1, (ny - 1) * k + 1);
-    let mut out = Vec::with_capacity(fx * fy);
+    // Along one direction of `n` nodes: node `c`'s value at `c + t`.
+    let along = |n: usize, at: &dyn Fn(usize) -> Vec3, c: usize, t: f32| {
+        let p = |i: isize| -> Vec3 {
+            if i < 0 {
+                at(0) * 2.0 - at(1)
+            } else if i as usize >= n {
+                at(n - 1) * 2.0 - at(n - 2)
+            } else {
+                at(i as usize)
+            }
+        };
+        let c = c as isize;
+        let (t2, t3) = (t * t, t * t * t);
+        p(c - 1) * (0.5 * (-t + 2.0 * t2 - t3))
+            + p(c) * (0.5 * (2.0 - 5.0 * t2 + 3.0 * t3))
+            + p(c + 1) * (0.5 * (t + 4.0 * t2 - 3.0 * t3))
+            + p(c + 2) * (0.5 * (t3 - t2))
+    };
+    // The cell and the parameter in it of fine node `f`.
+    let cell = |f: usize, n: usize| {
+        let c = (f / k).min(n - 2);
+        (c, f as f32 / k as f32 - c as f32)
+    };
+    // Every coarse row interpolated along x, then every fine column along y.
+    let rows: Vec<Vec<Vec3>> = (0..ny)
+        .map(|j| {
+            (0..fx)
+                .map(|i| {
+                    let (c, t) = cell(i, nx);
+                    along(nx, &|a| coarse[j * nx + a], c, t)
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = vec![Vec3::ZERO; fx * fy];
     for j in 0..fy {
-        let (cj, tj) = ((j / k).min(ny - 2), j as f32 / k as f32);
-        let tj = tj - cj as f32;
+        let (c, t) = cell(j, ny);
         for i in 0..fx {
-            let (ci, ti) = ((i / k).min(nx - 2), i as f32 / k as f32);
-            let ti = ti - ci as f32;
-            let at = |di: usize, dj: usize| coarse[(cj + dj) * nx + ci + di];
-            let bottom = at(0, 0) * (1.0 - ti) + at(1, 0) * ti;
-            let top = at(0, 1) * (1.0 - ti) + at(1, 1) * ti;
-            out.push(bottom * (1.0 - tj) + top * tj);
+            out[j * fx + i] = along(ny, &|b| rows[b][i], c, t);
         }
     }
     out
