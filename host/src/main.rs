@@ -149,7 +149,7 @@ enum Command {
         #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Calibration graphs drawn from the training split.
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = quantize::CALIBRATION_SAMPLES)]
         samples: usize,
         /// Clip every hidden and latent channel's scale at this many times
         /// its RMS over the calibration (0: at its largest magnitude).
@@ -217,7 +217,8 @@ fn run(cli: Cli) -> Result<()> {
             .into_iter()
             .flatten()
             .collect();
-            let int8 = int8.then_some((quantize::Options { clip, bias_correction: true }, 256));
+            let int8 =
+                int8.then_some((quantize::Options { clip, bias_correction: true }, quantize::CALIBRATION_SAMPLES));
             print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, &guards, int8)?);
         }
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {

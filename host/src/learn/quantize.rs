@@ -485,6 +485,10 @@ pub fn quantize_clipped(net: &FloatNet, r: &Ranges, clip: f32) -> Result<Network
     quantize_with(net, r, Options { clip, bias_correction: false })
 }
 
+/// Calibration graphs drawn from the training split by default
+/// (`weft quantize --samples`, and every gain `weft gain --int8` judges).
+pub const CALIBRATION_SAMPLES: usize = 256;
+
 /// How [`quantize_with`] quantises.
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
