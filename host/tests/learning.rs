@@ -231,11 +231,16 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
     // Starts 0, 20, 40: three windows of 1 and 10 frames, one of 50.
     assert_eq!(plain.windows, [3, 3, 1]);
     assert!(plain.error.iter().all(|e| e.is_finite() && *e > 0.0), "{:?}", plain.error);
-    for col in [Column::HalfDt, Column::QuarterDt, Column::Bdf2] {
+    for col in [Column::HalfDt, Column::QuarterDt, Column::Bdf2, Column::Fine2] {
         let c = row("flag", col).unwrap();
         assert!(c.error.iter().all(|e| e.is_finite()));
         assert!(c.cg_per_frame > 0.0);
     }
+    // The finer mesh's steps are priced by its nodes: 9 × 9 against 5 × 5.
+    let fine2 = row("flag", Column::Fine2).unwrap();
+    let scale =
+        fine2.device_per_frame / (fine2.cg_per_frame * horizons::DEVICE_PER_CG_ITERATION + horizons::DEVICE_PER_STEP);
+    assert!((scale - 81.0 / 25.0).abs() < 1e-9, "{scale}");
     // No network given: no network columns.
     assert!(row("flag", Column::Int8).is_none() && row("flag", Column::Float).is_none());
     let floor = rep.floors.iter().find(|f| f.0 == "flag").unwrap().1;

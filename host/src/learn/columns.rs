@@ -36,10 +36,10 @@ impl Column {
     /// Every column, in the tables' order.
     pub const ALL: [Column; 7] =
         [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2, Column::Fine2];
-    /// The columns measured at horizons: those whose rollouts start from
-    /// the reference restricted to the coarse nodes (not [`Column::Fine2`]).
-    pub const HORIZONS: [Column; 6] =
-        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2];
+    /// The columns measured at horizons: every one ([`Column::Fine2`]
+    /// starts from the reference's coarse nodes interpolated onto its
+    /// finer mesh, `learn::horizons::prolongate`).
+    pub const HORIZONS: [Column; 7] = Column::ALL;
 
     pub fn label(self) -> &'static str {
         match self {
@@ -91,6 +91,16 @@ impl Column {
             Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
             Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
             _ => Some(Box::new(Plain)),
+        }
+    }
+
+    /// How many times the coarse mesh's nodes this column's mesh has (its
+    /// cost per step and per CG iteration scales with them).
+    pub fn mesh_scale(self, scn: &Scenario) -> f64 {
+        let [nx, ny] = scn.cloth.resolution;
+        match self {
+            Column::Fine2 => ((2 * nx - 1) * (2 * ny - 1)) as f64 / (nx * ny).max(1) as f64,
+            _ => 1.0,
         }
     }
 

@@ -117,6 +117,8 @@ fn run_column(
 ) -> Result<Option<ColumnRun>> {
     let frames = traj.x.len() - 1;
     let scn = col.scenario(&traj.scenario);
+    let nodes = col.nodes(&traj.scenario);
+    let [nx, ny] = traj.scenario.cloth.resolution;
     let mut run = ColumnRun { windows: Default::default(), cg_per_frame: 0.0, seconds_per_frame: 0.0 };
     let (mut cg, mut stepped) = (0u64, 0usize);
     let t0 = Instant::now();
@@ -125,11 +127,22 @@ fn run_column(
         let len = longest.min(HORIZONS[2]).min(frames - s);
         let mut scn = scn.clone();
         scn.time.steps = len as u32;
-        let restart = Restart { x: &traj.x[s], v: &traj.v[s], frame: s as u32 };
+        // The start on this column's mesh.
+        let (x0, v0) = if col == Column::Fine2 {
+            let (mut x, mut v) = (prolongate(&traj.x[s], nx, ny, 2), prolongate(&traj.v[s], nx, ny, 2));
+            out_of_colliders(&scn, s, &mut x, &mut v)?;
+            (x, v)
+        } else {
+            (traj.x[s].clone(), traj.v[s].clone())
+        };
+        let restart = Restart { x: &x0, v: &v0, frame: s as u32 };
         let mut errs = Vec::with_capacity(len);
+        let mut at = Vec::with_capacity(nodes.len());
         let r = sim::run_from(&scn, Some(restart), false, corrector.as_mut(), |f, _, st| {
             if f > 0 {
-                errs.push(rmse(st.positions(), &traj.x[s + f as usize]));
+                at.clear();
+                at.extend(nodes.iter().map(|&i| st.positions()[i]));
+                errs.push(rmse(&at, &traj.x[s + f as usize]));
             }
             Ok(())
         });
@@ -271,12 +284,7 @@ fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
         let [nx, ny] = traj.scenario.cloth.resolution;
         let only = |f: &[Vec3]| prolongate(&map.iter().map(|&i| f[i]).collect::<Vec<_>>(), nx, ny, spec.k);
         let (mut xc, mut vc) = (only(x), only(v));
-        fine.with_model(|model| {
-            let mut pinned = vec![0; xc.len()];
-            model.scene.mark_pinned(&mut pinned);
-            weft_core::contact::collide(model.scene.colliders, s as f32 * fine.time.dt, &pinned, &mut xc, &mut vc);
-            Ok(())
-        })?;
+        out_of_colliders(&fine, s, &mut xc, &mut vc)?;
         push_windows(&mut coarse, &a, &restricted(&xc, &vc)?);
     }
     Ok(Floor {
@@ -285,6 +293,17 @@ fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
         floor: [0, 1, 2].map(|k| mean(&windows[k])),
         coarse: Some([0, 1, 2].map(|k| mean(&coarse[k]))),
         seconds: t0.elapsed().as_secs_f32(),
+    })
+}
+
+/// Puts the free nodes of an interpolated state of `scn` at frame `frame`
+/// that lie inside a collider on its surface (as a step's contacts do).
+fn out_of_colliders(scn: &sim::scenario::Scenario, frame: usize, x: &mut [Vec3], v: &mut [Vec3]) -> Result<()> {
+    scn.with_model(|model| {
+        let mut pinned = vec![0; x.len()];
+        model.scene.mark_pinned(&mut pinned);
+        weft_core::contact::collide(model.scene.colliders, frame as f32 * scn.time.dt, &pinned, x, v);
+        Ok(())
     })
 }
 
@@ -401,6 +420,9 @@ pub fn report(
     }
     bar.finish_and_clear();
     let substeps = trajs.first().map_or(1, |t| t.scenario.time.substeps);
+    // A column's mesh against the coarse one (the 31×31 column's steps
+    // cost about its nodes' share more; the device does not hold it).
+    let scale = |col: Column| trajs.first().map_or(1.0, |t| col.mesh_scale(&t.scenario));
     let size = match (int8, float) {
         (Some(q), _) => Some((q.latent, q.mlps.rounds())),
         (None, Some(t)) => Some((t.meta.config.latent, t.meta.config.rounds)),
@@ -416,7 +438,7 @@ pub fn report(
             }
         }
         for a in acc.iter().filter(|a| &a.family == fam) {
-            rep.rows.push((fam.clone(), a.col, a.cells(substeps, per_network)));
+            rep.rows.push((fam.clone(), a.col, a.cells(substeps, per_network, scale(a.col))));
         }
     }
     // Overall: every measurable family's windows.
@@ -432,7 +454,7 @@ pub fn report(
             (all.cg, all.seconds, all.runs) = (all.cg + a.cg, all.seconds + a.seconds, all.runs + a.runs);
         }
         if all.runs > 0 {
-            rep.rows.push(("overall".into(), col, all.cells(substeps, per_network)));
+            rep.rows.push(("overall".into(), col, all.cells(substeps, per_network, scale(col))));
         }
     }
     Ok(rep)
@@ -460,14 +482,14 @@ impl Sums {
 
     /// The report's cells, with the device cost from the stage model
     /// (`per_network`: [`device_per_network`] of the evaluated network).
-    fn cells(&self, substeps: u32, per_network: f64) -> Cells {
+    fn cells(&self, substeps: u32, per_network: f64, mesh_scale: f64) -> Cells {
         let n = self.runs.max(1) as f64;
         Cells {
             error: [0, 1, 2].map(|k| mean(&self.windows[k])),
             windows: [0, 1, 2].map(|k| self.windows[k].len()),
             cg_per_frame: self.cg / n,
-            device_per_frame: self.cg / n * DEVICE_PER_CG_ITERATION
-                + self.col.steps_per_frame(substeps) * DEVICE_PER_STEP
+            device_per_frame: mesh_scale
+                * (self.cg / n * DEVICE_PER_CG_ITERATION + self.col.steps_per_frame(substeps) * DEVICE_PER_STEP)
                 + self.col.network_calls_per_frame(substeps) * per_network,
             seconds_per_frame: self.seconds / n,
         }
