@@ -540,7 +540,7 @@ impl Report {
                 let mark =
                     |k: usize| if fam != "overall" && !measurable(self, fam, k, Some(plain)) { "*" } else { " " };
                 out += &format!(
-                    "  {:<12}            {:>7.3}{} {:>7.3}{} {:>7.3}{} {:>8.1}  {:>20.1}  {:>13.2}\n",
+                    "  {:<14}          {:>7.3}{} {:>7.3}{} {:>7.3}{} {:>8.1}  {:>20.1}  {:>13.2}\n",
                     col.label(),
                     c.error[0] / plain[0],
                     mark(0),
