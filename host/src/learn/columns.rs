@@ -33,13 +33,11 @@ pub enum Column {
 }
 
 impl Column {
-    /// Every column, in the tables' order.
+    /// Every column, in the tables' order; every one is measured at
+    /// horizons too ([`Column::Fine2`] starts from the reference's coarse
+    /// nodes interpolated onto its finer mesh, `learn::horizons::prolongate`).
     pub const ALL: [Column; 7] =
         [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2, Column::Fine2];
-    /// The columns measured at horizons: every one ([`Column::Fine2`]
-    /// starts from the reference's coarse nodes interpolated onto its
-    /// finer mesh, `learn::horizons::prolongate`).
-    pub const HORIZONS: [Column; 7] = Column::ALL;
 
     pub fn label(self) -> &'static str {
         match self {

@@ -401,10 +401,10 @@ pub fn report(
             families.push(family(t));
         }
     }
-    let bar = crate::progress_bar((trajs.len() * Column::HORIZONS.len()) as u64, "horizon rollouts", progress);
+    let bar = crate::progress_bar((trajs.len() * Column::ALL.len()) as u64, "horizon rollouts", progress);
     let mut acc: Vec<Sums> = Vec::new();
     for t in trajs {
-        for col in Column::HORIZONS {
+        for col in Column::ALL {
             bar.inc(1);
             let Some(run) = run_column(t, col, float, int8, HORIZONS[2])? else { continue };
             let key = family(t);
@@ -442,7 +442,7 @@ pub fn report(
         }
     }
     // Overall: every measurable family's windows.
-    for col in Column::HORIZONS {
+    for col in Column::ALL {
         let mut all = Sums { family: "overall".into(), col, ..Sums::default() };
         for a in acc.iter().filter(|a| a.col == col) {
             let plain = rep.rows.iter().find(|r| r.0 == a.family && r.1 == Column::Plain).map(|r| r.2.error);
