@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One correction network from scratch on the data set, the way the
-# committed one was made: train, choose the gain on the validation split,
+# committed one was made: fit the coarse step's membrane, train, choose the gain on the validation split,
 # quantise, and evaluate at horizons on the validation and test splits and
 # the held-out family (float and int8).
 #
@@ -32,7 +32,9 @@ if [ "${2:-}" = install ]; then
     for f in weft-gnn.json weft-gnn.safetensors weft-gnn.log.json weft-gnn.q8 commit data-index.json commands; do
         cp "$RUN/$f" "weights/$f"
     done
-    if [ -f "$RUN/gain.txt" ]; then cp "$RUN/gain.txt" weights/gain.txt; fi
+    for f in gain.txt calibrate.txt; do
+        if [ -f "$RUN/$f" ]; then cp "$RUN/$f" "weights/$f"; fi
+    done
     # The run's output: beside its folder where weights/sweep.sh ran it.
     if [ -f "$RUN/train.log" ]; then cp "$RUN/train.log" weights/train.log; else cp "${RUN%/}.log" weights/train.log; fi
     for split in test heldout; do
@@ -68,12 +70,20 @@ run() {
 }
 log() { echo "$(date -u +%FT%TZ) $*"; }
 
+# The coarse step's membrane, fitted on the validation split first
+# (`weft calibrate`; its last line holds the flags that train on it).
+if [ ! -f "$RUN/calibrate.txt" ]; then
+    log calibrate
+    run "$W" calibrate -d "$DATA" >"$RUN/calibrate.part"
+    mv "$RUN/calibrate.part" "$RUN/calibrate.txt"
+fi
+read -r -a GRAIN < <(tail -n 1 "$RUN/calibrate.txt")
 if [ ! -f "$RUN/trained" ]; then
     resume=()
     [ -f "$M.json" ] && resume=(--resume)
     log train
     run "$W" train -d "$DATA" -o "$M" --latent "$LATENT" --rounds "$ROUNDS" --seed "$SEED" --steps 30000 \
-        --unroll 10 --unroll-after 5000 -q "${resume[@]}" "${EXTRA[@]}"
+        --unroll 10 --unroll-after 5000 -q "${GRAIN[@]}" "${resume[@]}" "${EXTRA[@]}"
     touch "$RUN/trained"
 fi
 if [ ! -f "$RUN/gained" ]; then

@@ -67,6 +67,53 @@ impl Material {
     }
 }
 
+/// The coarse mesh's effective membrane: factors on a material's stretch
+/// stiffness and on its compression factor ([`Material::coarse_grained`]).
+///
+/// A coarse triangle stands for a patch of cloth that wrinkles and
+/// concentrates strain below the mesh's resolution, so it stretches and
+/// shears more easily than the material's own stiffness says; a correction
+/// fitted to a fine reference carries the factors its coarse step used
+/// ([`crate::gnn::int8::Network::coarse`]). [`CoarseGrain::NONE`] keeps the
+/// material as it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CoarseGrain {
+    /// Factor on [`Material::stretch`], in [0.001, 1].
+    pub stretch: f32,
+    /// Factor on [`Material::compression`], in [0.001, 1].
+    pub compression: f32,
+}
+
+impl CoarseGrain {
+    /// The material as it is.
+    pub const NONE: CoarseGrain = CoarseGrain { stretch: 1.0, compression: 1.0 };
+
+    pub fn validate(&self) -> Result<(), ParamError> {
+        range("coarse_grain.stretch", self.stretch)?;
+        range("coarse_grain.compression", self.compression)
+    }
+}
+
+impl Default for CoarseGrain {
+    fn default() -> Self {
+        CoarseGrain::NONE
+    }
+}
+
+impl Material {
+    /// This material on a coarse mesh: its stretch stiffness and its
+    /// compression factor times `grain`'s (the other properties as they
+    /// are). Refuses factors outside [0.001, 1] (or not finite).
+    pub fn coarse_grained(&self, grain: CoarseGrain) -> Result<Material, ParamError> {
+        grain.validate()?;
+        Ok(Material {
+            stretch: self.stretch * grain.stretch,
+            compression: self.compression * grain.compression,
+            ..*self
+        })
+    }
+}
+
 impl Default for Material {
     fn default() -> Self {
         Material::COTTON
@@ -493,7 +540,9 @@ pub enum Problem {
 }
 
 /// The closed range `[min, max]` a bounded parameter must lie in.
-const RANGES: [(&str, f32, f32); 7] = [
+const RANGES: [(&str, f32, f32); 9] = [
+    ("coarse_grain.stretch", 1e-3, 1.0),
+    ("coarse_grain.compression", 1e-3, 1.0),
     ("cg_max_iterations", 1.0, StepParams::MAX_CG_ITERATIONS as f32),
     ("colliders", 0.0, crate::flags::MAX_COLLIDERS as f32),
     ("material.compression", 1e-4, 1.0),

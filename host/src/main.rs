@@ -94,6 +94,29 @@ enum Command {
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
     },
+    /// Fit the coarse step's membrane to the fine reference: the factors on
+    /// the material's stretch stiffness and compression factor that give
+    /// the plain coarse step the lowest error on a split at a horizon,
+    /// among those no worse than the material as it is at the guard
+    /// horizon. The last line holds the `weft train` flags that use them.
+    Calibrate {
+        /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
+        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        data: PathBuf,
+        #[arg(long, default_value = "val")]
+        split: String,
+        /// Candidate factors on the stretch stiffness.
+        #[arg(long, value_delimiter = ',', default_value = "1,0.7,0.5,0.4,0.3,0.2")]
+        stretch: Vec<f32>,
+        /// Candidate factors on the compression factor.
+        #[arg(long, value_delimiter = ',', default_value = "1,0.4,0.2")]
+        compression: Vec<f32>,
+        #[arg(long, default_value_t = 10)]
+        horizon: usize,
+        /// 0: no guard.
+        #[arg(long, default_value_t = 50)]
+        guard: usize,
+    },
     /// The floor of every family of a data set: the reference's own change
     /// over 1, 10 and 50 frames from a start moved 1 µm (floors.json beside
     /// the index; resumable).
@@ -224,6 +247,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
             let opts = quantize::Options { clip, bias_correction: !no_bias_correction };
             println!("{}", quantize::command(&model, &data, samples, opts, &out)?);
+        }
+        Command::Calibrate { data, split, stretch, compression, horizon, guard } => {
+            let fit = weft_host::learn::calibrate::calibrate(&data, &split, &stretch, &compression, horizon, guard)?;
+            print!("{}", fit.report());
         }
         Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
         Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {

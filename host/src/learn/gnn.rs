@@ -66,6 +66,21 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub velocity_only: bool,
+    /// `--coarse-stretch`: factor on the material's stretch stiffness in
+    /// the coarse step the network corrects (`weft calibrate` fits it;
+    /// `weft_core::model::CoarseGrain`).
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "unit_factor")]
+    pub coarse_stretch: f32,
+    /// `--coarse-compression`: factor on the material's compression factor
+    /// in the coarse step the network corrects.
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "unit_factor")]
+    pub coarse_compression: f32,
+}
+
+fn unit_factor() -> f32 {
+    1.0
 }
 
 impl Default for GnnConfig {
@@ -77,6 +92,11 @@ impl Default for GnnConfig {
 
 impl GnnConfig {
     pub const DEFAULT_PAIRS_PER_NODE: usize = crate::sim::corrector::PAIRS_PER_NODE;
+
+    /// The coarse step's membrane factors this network corrects.
+    pub fn coarse_grain(&self) -> CoarseGrain {
+        CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression }
+    }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
     /// `edges` directed edges, with the processor's first edge layer
@@ -305,6 +325,9 @@ struct Sampler<'u> {
 impl Corrector for Sampler<'_> {
     fn pairs(&self, nodes: usize) -> usize {
         self.cfg.pairs_per_node * nodes
+    }
+    fn coarse_grain(&self) -> CoarseGrain {
+        self.cfg.coarse_grain()
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         self.step += 1;
@@ -701,6 +724,9 @@ pub struct Float<'m>(pub &'m Trained);
 impl Corrector for Float<'_> {
     fn pairs(&self, nodes: usize) -> usize {
         self.0.meta.config.pairs_per_node * nodes
+    }
+    fn coarse_grain(&self) -> CoarseGrain {
+        self.0.meta.config.coarse_grain()
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))?;

@@ -106,6 +106,18 @@ pub fn horizon_error_with(
     Ok(run.map(|r| mean(&r.windows[k])))
 }
 
+/// The mean errors of `col` on `traj` at every horizon of [`HORIZONS`]
+/// (`None` for a column that cannot run).
+pub fn horizon_errors(
+    traj: &Trajectory,
+    col: Column,
+    float: Option<&Trained>,
+    int8: Option<&NetworkData>,
+) -> Result<Option<[f32; 3]>> {
+    let run = run_column(traj, col, float, int8, HORIZONS[2])?;
+    Ok(run.map(|r| [0, 1, 2].map(|k| mean(&r.windows[k]))))
+}
+
 /// Rolls `col` out from every start of `traj`, each rollout `longest`
 /// frames at most ([`HORIZONS`]' windows up to it).
 fn run_column(

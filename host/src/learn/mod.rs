@@ -1,10 +1,11 @@
 //! The learning floor: the scenario families ([`families`]) and their
 //! fine-reference data ([`dataset`]), the float network and its samples
 //! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`]), int8 quantisation and
-//! export ([`quantize`]), and evaluation ([`columns`], [`eval`],
+//! export ([`quantize`]), the coarse step fitted to the reference ([`calibrate`]), and evaluation ([`columns`], [`eval`],
 //! [`horizons`], [`metrics`]). It builds on `sim` and `weft-core`; nothing below it
 //! imports it.
 
+pub mod calibrate;
 pub mod columns;
 pub mod dataset;
 pub mod eval;

@@ -47,6 +47,9 @@ struct Recorder<'m> {
 }
 
 impl Corrector for Recorder<'_> {
+    fn coarse_grain(&self) -> weft_core::model::CoarseGrain {
+        self.model.meta.config.coarse_grain()
+    }
     fn pairs(&self, nodes: usize) -> usize {
         self.model.meta.config.pairs_per_node * nodes
     }

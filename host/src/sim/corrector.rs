@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 use weft_core::gnn::int8::{Scratch, ScratchSizes};
-use weft_core::model::Model;
+use weft_core::model::{CoarseGrain, Model};
 use weft_core::state::State;
 use weft_weights::format::{NetworkData, Views};
 
@@ -20,6 +20,11 @@ pub trait Corrector {
     /// Corrects the state after one physics step; returns the dynamic edges
     /// the network saw.
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize>;
+    /// The factors on the material's membrane of the coarse step this
+    /// corrector corrects ([`CoarseGrain::NONE`]: the material as it is).
+    fn coarse_grain(&self) -> CoarseGrain {
+        CoarseGrain::NONE
+    }
 }
 
 /// The plain coarse cloth: no correction.

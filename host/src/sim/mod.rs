@@ -143,7 +143,8 @@ pub fn run_from(
     corrector: &mut dyn Corrector,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
-    scn.with_model(|model| {
+    let grained = scn.coarse_grained(corrector.coarse_grain())?;
+    grained.with_model(|model| {
         let net_pairs = corrector.pairs(model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
         let mut state = scn.start(model, &mut storage)?;

@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::{Grid, MeshCounts};
 use weft_core::model::{
+    CoarseGrain,
     Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
 use weft_core::prelude::{Mesh, State, Vec3};
@@ -575,6 +576,18 @@ impl Scenario {
     }
 
     /// Builds the mesh and model and runs `f` on them.
+    /// This scenario with its material's membrane coarse-grained by
+    /// `grain` (`weft_core::model::Material::coarse_grained`).
+    pub fn coarse_grained(&self, grain: CoarseGrain) -> Result<Scenario> {
+        let mut s = self.clone();
+        if grain != CoarseGrain::NONE {
+            let m = Material::from(self.material).coarse_grained(grain).map_err(toml_key)?;
+            s.material.stretch = m.stretch;
+            s.material.compression = m.compression;
+        }
+        Ok(s)
+    }
+
     pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
         let grid = self.cloth.grid();
         let mut storage = VecMeshStorage::for_counts(grid.counts());

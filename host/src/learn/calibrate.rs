@@ -1,0 +1,96 @@
+//! The coarse step's membrane fitted to the fine reference (`weft
+//! calibrate`): a coarse triangle stands for a patch of cloth that
+//! wrinkles and concentrates strain below the mesh's resolution, so the
+//! coarse cloth follows the reference better with a softer membrane
+//! ([`CoarseGrain`]). Every candidate pair of factors is rolled out plain
+//! at horizons ([`horizons::horizon_errors`]) on a split; the pair with
+//! the lowest error at the chosen horizon wins among those no worse than
+//! the material as it is at the guard horizon.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use rayon::prelude::*;
+use weft_core::model::CoarseGrain;
+
+use crate::learn::columns::Column;
+use crate::learn::dataset::{self, Trajectory};
+use crate::learn::horizons::{horizon_errors, HORIZONS};
+
+/// What `weft calibrate` chose and its table.
+pub struct Calibration {
+    pub grain: CoarseGrain,
+    /// Per candidate, its mean errors at [`HORIZONS`] (m).
+    pub table: Vec<(CoarseGrain, [f32; 3])>,
+}
+
+/// The mean plain errors at [`HORIZONS`] over `trajs` with the coarse
+/// step's membrane grained by `grain`.
+pub fn grained_errors(trajs: &[Trajectory], grain: CoarseGrain) -> Result<[f32; 3]> {
+    let per: Vec<[f32; 3]> = trajs
+        .par_iter()
+        .map(|t| {
+            let mut t = t.clone();
+            t.scenario = t.scenario.coarse_grained(grain)?;
+            Ok(horizon_errors(&t, Column::Plain, None, None)?.unwrap_or([f32::INFINITY; 3]))
+        })
+        .collect::<Result<_>>()?;
+    let n = per.len().max(1) as f32;
+    Ok([0, 1, 2].map(|k| per.iter().map(|e| e[k]).sum::<f32>() / n))
+}
+
+/// Fits the factors on `split` of the data in `data` among every pair of
+/// `stretch` × `compression`, at `horizon` frames, guarded at `guard`
+/// frames (0: no guard).
+pub fn calibrate(
+    data: &Path,
+    split: &str,
+    stretch: &[f32],
+    compression: &[f32],
+    horizon: usize,
+    guard: usize,
+) -> Result<Calibration> {
+    let at = |h: usize| HORIZONS.iter().position(|&x| x == h);
+    let Some(k) = at(horizon) else { bail!("horizon {horizon}: one of {HORIZONS:?}") };
+    let g = if guard == 0 { None } else { Some(at(guard).ok_or_else(|| anyhow::anyhow!("guard {guard}: 0 or one of {HORIZONS:?}"))?) };
+    let trajs = dataset::load_split(data, Some(split))?;
+    if trajs.is_empty() || stretch.is_empty() || compression.is_empty() {
+        bail!("nothing to fit: split {split:?} of {} and {}×{} candidates", data.display(), stretch.len(), compression.len());
+    }
+    let plain = grained_errors(&trajs, CoarseGrain::NONE)?;
+    let mut table = vec![(CoarseGrain::NONE, plain)];
+    let mut best = (plain[k], CoarseGrain::NONE);
+    for &s in stretch {
+        for &c in compression {
+            let grain = CoarseGrain { stretch: s, compression: c };
+            if grain == CoarseGrain::NONE {
+                continue;
+            }
+            let e = grained_errors(&trajs, grain)?;
+            table.push((grain, e));
+            if g.is_none_or(|g| e[g] <= plain[g]) && e[k] < best.0 {
+                best = (e[k], grain);
+            }
+        }
+    }
+    Ok(Calibration { grain: best.1, table })
+}
+
+impl Calibration {
+    /// The table (× the material as it is) and the flags that train on the
+    /// chosen factors (the last line).
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        let plain = self.table[0].1;
+        let _ = writeln!(out, "stretch × | compression × | × as is at {:?} frames", HORIZONS);
+        for (g, e) in &self.table {
+            let r = [0, 1, 2].map(|k| e[k] / plain[k]);
+            let _ = writeln!(out, "{:9} | {:13} | {:.3} / {:.3} / {:.3}", g.stretch, g.compression, r[0], r[1], r[2]);
+        }
+        let _ = writeln!(out, "as is: {:.3e} / {:.3e} / {:.3e} m", plain[0], plain[1], plain[2]);
+        let _ =
+            writeln!(out, "--coarse-stretch {} --coarse-compression {}", self.grain.stretch, self.grain.compression);
+        out
+    }
+}
