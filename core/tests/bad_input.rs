@@ -161,6 +161,26 @@ fn bad_parameters_name_the_parameter() {
     assert_eq!(err(Material::COTTON, Scene::default(), sc).name, "self_contact.radius");
 }
 
+/// A coarse grain scales the stretch stiffness and the compression factor
+/// and nothing else; factors outside [0.001, 1] are named errors.
+#[test]
+fn coarse_grain_scales_the_membrane_and_refuses_bad_factors() {
+    use weft_core::model::CoarseGrain;
+    let m = Material { compression: 0.05, ..Material::COTTON };
+    assert_eq!(m.coarse_grained(CoarseGrain::NONE), Ok(m));
+    let g = m.coarse_grained(CoarseGrain { stretch: 0.4, compression: 0.5 }).unwrap();
+    assert_eq!(g, Material { stretch: 0.4 * m.stretch, compression: 0.5 * m.compression, ..m });
+    for (stretch, compression, name) in [
+        (0.0, 1.0, "coarse_grain.stretch"),
+        (f32::NAN, 1.0, "coarse_grain.stretch"),
+        (1.0, 1.5, "coarse_grain.compression"),
+        (1.0, -0.1, "coarse_grain.compression"),
+    ] {
+        let e = m.coarse_grained(CoarseGrain { stretch, compression }).unwrap_err();
+        assert_eq!(e.name, name);
+    }
+}
+
 #[test]
 fn non_finite_state_input_is_rejected_and_state_kept() {
     let grid = Grid::horizontal(4, 4, 1.0, 1.0, 0.0);

@@ -70,6 +70,7 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
     Network {
         latent: l,
         radius: 0.11,
+        coarse: weft_core::model::CoarseGrain::NONE,
         node_in: core::array::from_fn(node_gain),
         edge_in: core::array::from_fn(|k| {
             if odd && features::TURNS_OVER[k] {
@@ -248,6 +249,11 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     broken.radius = f32::NAN;
     assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "radius" }));
     assert_eq!(broken.validate().unwrap_err().to_string(), "invalid network: radius out of bounds or not fitting");
+    for bad in [0.0, 1.5, f32::NAN] {
+        let mut broken = net;
+        broken.coarse.stretch = bad;
+        assert_eq!(broken.validate(), Err(GnnError::BadNetwork { what: "coarse grain" }));
+    }
     // A broken network cannot be checked, so no step can run it.
     assert!(matches!(broken.check(), Err(GnnError::BadNetwork { .. })));
     let checked = net.check().unwrap();

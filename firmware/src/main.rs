@@ -192,7 +192,10 @@ fn run(
     let name = scenario.name();
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
     let model = ok_or_exit(
-        Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), scene::params()),
+        // The coarse step the network was trained to correct.
+        scene::MATERIAL
+            .coarse_grained(net.coarse)
+            .and_then(|m| Model::new(mesh, m, scene::scene(pins.as_slice(), &colliders), scene::params())),
         "model",
     );
     let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");

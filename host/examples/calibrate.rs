@@ -13,7 +13,10 @@ fn main() -> anyhow::Result<()> {
         // bending×,stretch×,damping_mass=,damping_stiffness=,col
         let f: Vec<&str> = cfg.split(',').collect();
         let (b, s): (f32, f32) = (f[0].parse()?, f[1].parse()?);
-        let col = match f.get(4).copied() { Some("bdf2") => Column::Bdf2, _ => Column::Plain };
+        let col = match f.get(4).copied() {
+            Some("bdf2") => Column::Bdf2,
+            _ => Column::Plain,
+        };
         let res: Vec<(String, [f32; 3])> = trajs
             .par_iter()
             .map(|t| {
@@ -21,10 +24,18 @@ fn main() -> anyhow::Result<()> {
                 let m = &mut t.scenario.material;
                 m.bending *= b;
                 m.stretch *= s;
-                if let Some(d) = f.get(2).and_then(|x| x.parse().ok()) { m.damping_mass = d; }
-                if let Some(d) = f.get(3).and_then(|x| x.parse().ok()) { m.damping_stiffness = d; }
-                if let Some(d) = f.get(5).and_then(|x| x.parse().ok()) { m.poisson = d; }
-                if let Some(d) = f.get(6).and_then(|x| x.parse().ok()) { m.compression = d; }
+                if let Some(d) = f.get(2).and_then(|x| x.parse().ok()) {
+                    m.damping_mass = d;
+                }
+                if let Some(d) = f.get(3).and_then(|x| x.parse().ok()) {
+                    m.damping_stiffness = d;
+                }
+                if let Some(d) = f.get(5).and_then(|x| x.parse().ok()) {
+                    m.poisson = d;
+                }
+                if let Some(d) = f.get(6).and_then(|x| x.parse().ok()) {
+                    m.compression = d;
+                }
                 let e = horizon_errors(&t, col, None, None).unwrap().unwrap();
                 (format!("{:?}", t.family), e)
             })

@@ -234,8 +234,10 @@ fn model_file_round_trips_and_rejects_damage() {
     let net = NetworkData::from_bytes(&bytes).unwrap();
     let written = net.to_bytes();
     assert_eq!(NetworkData::from_bytes(&written).as_ref(), Ok(&net));
-    // A file of the current node features is written back byte for byte.
-    if bytes[12..16] == (weft_core::gnn::features::NODE_FEATURES as u32).to_le_bytes() {
+    // A file of the current version and node features is written back byte
+    // for byte.
+    let current = weft_core::gnn::int8::FORMAT_VERSION.to_le_bytes();
+    if bytes[8..12] == current && bytes[12..16] == (weft_core::gnn::features::NODE_FEATURES as u32).to_le_bytes() {
         assert_eq!(written, bytes);
     }
     assert_eq!(net.with_network(|n| n.validate()), Ok(()));
@@ -287,6 +289,32 @@ fn earlier_versions_are_refused() {
     assert!(NetworkData::from_bytes(&file).is_ok());
 }
 
+/// The coarse grain travels in the file; a file of the version before it
+/// (no grain after the radius) reads as the material as it is.
+#[test]
+fn the_coarse_grain_round_trips_and_older_files_read_without_it() {
+    use weft_core::model::CoarseGrain;
+    use weft_weights::format::GRAINLESS_VERSION;
+    let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
+    net.coarse = CoarseGrain { stretch: 0.4, compression: 0.25 };
+    let bytes = net.to_bytes();
+    assert_eq!(NetworkData::from_bytes(&bytes).as_ref(), Ok(&net));
+    // Version 3: the same bytes without the two factors after the radius
+    // (magic, version, four counts, radius: byte 32 on).
+    let mut old = bytes[..bytes.len() - 4].to_vec();
+    old.drain(32..40);
+    old[8..12].copy_from_slice(&GRAINLESS_VERSION.to_le_bytes());
+    let crc = crc32fast::hash(&old);
+    old.extend_from_slice(&crc.to_le_bytes());
+    let read = NetworkData::from_bytes(&old).unwrap();
+    assert_eq!(read.coarse, CoarseGrain::NONE);
+    assert_eq!(read, NetworkData { coarse: CoarseGrain::NONE, ..net.clone() });
+    // Factors out of bounds are refused by name.
+    net.coarse.stretch = 0.0;
+    let err = NetworkData::from_bytes(&net.to_bytes()).unwrap_err();
+    assert!(err.to_string().contains("coarse grain"), "{err}");
+}
+
 #[test]
 fn baked_network_is_the_committed_file() {
     let net = NetworkData::from_bytes(&committed_file()).unwrap();
@@ -294,6 +322,7 @@ fn baked_network_is_the_committed_file() {
     net.with_network(|n| {
         assert_eq!(n.latent, baked.latent);
         assert_eq!(n.radius, baked.radius);
+        assert_eq!(n.coarse, baked.coarse);
         assert_eq!(n.mlps.node_enc.l1.weights, baked.mlps.node_enc.l1.weights);
         assert_eq!(n.mlps.head_v.l2.bias, baked.mlps.head_v.l2.bias);
         assert_eq!(n.rounds(), baked.rounds());

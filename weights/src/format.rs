@@ -9,6 +9,7 @@
 //! | format version | u32 ([`weft_core::gnn::int8::FORMAT_VERSION`]) |
 //! | node features, edge features, latent, rounds | 4 × u32 |
 //! | radius | f32 |
+//! | coarse grain: stretch, compression factors | 2 × f32 (version 4; version 3 files read as 1, 1) |
 //! | node inputs, edge inputs | (offset f32, gain f32) per feature |
 //! | outputs | 6 × (scale f32, offset f32) |
 //! | MLPs | node_enc, edge_enc, edge_mlp × rounds, node_mlp × rounds, head_x, head_v |
@@ -30,8 +31,11 @@ use std::fmt::{self, Write as _};
 
 use weft_core::gnn::features::{EDGE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, FORMAT_VERSION};
+use weft_core::model::CoarseGrain;
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
+/// The format before the coarse grain: read with [`CoarseGrain::NONE`].
+pub const GRAINLESS_VERSION: u32 = 3;
 
 /// What is wrong with a model file.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,6 +125,9 @@ pub struct Views<'d> {
 pub struct NetworkData {
     pub latent: usize,
     pub radius: f32,
+    /// The coarse step's membrane the network corrects
+    /// ([`Network::coarse`]).
+    pub coarse: CoarseGrain,
     pub node_in: [Input; NODE_FEATURES],
     pub edge_in: [Input; EDGE_FEATURES],
     pub out: [Output; 6],
@@ -189,6 +196,7 @@ impl NetworkData {
         Network {
             latent: self.latent,
             radius: self.radius,
+            coarse: self.coarse,
             node_in: self.node_in,
             edge_in: self.edge_in,
             mlps: Parts {
@@ -226,6 +234,8 @@ impl NetworkData {
         }
         b.extend_from_slice(&(self.mlps.rounds() as u32).to_le_bytes());
         b.extend_from_slice(&self.radius.to_le_bytes());
+        b.extend_from_slice(&self.coarse.stretch.to_le_bytes());
+        b.extend_from_slice(&self.coarse.compression.to_le_bytes());
         for i in self.node_in.iter().chain(&self.edge_in) {
             b.extend_from_slice(&i.offset.to_le_bytes());
             b.extend_from_slice(&i.gain.to_le_bytes());
@@ -260,7 +270,7 @@ impl NetworkData {
         }
         let mut r = Reader { b: bytes, at: MAGIC.len() };
         let version = r.u32()?;
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != GRAINLESS_VERSION {
             return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
         }
         if bytes.len() < 4 + MAGIC.len() {
@@ -287,6 +297,11 @@ impl NetworkData {
             return Err(FormatError::Shape(format!("{rounds} rounds")));
         }
         let radius = r.f32()?;
+        let coarse = if version == GRAINLESS_VERSION {
+            CoarseGrain::NONE
+        } else {
+            CoarseGrain { stretch: r.f32()?, compression: r.f32()? }
+        };
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
         for i in node_in.iter_mut().take(node_features as usize) {
@@ -313,7 +328,7 @@ impl NetworkData {
         if r.at != body.len() {
             return Err(FormatError::TrailingBytes(body.len() - r.at));
         }
-        let net = NetworkData { latent, radius, node_in, edge_in, out, mlps };
+        let net = NetworkData { latent, radius, coarse, node_in, edge_in, out, mlps };
         net.check_shapes()?;
         Ok(net)
     }
@@ -395,10 +410,12 @@ impl NetworkData {
         let _ = writeln!(
             s,
             "/// The baked network.\npub static NETWORK: Network<'static> = Network {{ latent: {}, radius: {:?}, \
-             node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
+             coarse: CoarseGrain {{ stretch: {:?}, compression: {:?} }}, node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
              node_mlp: &NODE_MLP, head_x: {}, head_v: {} }}, out: [{}] }};",
             self.latent,
             self.radius,
+            self.coarse.stretch,
+            self.coarse.compression,
             inputs(&self.node_in),
             inputs(&self.edge_in),
             mlp_expr("NODE_ENC", &m.node_enc),

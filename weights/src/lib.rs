@@ -18,6 +18,7 @@ pub mod format;
 mod baked {
     #![allow(clippy::all)]
     use weft_core::gnn::int8::{Input, Linear, Mlp, Network, Output, Parts};
+    use weft_core::model::CoarseGrain;
     include!(concat!(env!("OUT_DIR"), "/network.rs"));
 }
 

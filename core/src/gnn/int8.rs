@@ -53,7 +53,7 @@ use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The largest right shift of a requantisation ([`Linear::shift`]).
 pub const MAX_SHIFT: u8 = 31;
 /// Largest latent width the kernels hold on the stack.
@@ -792,6 +792,11 @@ pub struct Network<'a> {
     pub latent: usize,
     /// Dynamic-edge radius `r` (m) the network was trained with.
     pub radius: f32,
+    /// The coarse step's membrane the network was trained to correct: the
+    /// model it corrects is built with
+    /// `material.coarse_grained(network.coarse)`
+    /// ([`crate::model::Material::coarse_grained`]).
+    pub coarse: crate::model::CoarseGrain,
     pub node_in: [Input; NODE_FEATURES],
     pub edge_in: [Input; EDGE_FEATURES],
     pub mlps: Parts<Mlp<'a>, &'a [Mlp<'a>]>,
@@ -806,7 +811,8 @@ pub enum GnnError {
     /// [`MAX_LATENT`] / [`MAX_ROUNDS`]).
     /// What of the network is out of its bounds or does not fit: `latent`
     /// (1 to [`MAX_LATENT`]), `rounds` (edge and node rounds alike, at most
-    /// [`MAX_ROUNDS`]), `radius` (positive and finite), `layer shapes`,
+    /// [`MAX_ROUNDS`]), `radius` (positive and finite), `coarse grain`
+    /// (factors in [0.001, 1]), `layer shapes`,
     /// `input scales`, `output scales` (finite).
     BadNetwork { what: &'static str },
     /// The scratch is smaller than [`ScratchSizes`] asks for this graph.
@@ -1023,6 +1029,9 @@ impl<'a> Network<'a> {
         }
         if !(self.radius.is_finite() && self.radius > 0.0) {
             return bad("radius");
+        }
+        if self.coarse.validate().is_err() {
+            return bad("coarse grain");
         }
         let fits = |p: Part| {
             let (i, o) = p.widths(l);

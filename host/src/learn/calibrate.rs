@@ -53,10 +53,19 @@ pub fn calibrate(
 ) -> Result<Calibration> {
     let at = |h: usize| HORIZONS.iter().position(|&x| x == h);
     let Some(k) = at(horizon) else { bail!("horizon {horizon}: one of {HORIZONS:?}") };
-    let g = if guard == 0 { None } else { Some(at(guard).ok_or_else(|| anyhow::anyhow!("guard {guard}: 0 or one of {HORIZONS:?}"))?) };
+    let g = if guard == 0 {
+        None
+    } else {
+        Some(at(guard).ok_or_else(|| anyhow::anyhow!("guard {guard}: 0 or one of {HORIZONS:?}"))?)
+    };
     let trajs = dataset::load_split(data, Some(split))?;
     if trajs.is_empty() || stretch.is_empty() || compression.is_empty() {
-        bail!("nothing to fit: split {split:?} of {} and {}×{} candidates", data.display(), stretch.len(), compression.len());
+        bail!(
+            "nothing to fit: split {split:?} of {} and {}×{} candidates",
+            data.display(),
+            stretch.len(),
+            compression.len()
+        );
     }
     let plain = grained_errors(&trajs, CoarseGrain::NONE)?;
     let mut table = vec![(CoarseGrain::NONE, plain)];

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use weft_weights::format::NetworkData;
 
 use crate::learn::gnn::{self, Trained};
-use crate::sim::corrector::{Corrector, Int8, Plain};
+use weft_core::model::CoarseGrain;
+
+use crate::sim::corrector::{Corrector, Grained, Int8, Plain};
 use crate::sim::scenario::{IntegratorSpec, Scenario};
 
 /// A way to step the coarse cloth.
@@ -22,6 +24,11 @@ pub enum Column {
     Float,
     /// Corrected by the int8 network (what the device runs).
     Int8,
+    /// Backward Euler, one step per frame, on the membrane the network
+    /// corrects (its coarse grain, `weft calibrate`), uncorrected: what the
+    /// grain buys without the network. Only with a network whose grain is
+    /// not [`weft_core::model::CoarseGrain::NONE`].
+    Grained,
     /// Backward Euler, two steps of `dt / 2` per frame.
     HalfDt,
     /// Backward Euler, four steps of `dt / 4` per frame.
@@ -36,14 +43,23 @@ impl Column {
     /// Every column, in the tables' order; every one is measured at
     /// horizons too ([`Column::Fine2`] starts from the reference's coarse
     /// nodes interpolated onto its finer mesh, `learn::horizons::prolongate`).
-    pub const ALL: [Column; 7] =
-        [Column::Plain, Column::Float, Column::Int8, Column::HalfDt, Column::QuarterDt, Column::Bdf2, Column::Fine2];
+    pub const ALL: [Column; 8] = [
+        Column::Plain,
+        Column::Float,
+        Column::Int8,
+        Column::Grained,
+        Column::HalfDt,
+        Column::QuarterDt,
+        Column::Bdf2,
+        Column::Fine2,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Column::Plain => "plain",
             Column::Float => "float",
             Column::Int8 => "int8",
+            Column::Grained => "plain, coarse grain",
             Column::HalfDt => "plain dt/2",
             Column::QuarterDt => "plain dt/4",
             Column::Bdf2 => "plain BDF2",
@@ -64,7 +80,7 @@ impl Column {
             Column::QuarterDt => s.time.substeps *= 4,
             Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
             Column::Fine2 => s = scn.refined(2, 1),
-            Column::Plain | Column::Float | Column::Int8 => {}
+            Column::Plain | Column::Float | Column::Int8 | Column::Grained => {}
         }
         s
     }
@@ -88,6 +104,10 @@ impl Column {
         match self {
             Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
             Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
+            Column::Grained => {
+                let grain = float.map(|m| m.meta.config.coarse_grain()).or(int8.map(|n| n.coarse))?;
+                (grain != CoarseGrain::NONE).then(|| Box::new(Grained(grain)) as Box<dyn Corrector>)
+            }
             _ => Some(Box::new(Plain)),
         }
     }

@@ -169,6 +169,8 @@ impl Ranges {
 pub struct FloatNet {
     pub latent: usize,
     pub radius: f32,
+    /// The coarse step's membrane it corrects.
+    pub coarse: weft_core::model::CoarseGrain,
     pub norm: Normalizer,
     /// Factor on the corrections ([`crate::learn::gnn::ModelMeta::gain`]).
     pub gain: f32,
@@ -206,7 +208,14 @@ impl FloatNet {
             norm.target.mean[..3].fill(0.0);
             norm.target.std[..3].fill(0.0);
         }
-        Ok(FloatNet { latent: cfg.latent, radius: cfg.radius, norm, gain: t.meta.gain, mlps })
+        Ok(FloatNet {
+            latent: cfg.latent,
+            radius: cfg.radius,
+            coarse: cfg.coarse_grain(),
+            norm,
+            gain: t.meta.gain,
+            mlps,
+        })
     }
 
     /// Corrections `[Δx, Δv]` per node in physical units; adds the
@@ -535,6 +544,7 @@ pub fn quantize_with(net: &FloatNet, r: &Ranges, opts: Options) -> Result<Networ
     Ok(NetworkData {
         latent: net.latent,
         radius: net.radius,
+        coarse: net.coarse,
         node_in,
         edge_in,
         out,

@@ -39,6 +39,21 @@ impl Corrector for Plain {
     }
 }
 
+/// The plain coarse cloth on a coarse-grained membrane: no correction.
+pub struct Grained(pub CoarseGrain);
+
+impl Corrector for Grained {
+    fn pairs(&self, _: usize) -> usize {
+        0
+    }
+    fn correct(&mut self, _: &Model, _: &mut State) -> Result<usize> {
+        Ok(0)
+    }
+    fn coarse_grain(&self) -> CoarseGrain {
+        self.0
+    }
+}
+
 /// The int8 network ([`weft_core::step::step2`]), with heap scratch sized
 /// on first use for the model's mesh.
 pub struct Int8<'n> {
@@ -56,6 +71,9 @@ impl<'n> Int8<'n> {
 impl Corrector for Int8<'_> {
     fn pairs(&self, nodes: usize) -> usize {
         PAIRS_PER_NODE * nodes
+    }
+    fn coarse_grain(&self) -> CoarseGrain {
+        self.net.coarse
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         let sizes = ScratchSizes::new(model.mesh.counts(), self.pairs(model.mesh.node_count()), self.net.latent);

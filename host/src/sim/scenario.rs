@@ -6,8 +6,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::{Grid, MeshCounts};
 use weft_core::model::{
-    CoarseGrain,
-    Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
+    CoarseGrain, Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape,
+    StepParams, Wind,
 };
 use weft_core::prelude::{Mesh, State, Vec3};
 

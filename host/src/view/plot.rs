@@ -53,6 +53,7 @@ fn color(column: Column) -> Rgb<u8> {
         Column::Plain => [200, 40, 40],
         Column::Float => [40, 80, 220],
         Column::Int8 => [240, 150, 20],
+        Column::Grained => [200, 120, 160],
         Column::HalfDt => [150, 60, 180],
         Column::QuarterDt => [120, 120, 120],
         Column::Bdf2 => [20, 170, 170],
