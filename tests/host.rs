@@ -25,7 +25,8 @@ pub fn run(
     let mut gb = Box::new(GnnMemory::new());
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
     let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
-    let model = Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), params).unwrap();
+    let material = if corrected { scene::corrected_material(&weft_weights::NETWORK).unwrap() } else { scene::MATERIAL };
+    let model = Model::new(mesh, material, scene::scene(pins.as_slice(), &colliders), params).unwrap();
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
     for s in 0..steps {

@@ -192,9 +192,7 @@ fn run(
     let name = scenario.name();
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
     let model = ok_or_exit(
-        // The coarse step the network was trained to correct.
-        scene::MATERIAL
-            .coarse_grained(net.coarse)
+        scene::corrected_material(&net)
             .and_then(|m| Model::new(mesh, m, scene::scene(pins.as_slice(), &colliders), scene::params())),
         "model",
     );

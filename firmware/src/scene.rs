@@ -114,6 +114,12 @@ pub fn grid() -> Grid {
 /// The learning families' cloth (cotton with softened compression).
 pub const MATERIAL: Material = Material { compression: 0.05, ..Material::COTTON };
 
+/// The material of the coarse step `net` corrects: [`MATERIAL`] on the
+/// network's coarse grain (`weft calibrate`).
+pub fn corrected_material(net: &weft_core::gnn::int8::Network) -> Result<Material, weft_core::model::ParamError> {
+    MATERIAL.coarse_grained(net.coarse)
+}
+
 pub fn scene<'a>(pins: &'a [Pin], colliders: &'a [Collider]) -> Scene<'a> {
     Scene { pins, colliders, ..Scene::default() }
 }

@@ -60,6 +60,7 @@ fn training_lowers_the_loss() {
             pairs_per_node: 8,
             base_inputs: false,
             velocity_only: false,
+            ..GnnConfig::default()
         },
         progress: false,
         ..TrainOptions::default()
@@ -289,8 +290,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     let spec = DatasetSpec { per_family: 1, steps: 40, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let stem = dir.path().join("m/model");
-    let config =
-        GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false, velocity_only: false };
+    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, ..GnnConfig::default() };
     Trained::untrained(config, &candle_core::Device::Cpu).unwrap().save(&stem).unwrap();
     let printed = eval::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
     let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
@@ -376,8 +376,7 @@ fn the_rollout_loss_pushes_every_correction_against_the_end_error() {
     let spec = DatasetSpec { per_family: 1, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
     let trajs = dataset::load_split(dir.path(), Some("train")).unwrap();
-    let config =
-        GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, base_inputs: false, velocity_only: false };
+    let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, ..GnnConfig::default() };
     let dev = candle_core::Device::Cpu;
     let mut m = Trained::untrained(config, &dev).unwrap();
     // Corrections of a tenth of a millimetre: the rollout stays near the
@@ -439,4 +438,50 @@ fn device_network_cost_fits_every_measured_size() {
     assert!(device_per_network(12, 2) > device_per_network(8, 2));
     assert!(device_per_network(12, 2) < device_per_network(16, 2));
     assert!(device_per_network(32, 1) > device_per_network(16, 1));
+}
+
+/// `weft calibrate`: every candidate's errors are those of the plain step
+/// on the grained membrane (the same as the coarse-grain column a network
+/// of that grain sees), the grain reaches the step, and the choice is the
+/// lowest error at horizon 10 among the candidates no worse than the
+/// material as it is at 50.
+#[test]
+fn calibration_chooses_the_grain_by_its_horizon_errors() {
+    use weft_core::model::CoarseGrain;
+    use weft_host::learn::calibrate;
+    use weft_host::learn::columns::Column;
+    use weft_host::learn::horizons::horizon_errors;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
+    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    let fit = calibrate::calibrate(dir.path(), "heldout", &[1.0, 0.3], &[1.0, 0.2], 10, 50).unwrap();
+    let grains: Vec<CoarseGrain> = fit.table.iter().map(|r| r.0).collect();
+    assert_eq!(grains[0], CoarseGrain::NONE);
+    assert_eq!(grains.len(), 4, "the material as it is once, then every other pair");
+    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let plain = horizon_errors(&trajs[0], Column::Plain, None, None).unwrap().unwrap();
+    assert_eq!(fit.table[0].1, plain);
+    for &(grain, errors) in &fit.table[1..] {
+        let config = GnnConfig {
+            latent: 8,
+            rounds: 1,
+            radius: 0.05,
+            pairs_per_node: 8,
+            coarse_stretch: grain.stretch,
+            coarse_compression: grain.compression,
+            ..GnnConfig::default()
+        };
+        let net = Trained::untrained(config, &candle_core::Device::Cpu).unwrap();
+        assert_eq!(horizon_errors(&trajs[0], Column::Grained, Some(&net), None).unwrap().unwrap(), errors);
+        assert_ne!(errors, plain, "the grain {grain:?} did not reach the step");
+    }
+    let passing = fit.table.iter().filter(|r| r.1[2] <= plain[2]);
+    let best = passing.min_by(|a, b| a.1[1].total_cmp(&b.1[1])).unwrap().0;
+    assert_eq!(fit.grain, best);
+    let last = fit.report().lines().last().unwrap().to_string();
+    assert_eq!(last, format!("--coarse-stretch {} --coarse-compression {}", best.stretch, best.compression));
+    // A network of the material as it is has no coarse-grain column.
+    let net =
+        Trained::untrained(GnnConfig { radius: 0.05, ..GnnConfig::default() }, &candle_core::Device::Cpu).unwrap();
+    assert_eq!(horizon_errors(&trajs[0], Column::Grained, Some(&net), None).unwrap(), None);
 }
