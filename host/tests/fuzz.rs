@@ -136,12 +136,14 @@ proptest! {
         body.extend_from_slice(&crc.to_le_bytes());
         if let Ok(net) = NetworkData::from_bytes(&body) {
             // Whatever it accepts, the core can check, and it reads back from
-            // its own bytes; a file of the current node features is those
-            // bytes (an earlier one is written widened).
+            // its own bytes; a file of the current version and node
+            // features is those bytes (an earlier one is written widened,
+            // or with its coarse grain).
             prop_assert_eq!(net.with_network(|n| n.validate()), Ok(()));
             let written = net.to_bytes();
             prop_assert_eq!(NetworkData::from_bytes(&written), Ok(net));
-            let current = body.get(12..16) == Some(&(weft_core::gnn::features::NODE_FEATURES as u32).to_le_bytes()[..]);
+            let current = body.get(8..12) == Some(&weft_core::gnn::int8::FORMAT_VERSION.to_le_bytes()[..])
+                && body.get(12..16) == Some(&(weft_core::gnn::features::NODE_FEATURES as u32).to_le_bytes()[..]);
             prop_assert_eq!(written == body, current);
         }
     }
