@@ -3,7 +3,7 @@
 //! wrinkles and concentrates strain below the mesh's resolution, so the
 //! coarse cloth follows the reference better with a softer membrane
 //! ([`CoarseGrain`]). Every candidate pair of factors is rolled out plain
-//! at horizons ([`horizons::horizon_errors`]) on a split; the pair with
+//! at horizons ([`grained_horizon_errors`]) on a split; the pair with
 //! the lowest error at the chosen horizon wins among those no worse than
 //! the material as it is at the guard horizon.
 
@@ -14,9 +14,8 @@ use anyhow::{bail, Result};
 use rayon::prelude::*;
 use weft_core::model::CoarseGrain;
 
-use crate::learn::columns::Column;
 use crate::learn::dataset::{self, Trajectory};
-use crate::learn::horizons::{horizon_errors, HORIZONS};
+use crate::learn::horizons::{grained_horizon_errors, HORIZONS};
 
 /// What `weft calibrate` chose and its table.
 pub struct Calibration {
@@ -28,14 +27,7 @@ pub struct Calibration {
 /// The mean plain errors at [`HORIZONS`] over `trajs` with the coarse
 /// step's membrane grained by `grain`.
 pub fn grained_errors(trajs: &[Trajectory], grain: CoarseGrain) -> Result<[f32; 3]> {
-    let per: Vec<[f32; 3]> = trajs
-        .par_iter()
-        .map(|t| {
-            let mut t = t.clone();
-            t.scenario = t.scenario.coarse_grained(grain)?;
-            Ok(horizon_errors(&t, Column::Plain, None, None)?.unwrap_or([f32::INFINITY; 3]))
-        })
-        .collect::<Result<_>>()?;
+    let per: Vec<[f32; 3]> = trajs.par_iter().map(|t| grained_horizon_errors(t, grain)).collect::<Result<_>>()?;
     let n = per.len().max(1) as f32;
     Ok([0, 1, 2].map(|k| per.iter().map(|e| e[k]).sum::<f32>() / n))
 }

@@ -23,8 +23,9 @@ use crate::learn::dataset::{self, Frames, Trajectory, PERTURBATION};
 use crate::learn::families::Family;
 use crate::learn::gnn::Trained;
 use crate::learn::metrics::{mean, rmse};
-use crate::sim::corrector::Plain;
+use crate::sim::corrector::{Corrector, Grained, Plain};
 use weft_core::gnn::int8::forward_macs;
+use weft_core::model::CoarseGrain;
 
 use crate::sim::{self, Restart};
 use weft_weights::format::NetworkData;
@@ -118,6 +119,17 @@ pub fn horizon_errors(
     Ok(run.map(|r| [0, 1, 2].map(|k| mean(&r.windows[k]))))
 }
 
+/// The mean errors at every horizon of [`HORIZONS`] of the plain step on
+/// the membrane grained by `grain` (`weft calibrate`'s candidates): the
+/// [`Grained`] corrector, as the coarse-grain column runs it.
+/// Factors out of bounds are an error (a rollout that fails would only
+/// count as an infinite error).
+pub fn grained_horizon_errors(traj: &Trajectory, grain: CoarseGrain) -> Result<[f32; 3]> {
+    grain.validate().map_err(crate::sim::scenario::toml_key)?;
+    let run = run_with(traj, Column::Plain, HORIZONS[2], &|| Some(Box::new(Grained(grain))))?;
+    Ok(run.map_or([f32::INFINITY; 3], |r| [0, 1, 2].map(|k| mean(&r.windows[k]))))
+}
+
 /// Rolls `col` out from every start of `traj`, each rollout `longest`
 /// frames at most ([`HORIZONS`]' windows up to it).
 fn run_column(
@@ -127,6 +139,17 @@ fn run_column(
     int8: Option<&NetworkData>,
     longest: usize,
 ) -> Result<Option<ColumnRun>> {
+    run_with(traj, col, longest, &|| col.corrector(float, int8))
+}
+
+/// [`run_column`] with the corrector of every start made by `corrector`
+/// (`None`: the column cannot run).
+fn run_with<'m>(
+    traj: &Trajectory,
+    col: Column,
+    longest: usize,
+    corrector: &dyn Fn() -> Option<Box<dyn Corrector + 'm>>,
+) -> Result<Option<ColumnRun>> {
     let frames = traj.x.len() - 1;
     let scn = col.scenario(&traj.scenario);
     let nodes = col.nodes(&traj.scenario);
@@ -135,7 +158,7 @@ fn run_column(
     let (mut cg, mut stepped) = (0u64, 0usize);
     let t0 = Instant::now();
     for s in (0..frames).step_by(START_EVERY) {
-        let Some(mut corrector) = col.corrector(float, int8) else { return Ok(None) };
+        let Some(mut corrector) = corrector() else { return Ok(None) };
         let len = longest.min(HORIZONS[2]).min(frames - s);
         let mut scn = scn.clone();
         scn.time.steps = len as u32;
