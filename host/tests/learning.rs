@@ -23,7 +23,7 @@ fn generation_is_deterministic_and_round_trips() {
     let spec = DatasetSpec { per_family: 1, ..tiny() };
     let ia = dataset::generate(&spec, dataset::Shard::ALL, a.path(), false).unwrap();
     dataset::generate(&spec, dataset::Shard::ALL, b.path(), false).unwrap();
-    assert_eq!(ia.trajectories.len(), 4);
+    assert_eq!(ia.trajectories.len(), Family::ALL.len());
     assert!(ia.failed.is_empty(), "{:?}", ia.failed);
     for e in &ia.trajectories {
         let (ta, tb) = (
@@ -47,7 +47,7 @@ fn generation_is_deterministic_and_round_trips() {
 fn training_lowers_the_loss() {
     let dir = tempfile::tempdir().unwrap();
     let idx = dataset::generate(&tiny(), dataset::Shard::ALL, dir.path(), false).unwrap();
-    assert_eq!(idx.trajectories.len(), 8);
+    assert_eq!(idx.trajectories.len(), 2 * Family::ALL.len());
     let opts = TrainOptions {
         data: dir.path().into(),
         out: dir.path().join("ck/model"),
@@ -205,7 +205,8 @@ fn generation_jobs_shard_and_split() {
     let spec =
         DatasetSpec { per_family: 100, heldout: Some(Family::Flag), heldout_count: 20, ..DatasetSpec::default() };
     let all = jobs(&spec, Shard::ALL);
-    assert_eq!(all.len(), 3 * 100 + 20);
+    let others = Family::ALL.len() - 1;
+    assert_eq!(all.len(), others * 100 + 20);
     assert_eq!(all.iter().filter(|(f, _)| *f == Family::Flag).count(), 20);
     let mut parts: Vec<_> = (0..3).flat_map(|i| jobs(&spec, Shard { index: i, count: 3 })).collect();
     parts.sort_by_key(|&(f, s)| (s, f as u8));
@@ -213,7 +214,8 @@ fn generation_jobs_shard_and_split() {
     sorted.sort_by_key(|&(f, s)| (s, f as u8));
     assert_eq!(parts, sorted);
     // Seed by seed: the first jobs cover every family.
-    assert_eq!(all[..4].iter().map(|j| j.1).collect::<Vec<_>>(), vec![0; 4]);
+    let first: Vec<_> = all[..Family::ALL.len()].iter().collect();
+    assert!(first.iter().all(|j| j.1 == 0) && Family::ALL.iter().all(|f| first.iter().any(|j| j.0 == *f)));
     let count = |split: &str| (0..100).filter(|&s| split_of(&spec, Family::Drape, s) == split).count();
     assert_eq!((count("val"), count("test"), count("train")), (10, 10, 80));
     assert_eq!("2/8".parse::<Shard>(), Ok(Shard { index: 2, count: 8 }));
@@ -461,10 +463,13 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
     dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
-    let fit = calibrate::calibrate(dir.path(), "heldout", &[1.0, 0.3], &[1.0, 0.2], 10, 50).unwrap();
+    let candidates = calibrate::Candidates { stretch: &[1.0, 0.3], compression: &[1.0, 0.2], taut: &[0.0, 0.002] };
+    let fit = calibrate::calibrate(dir.path(), "heldout", &candidates, 10, 50).unwrap();
     let grains: Vec<CoarseGrain> = fit.table.iter().map(|r| r.0).collect();
     assert_eq!(grains[0], CoarseGrain::NONE);
-    assert_eq!(grains.len(), 4, "the material as it is once, then every other pair");
+    // A taut strain at the material's own stretch stiffness is the same
+    // step as none, and is not tried.
+    assert_eq!(grains.len(), 6, "the material as it is once, then every other triple: {grains:?}");
     let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
     let plain = horizon_errors(&trajs[0], Column::Plain, None, None).unwrap().unwrap();
     assert_eq!(fit.table[0].1, plain);
@@ -476,6 +481,7 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
             pairs_per_node: 8,
             coarse_stretch: grain.stretch,
             coarse_compression: grain.compression,
+            coarse_taut: grain.taut.unwrap_or(0.0),
             ..GnnConfig::default()
         };
         let net = Trained::untrained(config, &candle_core::Device::Cpu).unwrap();
@@ -486,7 +492,8 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
     let best = passing.min_by(|a, b| a.1[1].total_cmp(&b.1[1])).unwrap().0;
     assert_eq!(fit.grain, best);
     let last = fit.report().lines().last().unwrap().to_string();
-    assert_eq!(last, format!("--coarse-stretch {} --coarse-compression {}", best.stretch, best.compression));
+    let taut = best.taut.map_or(String::new(), |t| format!(" --coarse-taut {t}"));
+    assert_eq!(last, format!("--coarse-stretch {} --coarse-compression {}{taut}", best.stretch, best.compression));
     // A network of the material as it is has no coarse-grain column.
     let net =
         Trained::untrained(GnnConfig { radius: 0.05, ..GnnConfig::default() }, &candle_core::Device::Cpu).unwrap();

@@ -465,6 +465,7 @@ pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
         "drape" => Family::Drape,
         "flag" => Family::Flag,
         "fold" => Family::Fold,
+        "line" => Family::Line,
         f => bail!("{}: unknown family {f}", path.display()),
     };
     Ok(Trajectory {
