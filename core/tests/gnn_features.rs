@@ -56,8 +56,12 @@ fn node_features_are_translation_invariant() {
     let sphere = |d: Vec3| Collider::new(Shape::Sphere { center: Vec3::new(0.2, 0.1, 0.0) + d, radius: 0.8 });
     let here = [plane(Vec3::ZERO), sphere(Vec3::ZERO)];
     let there = [plane(shift), sphere(shift)];
-    let (around, moved) =
-        (Surroundings::new(&here, 0.0, 0.3, &Material::COTTON), Surroundings::new(&there, 0.0, 0.3, &Material::COTTON));
+    // The wind is the same wherever the cloth is.
+    let wind = Wind { gust: 0.5, gust_frequency: 1.0, ..Wind::new(Vec3::new(3.0, 0.2, -1.0)) };
+    let (around, moved) = (
+        Surroundings::new(&here, Some(&wind), 0.2, 0.3, &Material::COTTON),
+        Surroundings::new(&there, Some(&wind), 0.2, 0.3, &Material::COTTON),
+    );
     let (mut a, mut b) = (vec![[0.0; NODE_FEATURES]; 20], vec![[0.0; NODE_FEATURES]; 20]);
     node_features(&x, &v, &v_start, &pinned, &around, &mut a);
     node_features(&shifted, &v, &v_start, &pinned, &moved, &mut b);
@@ -148,7 +152,7 @@ fn a_node_sees_its_nearest_collider_within_the_radius() {
     ball.velocity = Vec3::new(0.0, 0.0, 1.0);
     let colliders = [ground, ball];
     let material = Material { density: 0.1, stretch: 1000.0, bending: 1e-5, poisson: 0.3, ..Material::COTTON };
-    let at = |t: f32| Surroundings::new(&colliders, t, r, &material);
+    let at = |t: f32| Surroundings::new(&colliders, None, t, r, &material);
     let feature = |s: &Surroundings, p: Vec3| {
         let node = NodeState { x: p, v: Vec3::ZERO, v_start: Vec3::ZERO, pinned: false };
         let f = weft_core::gnn::features::node_feature(node, Vec3::ZERO, s);
@@ -206,4 +210,27 @@ fn velocity_change_leaves_the_wind_out() {
             assert!(read < 1e-5, "a free cloth without forces changed its velocity by {read}");
         }
     }
+}
+
+/// The air's velocity relative to a node: the wind's at the state's time
+/// (gusts included) less the node's, and zero without wind.
+#[test]
+fn a_node_sees_the_air_relative_to_itself() {
+    let wind = Wind { gust: 0.5, gust_frequency: 1.0, ..Wind::new(Vec3::new(4.0, 0.0, -2.0)) };
+    let v = Vec3::new(0.5, -1.0, 0.25);
+    let node = NodeState { x: Vec3::new(0.3, 1.0, 0.0), v, v_start: v, pinned: false };
+    let air = |wind: Option<&Wind>, t: f32| {
+        let f = weft_core::gnn::features::node_feature(
+            node,
+            Vec3::ZERO,
+            &Surroundings::new(&[], wind, t, 0.1, &Material::COTTON),
+        );
+        Vec3::new(f[18], f[19], f[20])
+    };
+    // A quarter of the gust's cycle: the wind at 1.5 times its speed.
+    let want = Vec3::new(6.0, 0.0, -3.0) - v;
+    assert!((air(Some(&wind), 0.25) - want).norm() < 1e-4, "{:?}", air(Some(&wind), 0.25));
+    // At the cycle's start, the mean wind.
+    assert!((air(Some(&wind), 0.0) - (Vec3::new(4.0, 0.0, -2.0) - v)).norm() < 1e-4);
+    assert_eq!(air(None, 0.25), Vec3::ZERO);
 }

@@ -63,7 +63,7 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
     let material = |k: usize| (11..features::MATERIAL_NODE_FEATURES).contains(&k);
     let node_gain = |k: usize| match k {
         _ if material(k) => Input { offset: -1.0, gain: 20.0 },
-        // The velocity change about zero.
+        // The velocity change and the air's velocity about zero.
         _ if k >= features::MATERIAL_NODE_FEATURES => Input { offset: 0.0, gain: 40.0 },
         _ => gain(k),
     };

@@ -58,17 +58,18 @@ mod turning {
     }
 
     /// The graph of the state computed from turned positions, velocities
-    /// and rest positions, beside a sphere at `ball` over the ground (`dv`
-    /// also as the velocities the step started from).
-    fn graph(x: &[Vec3], v: &[Vec3], rest: &[Vec3], dx: &[Vec3], dv: &[Vec3], ball: Vec3) -> Graph {
-        use weft_core::model::{Collider, Material, Shape};
+    /// and rest positions, beside a sphere at `ball` over the ground, in a
+    /// wind of `air` (`dv` also as the velocities the step started from).
+    fn graph(x: &[Vec3], v: &[Vec3], rest: &[Vec3], dx: &[Vec3], dv: &[Vec3], [ball, air]: [Vec3; 2]) -> Graph {
+        use weft_core::model::{Collider, Material, Shape, Wind};
         let n = x.len();
         let mut nodes = vec![[0.0; NODE_FEATURES]; n];
         let colliders = [
             Collider::new(Shape::Sphere { center: ball, radius: 1.0 }),
             Collider::new(Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: -2.0 }),
         ];
-        let around = features::Surroundings::new(&colliders, 0.0, 0.5, &Material::COTTON);
+        let wind = Wind { gust: 0.3, gust_frequency: 0.7, ..Wind::new(air) };
+        let around = features::Surroundings::new(&colliders, Some(&wind), 0.4, 0.5, &Material::COTTON);
         features::node_features(x, v, dv, &vec![0; n], &around, &mut nodes);
         let ends: Vec<[u16; 2]> =
             (0..n as u16).flat_map(|i| [[i, (i + 1) % n as u16], [(i + 2) % n as u16, i]]).collect();
@@ -90,11 +91,11 @@ mod turning {
         #[test]
         fn turning_the_scene_turns_the_graph(
             x in vecs(6), v in vecs(6), rest in vecs(6), dx in vecs(6), dv in vecs(6), a in -7.0f32..7.0,
-            ball in vecs(1),
+            around in vecs(2),
         ) {
             let t = |p: &[Vec3]| p.iter().map(|q| turned(*q, a)).collect::<Vec<_>>();
-            let want = graph(&t(&x), &t(&v), &t(&rest), &t(&dx), &t(&dv), turned(ball[0], a));
-            let mut got = graph(&x, &v, &rest, &dx, &dv, ball[0]);
+            let want = graph(&t(&x), &t(&v), &t(&rest), &t(&dx), &t(&dv), [0, 1].map(|k| turned(around[k], a)));
+            let mut got = graph(&x, &v, &rest, &dx, &dv, [around[0], around[1]]);
             got.rotate_about_vertical(a);
             let close = |p: &[f32], q: &[f32]| p.iter().zip(q).all(|(a, b)| (a - b).abs() <= 1e-4 * (1.0 + b.abs()));
             for (g, w) in got.nodes.iter().zip(&want.nodes) {

@@ -24,18 +24,21 @@
 //! a residual's own requantisation) are refused with
 //! [`FormatError::Version`]: quantise the float model again. A file of
 //! [`MATERIAL_NODE_FEATURES`] node features (without the step's velocity
-//! change) is read with zero weights on the features it lacks, which
-//! computes what it computed.
+//! change) or of [`WINDLESS_NODE_FEATURES`] (without the air's velocity) is
+//! read with zero weights on the features it lacks, which computes what it
+//! computed.
 
 use std::fmt::{self, Write as _};
 
-use weft_core::gnn::features::{EDGE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{EDGE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES, WINDLESS_NODE_FEATURES};
 use weft_core::gnn::int8::{wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, FORMAT_VERSION};
 use weft_core::model::CoarseGrain;
 
 pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
 /// The format before the coarse grain: read with [`CoarseGrain::NONE`].
 pub const GRAINLESS_VERSION: u32 = 3;
+/// The format before the coarse grain's taut strain: read with none.
+pub const TAUTLESS_VERSION: u32 = 4;
 
 /// What is wrong with a model file.
 #[derive(Clone, Debug, PartialEq)]
@@ -236,6 +239,8 @@ impl NetworkData {
         b.extend_from_slice(&self.radius.to_le_bytes());
         b.extend_from_slice(&self.coarse.stretch.to_le_bytes());
         b.extend_from_slice(&self.coarse.compression.to_le_bytes());
+        // No taut strain is written as 0, which a taut strain cannot be.
+        b.extend_from_slice(&self.coarse.taut.unwrap_or(0.0).to_le_bytes());
         for i in self.node_in.iter().chain(&self.edge_in) {
             b.extend_from_slice(&i.offset.to_le_bytes());
             b.extend_from_slice(&i.gain.to_le_bytes());
@@ -270,7 +275,7 @@ impl NetworkData {
         }
         let mut r = Reader { b: bytes, at: MAGIC.len() };
         let version = r.u32()?;
-        if version != FORMAT_VERSION && version != GRAINLESS_VERSION {
+        if ![FORMAT_VERSION, TAUTLESS_VERSION, GRAINLESS_VERSION].contains(&version) {
             return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
         }
         if bytes.len() < 4 + MAGIC.len() {
@@ -284,7 +289,7 @@ impl NetworkData {
         }
         let mut r = Reader { b: body, at: r.at };
         let node_features = r.u32()?;
-        if node_features != NODE_FEATURES as u32 && node_features != MATERIAL_NODE_FEATURES as u32 {
+        if ![NODE_FEATURES, WINDLESS_NODE_FEATURES, MATERIAL_NODE_FEATURES].contains(&(node_features as usize)) {
             return Err(FormatError::Features { what: "node", found: node_features, expected: NODE_FEATURES as u32 });
         }
         let found = r.u32()?;
@@ -300,7 +305,9 @@ impl NetworkData {
         let coarse = if version == GRAINLESS_VERSION {
             CoarseGrain::NONE
         } else {
-            CoarseGrain { stretch: r.f32()?, compression: r.f32()? }
+            let (stretch, compression) = (r.f32()?, r.f32()?);
+            let taut = if version == TAUTLESS_VERSION { 0.0 } else { r.f32()? };
+            CoarseGrain { stretch, compression, taut: (taut != 0.0).then_some(taut) }
         };
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
@@ -410,12 +417,13 @@ impl NetworkData {
         let _ = writeln!(
             s,
             "/// The baked network.\npub static NETWORK: Network<'static> = Network {{ latent: {}, radius: {:?}, \
-             coarse: CoarseGrain {{ stretch: {:?}, compression: {:?} }}, node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
+             coarse: CoarseGrain {{ stretch: {:?}, compression: {:?}, taut: {:?} }}, node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
              node_mlp: &NODE_MLP, head_x: {}, head_v: {} }}, out: [{}] }};",
             self.latent,
             self.radius,
             self.coarse.stretch,
             self.coarse.compression,
+            self.coarse.taut,
             inputs(&self.node_in),
             inputs(&self.edge_in),
             mlp_expr("NODE_ENC", &m.node_enc),

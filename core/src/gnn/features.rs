@@ -28,20 +28,21 @@
 //!   times its length, which tells the forces that acted on the node
 //!   (contact, stretch, bending, gravity) apart from its motion.
 //!
-//! The wind is not an input, and its push is taken out of the velocity
-//! change: no training family has wind but the held-out one, so weights
-//! that read it could not be learned, and a network that saw the wind's
-//! push in the velocity change would read it as one of the forces it
-//! knows.
+//! - the air's velocity relative to the node (3), `air(t) − v`, zero in a
+//!   scene without wind (whose step models no air).
+//!
+//! The wind's push over the step stays out of the velocity change: that
+//! feature tells the forces the network cannot see apart from each other
+//! (contact, stretch, bending, gravity), and the wind is seen by itself.
 //!
 //! Edge order: the static edges `a → b` then `b → a` for each mesh edge in
 //! mesh order, then the dynamic pairs likewise in pair order.
 
 use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
-use crate::model::{Collider, Material};
+use crate::model::{Collider, Material, Wind};
 
-pub const NODE_FEATURES: usize = 18;
+pub const NODE_FEATURES: usize = 21;
 pub const EDGE_FEATURES: usize = 10;
 /// The edge features that turn over with the edge's direction (the rest
 /// and current directions); the others (lengths, the dynamic flag, the
@@ -58,10 +59,14 @@ pub const BASE_NODE_FEATURES: usize = 7;
 /// step's velocity change with zero weights.
 pub const MATERIAL_NODE_FEATURES: usize = 15;
 
+/// Node features of the third format (all but the air's velocity): a
+/// network that knows only these reads the air with zero weights.
+pub const WINDLESS_NODE_FEATURES: usize = 18;
+
 /// First index of every 3-vector among the node features (velocity,
-/// position, collider normal, velocity change); the other features are
-/// scalars. A rotation of the scene rotates exactly these.
-pub const NODE_VECTORS: [usize; 4] = [0, 3, 7, 15];
+/// position, collider normal, velocity change, air velocity); the other
+/// features are scalars. A rotation of the scene rotates exactly these.
+pub const NODE_VECTORS: [usize; 5] = [0, 3, 7, 15, 18];
 /// First index of every 3-vector among the edge features (rest and current
 /// direction).
 pub const EDGE_VECTORS: [usize; 2] = [0, 4];
@@ -144,8 +149,8 @@ pub fn centroid(x: &[Vec3]) -> Vec3 {
     x.iter().fold(Vec3::ZERO, |acc, p| acc + *p) * (1.0 / n)
 }
 
-/// What the network sees of the world beside the cloth: the colliders at
-/// the state's time, and the material.
+/// What the network sees of the world beside the cloth: the colliders and
+/// the air at the state's time, and the material.
 #[derive(Clone, Copy, Debug)]
 pub struct Surroundings<'a> {
     pub colliders: &'a [Collider],
@@ -156,16 +161,25 @@ pub struct Surroundings<'a> {
     pub radius: f32,
     /// `log10` density, stretch and bending stiffness, and Poisson ratio.
     pub material: [f32; 4],
+    /// The wind's air velocity at the state's time (`None`: no wind).
+    pub air: Option<Vec3>,
 }
 
 impl<'a> Surroundings<'a> {
-    pub fn new(colliders: &'a [Collider], time: f32, radius: f32, material: &Material) -> Surroundings<'a> {
+    pub fn new(
+        colliders: &'a [Collider],
+        wind: Option<&Wind>,
+        time: f32,
+        radius: f32,
+        material: &Material,
+    ) -> Surroundings<'a> {
         let log = |v: f32| crate::math::log10(v.max(f32::MIN_POSITIVE));
         Surroundings {
             colliders,
             time,
             radius,
             material: [log(material.density), log(material.stretch), log(material.bending), material.poisson],
+            air: wind.map(|w| w.at(f64::from(time))),
         }
     }
 
@@ -205,7 +219,30 @@ pub fn node_feature(node: NodeState, centroid: Vec3, s: &Surroundings) -> [f32; 
     let (n, w) = s.nearest(x);
     let m = s.material;
     let a = v - v_start;
-    [v.x, v.y, v.z, d.x, d.y, d.z, pinned as u8 as f32, n.x, n.y, n.z, w, m[0], m[1], m[2], m[3], a.x, a.y, a.z]
+    let u = s.air.map_or(Vec3::ZERO, |air| air - v);
+    [
+        v.x,
+        v.y,
+        v.z,
+        d.x,
+        d.y,
+        d.z,
+        pinned as u8 as f32,
+        n.x,
+        n.y,
+        n.z,
+        w,
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        a.x,
+        a.y,
+        a.z,
+        u.x,
+        u.y,
+        u.z,
+    ]
 }
 
 /// Node features. `pinned[i] != 0` marks pinned nodes; `v_start` holds

@@ -47,13 +47,13 @@ use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use crate::contact::Proximity;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, MeshCounts, NodeId};
-use crate::model::{Collider, Material, Model};
+use crate::model::{Collider, Material, Model, Wind};
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The largest right shift of a requantisation ([`Linear::shift`]).
 pub const MAX_SHIFT: u8 = 31;
 /// Largest latent width the kernels hold on the stack.
@@ -1129,8 +1129,8 @@ impl<const I8: usize> Default for ScratchBuffers<I8> {
 }
 
 /// The graph the network runs on: the rest mesh, the current state and
-/// the dynamic pairs, and what it sees around the cloth (the colliders at
-/// the state's time and the material, [`features::Surroundings`]).
+/// the dynamic pairs, and what it sees around the cloth (the colliders and
+/// the wind at the state's time and the material, [`features::Surroundings`]).
 #[derive(Clone, Copy)]
 pub struct GraphRef<'g> {
     pub mesh: &'g Mesh<'g>,
@@ -1141,6 +1141,7 @@ pub struct GraphRef<'g> {
     pub pinned: &'g [u8],
     pub pairs: &'g [[NodeId; 2]],
     pub colliders: &'g [Collider],
+    pub wind: Option<Wind>,
     pub time: f32,
     pub material: &'g Material,
 }
@@ -1172,6 +1173,7 @@ impl<'g> GraphRef<'g> {
             pinned,
             pairs,
             colliders: model.scene.colliders,
+            wind: model.scene.wind,
             time,
             material: &model.material,
         }
@@ -1179,7 +1181,7 @@ impl<'g> GraphRef<'g> {
 
     /// What the network of radius `radius` sees around the cloth.
     pub fn surroundings(&self, radius: f32) -> features::Surroundings<'g> {
-        features::Surroundings::new(self.colliders, self.time, radius, self.material)
+        features::Surroundings::new(self.colliders, self.wind.as_ref(), self.time, radius, self.material)
     }
 }
 

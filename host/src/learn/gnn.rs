@@ -22,6 +22,7 @@ use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{
     self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, MATERIAL_NODE_FEATURES, NODE_FEATURES, NODE_VECTORS,
+    WINDLESS_NODE_FEATURES,
 };
 use weft_core::gnn::int8::{GraphRef, Part, Parts};
 use weft_core::prelude::*;
@@ -55,6 +56,12 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub base_inputs: bool,
+    /// `--windless-inputs`: the network does not see the air's velocity;
+    /// it reads as 0 in training and gets zero weights when quantised (for
+    /// measuring what it buys).
+    #[arg(long)]
+    #[serde(default)]
+    pub windless_inputs: bool,
     /// `--velocity-only`: the network corrects velocities only: its
     /// position target and output are zero wherever it is used (float,
     /// rollouts, int8), and the step carries a velocity correction into the
@@ -77,6 +84,11 @@ pub struct GnnConfig {
     #[arg(long, default_value_t = 1.0)]
     #[serde(default = "unit_factor")]
     pub coarse_compression: f32,
+    /// `--coarse-taut`: the principal strain from which the coarse step's
+    /// tension counts at the material's own stiffness (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    #[serde(default)]
+    pub coarse_taut: f32,
 }
 
 fn unit_factor() -> f32 {
@@ -95,7 +107,19 @@ impl GnnConfig {
 
     /// The coarse step's membrane factors this network corrects.
     pub fn coarse_grain(&self) -> CoarseGrain {
-        CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression }
+        let taut = (self.coarse_taut != 0.0).then_some(self.coarse_taut);
+        CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression, taut }
+    }
+
+    /// How many of the node features, from the first, this network reads
+    /// ([`GnnConfig::base_inputs`], [`GnnConfig::windless_inputs`]); the
+    /// others read as 0.
+    pub fn node_inputs(&self) -> usize {
+        match (self.base_inputs, self.windless_inputs) {
+            (true, _) => BASE_NODE_FEATURES,
+            (false, true) => WINDLESS_NODE_FEATURES,
+            (false, false) => NODE_FEATURES,
+        }
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
@@ -208,10 +232,9 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     let around = GraphRef::of(model, state).surroundings(cfg.radius);
     let (x, v, v_start) = (state.positions(), state.velocities(), state.start_velocities());
     features::node_features(x, v, v_start, state.pinned(), &around, &mut g.nodes);
-    if cfg.base_inputs {
-        for f in &mut g.nodes {
-            f[BASE_NODE_FEATURES..].fill(0.0);
-        }
+    let known = cfg.node_inputs();
+    for f in &mut g.nodes {
+        f[known..].fill(0.0);
     }
     Ok(g)
 }
@@ -584,13 +607,17 @@ fn unit_gain() -> f32 {
     1.0
 }
 
-pub const MODEL_FORMAT: &str = "weft-gnn-f32-3";
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-4";
 /// The earlier formats, still read, with the node features their networks
 /// know: the first [`BASE_NODE_FEATURES`], then the material's
-/// [`MATERIAL_NODE_FEATURES`]; loaded with zero weights (and unit
+/// [`MATERIAL_NODE_FEATURES`], then all but the air's
+/// [`WINDLESS_NODE_FEATURES`]; loaded with zero weights (and unit
 /// statistics) on the others, which computes what they computed.
-pub const EARLIER_MODEL_FORMATS: [(&str, usize); 2] =
-    [("weft-gnn-f32-1", BASE_NODE_FEATURES), ("weft-gnn-f32-2", MATERIAL_NODE_FEATURES)];
+pub const EARLIER_MODEL_FORMATS: [(&str, usize); 3] = [
+    ("weft-gnn-f32-1", BASE_NODE_FEATURES),
+    ("weft-gnn-f32-2", MATERIAL_NODE_FEATURES),
+    ("weft-gnn-f32-3", WINDLESS_NODE_FEATURES),
+];
 
 impl Trained {
     pub fn new(meta: ModelMeta, dev: &Device) -> Result<Trained> {

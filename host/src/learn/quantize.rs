@@ -13,7 +13,7 @@
 //! requantising is a right shift.
 
 use anyhow::{bail, Context, Result};
-use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
+use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES};
 use weft_core::gnn::int8::{Input, Output, Part, Parts, MAX_SHIFT};
 use weft_weights::format::{LinearData, MlpData, NetworkData};
 
@@ -194,13 +194,12 @@ impl FloatNet {
         };
         let cfg = t.meta.config;
         let mut mlps = build_parts(cfg.rounds, mlp)?;
-        if cfg.base_inputs {
-            // Trained on zeros there: the same network on the graphs it
-            // saw, and one that ignores those inputs on every other.
-            let l1 = &mut mlps.node_enc.l1;
-            for row in l1.w.chunks_mut(l1.inputs) {
-                row.iter_mut().skip(BASE_NODE_FEATURES).for_each(|w| *w = 0.0);
-            }
+        // Trained on zeros past the inputs it reads: the same network on
+        // the graphs it saw, and one that ignores those inputs on every
+        // other.
+        let (l1, known) = (&mut mlps.node_enc.l1, cfg.node_inputs());
+        for row in l1.w.chunks_mut(l1.inputs) {
+            row.iter_mut().skip(known).for_each(|w| *w = 0.0);
         }
         let mut norm = t.meta.normalizer.clone();
         if cfg.velocity_only {
