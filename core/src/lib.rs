@@ -74,7 +74,8 @@ pub mod prelude {
     pub use crate::math::Vec3;
     pub use crate::mesh::{Grid, Mesh, MeshCounts, MeshError, NodeId};
     pub use crate::model::{
-        CoarseGrain, Collider, Integrator, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
+        CoarseGrain, Collider, Integrator, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams,
+        Taut, Wind,
     };
     pub use crate::physics::{self, StepError, StepReport};
     pub use crate::state::{State, StateSizes};

@@ -24,6 +24,20 @@ pub struct Material {
     /// Factor on compressive principal strains, in (0, 1]: cloth buckles
     /// rather than compresses; 1 is plain St. Venant–Kirchhoff.
     pub compression: f32,
+    /// Tension that stiffens: beyond a principal strain, stretching counts
+    /// at a stiffness so many times [`Material::stretch`] (`None`: the same
+    /// stiffness at every strain).
+    pub taut: Option<Taut>,
+}
+
+/// A membrane that stiffens once pulled taut ([`Material::taut`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Taut {
+    /// Principal (Green) strain from which the stiffness rises, in
+    /// [1e-4, 1].
+    pub strain: f32,
+    /// Factor on the stiffness beyond it, in [1, 1000].
+    pub stiffening: f32,
 }
 
 impl Material {
@@ -37,6 +51,7 @@ impl Material {
         damping_mass: 0.05,
         damping_stiffness: 2e-4,
         compression: 1.0,
+        taut: None,
     };
 
     /// Lamé parameters (μ, λ) of the membrane under plane stress (N/m).
@@ -48,7 +63,11 @@ impl Material {
     /// The membrane law of this material.
     pub fn membrane(&self) -> crate::physics::membrane::Membrane {
         let (mu, lambda) = self.lame();
-        crate::physics::membrane::Membrane { mu, lambda, compression: self.compression }
+        let (taut, taut_slope) = match self.taut {
+            Some(t) => (t.strain, libm::sqrtf(t.stiffening)),
+            None => (f32::INFINITY, 1.0),
+        };
+        crate::physics::membrane::Membrane { mu, lambda, compression: self.compression, taut, taut_slope }
     }
 
     /// The bending law of this material.
@@ -63,7 +82,12 @@ impl Material {
         range("material.poisson", self.poisson)?;
         non_negative("material.bending", self.bending)?;
         non_negative("material.damping_mass", self.damping_mass)?;
-        non_negative("material.damping_stiffness", self.damping_stiffness)
+        non_negative("material.damping_stiffness", self.damping_stiffness)?;
+        if let Some(t) = self.taut {
+            range("material.taut.strain", t.strain)?;
+            range("material.taut.stiffening", t.stiffening)?;
+        }
+        Ok(())
     }
 }
 
@@ -82,15 +106,23 @@ pub struct CoarseGrain {
     pub stretch: f32,
     /// Factor on [`Material::compression`], in [0.001, 1].
     pub compression: f32,
+    /// Principal strain, in [1e-4, 1], from which tension counts at the
+    /// material's own stiffness again ([`Material::taut`]): the patch's
+    /// wrinkles are pulled out. `None`: the factor holds at every strain.
+    pub taut: Option<f32>,
 }
 
 impl CoarseGrain {
     /// The material as it is.
-    pub const NONE: CoarseGrain = CoarseGrain { stretch: 1.0, compression: 1.0 };
+    pub const NONE: CoarseGrain = CoarseGrain { stretch: 1.0, compression: 1.0, taut: None };
 
     pub fn validate(&self) -> Result<(), ParamError> {
         range("coarse_grain.stretch", self.stretch)?;
-        range("coarse_grain.compression", self.compression)
+        range("coarse_grain.compression", self.compression)?;
+        match self.taut {
+            Some(t) => range("coarse_grain.taut", t),
+            None => Ok(()),
+        }
     }
 }
 
@@ -103,12 +135,14 @@ impl Default for CoarseGrain {
 impl Material {
     /// This material on a coarse mesh: its stretch stiffness and its
     /// compression factor times `grain`'s (the other properties as they
-    /// are). Refuses factors outside [0.001, 1] (or not finite).
+    /// are), and with a taut strain, its own stretch stiffness beyond it.
     pub fn coarse_grained(&self, grain: CoarseGrain) -> Result<Material, ParamError> {
         grain.validate()?;
+        let taut = grain.taut.map(|strain| Taut { strain, stiffening: 1.0 / grain.stretch });
         Ok(Material {
             stretch: self.stretch * grain.stretch,
             compression: self.compression * grain.compression,
+            taut: taut.or(self.taut),
             ..*self
         })
     }
@@ -540,9 +574,12 @@ pub enum Problem {
 }
 
 /// The closed range `[min, max]` a bounded parameter must lie in.
-const RANGES: [(&str, f32, f32); 9] = [
+const RANGES: [(&str, f32, f32); 12] = [
     ("coarse_grain.stretch", 1e-3, 1.0),
     ("coarse_grain.compression", 1e-3, 1.0),
+    ("coarse_grain.taut", 1e-4, 1.0),
+    ("material.taut.strain", 1e-4, 1.0),
+    ("material.taut.stiffening", 1.0, 1000.0),
     ("cg_max_iterations", 1.0, StepParams::MAX_CG_ITERATIONS as f32),
     ("colliders", 0.0, crate::flags::MAX_COLLIDERS as f32),
     ("material.compression", 1e-4, 1.0),

@@ -162,23 +162,31 @@ fn bad_parameters_name_the_parameter() {
 }
 
 /// A coarse grain scales the stretch stiffness and the compression factor
-/// and nothing else; factors outside [0.001, 1] are named errors.
+/// and nothing else, and with a taut strain gives back the material's own
+/// stiffness beyond it; factors outside [0.001, 1] and taut strains outside
+/// [1e-4, 1] are named errors.
 #[test]
 fn coarse_grain_scales_the_membrane_and_refuses_bad_factors() {
     use weft_core::model::CoarseGrain;
     let m = Material { compression: 0.05, ..Material::COTTON };
     assert_eq!(m.coarse_grained(CoarseGrain::NONE), Ok(m));
-    let g = m.coarse_grained(CoarseGrain { stretch: 0.4, compression: 0.5 }).unwrap();
+    let g = m.coarse_grained(CoarseGrain { stretch: 0.4, compression: 0.5, taut: None }).unwrap();
     assert_eq!(g, Material { stretch: 0.4 * m.stretch, compression: 0.5 * m.compression, ..m });
-    for (stretch, compression, name) in [
-        (0.0, 1.0, "coarse_grain.stretch"),
-        (f32::NAN, 1.0, "coarse_grain.stretch"),
-        (1.0, 1.5, "coarse_grain.compression"),
-        (1.0, -0.1, "coarse_grain.compression"),
+    let t = m.coarse_grained(CoarseGrain { stretch: 0.25, compression: 1.0, taut: Some(0.02) }).unwrap();
+    assert_eq!(t, Material { stretch: 0.25 * m.stretch, taut: Some(Taut { strain: 0.02, stiffening: 4.0 }), ..m });
+    for (stretch, compression, taut, name) in [
+        (0.0, 1.0, None, "coarse_grain.stretch"),
+        (f32::NAN, 1.0, None, "coarse_grain.stretch"),
+        (1.0, 1.5, None, "coarse_grain.compression"),
+        (1.0, -0.1, None, "coarse_grain.compression"),
+        (0.5, 1.0, Some(0.0), "coarse_grain.taut"),
+        (0.5, 1.0, Some(f32::INFINITY), "coarse_grain.taut"),
     ] {
-        let e = m.coarse_grained(CoarseGrain { stretch, compression }).unwrap_err();
+        let e = m.coarse_grained(CoarseGrain { stretch, compression, taut }).unwrap_err();
         assert_eq!(e.name, name);
     }
+    let bad = Material { taut: Some(Taut { strain: 0.01, stiffening: 0.5 }), ..m };
+    assert_eq!(bad.validate().unwrap_err().name, "material.taut.stiffening");
 }
 
 #[test]

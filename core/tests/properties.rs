@@ -2,13 +2,16 @@
 mod common;
 use common::*;
 use proptest::prelude::*;
-use weft_core::model::{Collider, Shape};
+use weft_core::model::{Collider, Shape, Taut};
 use weft_core::physics::{energy, step, StepError};
 use weft_core::prelude::*;
 
 fn material() -> impl Strategy<Value = Material> {
-    (0.05f32..1.0, 50.0f32..5000.0, 0.0f32..0.45, 0.0f32..1e-3, 0.0f32..1.0, 1e-5f32..1e-3, 0.01f32..1.0).prop_map(
-        |(density, stretch, poisson, bending, damping_mass, damping_stiffness, compression)| Material {
+    let taut =
+        prop::option::of((1e-3f32..0.1, 1.0f32..20.0).prop_map(|(strain, stiffening)| Taut { strain, stiffening }));
+    let ranges = (0.05f32..1.0, 50.0f32..5000.0, 0.0f32..0.45, 0.0f32..1e-3, 0.0f32..1.0, 1e-5f32..1e-3, 0.01f32..1.0);
+    (ranges, taut).prop_map(
+        |((density, stretch, poisson, bending, damping_mass, damping_stiffness, compression), taut)| Material {
             density,
             stretch,
             poisson,
@@ -16,6 +19,7 @@ fn material() -> impl Strategy<Value = Material> {
             damping_mass,
             damping_stiffness,
             compression,
+            taut,
         },
     )
 }

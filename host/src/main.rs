@@ -106,11 +106,15 @@ enum Command {
         #[arg(long, default_value = "val")]
         split: String,
         /// Candidate factors on the stretch stiffness.
-        #[arg(long, value_delimiter = ',', default_value = "1,0.7,0.5,0.4,0.3,0.2")]
+        #[arg(long, value_delimiter = ',', default_value = "1,0.5,0.4,0.3,0.2,0.1")]
         stretch: Vec<f32>,
         /// Candidate factors on the compression factor.
         #[arg(long, value_delimiter = ',', default_value = "1,0.4,0.2")]
         compression: Vec<f32>,
+        /// Candidate taut strains, from which tension counts at the
+        /// material's own stiffness (0: none).
+        #[arg(long, value_delimiter = ',', default_value = "0,0.003,0.01,0.03")]
+        taut: Vec<f32>,
         #[arg(long, default_value_t = 10)]
         horizon: usize,
         /// 0: no guard.
@@ -248,8 +252,10 @@ fn run(cli: Cli) -> Result<()> {
             let opts = quantize::Options { clip, bias_correction: !no_bias_correction };
             println!("{}", quantize::command(&model, &data, samples, opts, &out)?);
         }
-        Command::Calibrate { data, split, stretch, compression, horizon, guard } => {
-            let fit = weft_host::learn::calibrate::calibrate(&data, &split, &stretch, &compression, horizon, guard)?;
+        Command::Calibrate { data, split, stretch, compression, taut, horizon, guard } => {
+            use weft_host::learn::calibrate::{calibrate, Candidates};
+            let candidates = Candidates { stretch: &stretch, compression: &compression, taut: &taut };
+            let fit = calibrate(&data, &split, &candidates, horizon, guard)?;
             print!("{}", fit.report());
         }
         Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),

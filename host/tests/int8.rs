@@ -294,21 +294,26 @@ fn earlier_versions_are_refused() {
 #[test]
 fn the_coarse_grain_round_trips_and_older_files_read_without_it() {
     use weft_core::model::CoarseGrain;
-    use weft_weights::format::GRAINLESS_VERSION;
+    use weft_weights::format::{GRAINLESS_VERSION, TAUTLESS_VERSION};
     let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
-    net.coarse = CoarseGrain { stretch: 0.4, compression: 0.25 };
+    net.coarse = CoarseGrain { stretch: 0.4, compression: 0.25, taut: Some(0.01) };
     let bytes = net.to_bytes();
     assert_eq!(NetworkData::from_bytes(&bytes).as_ref(), Ok(&net));
-    // Version 3: the same bytes without the two factors after the radius
-    // (magic, version, four counts, radius: byte 32 on).
-    let mut old = bytes[..bytes.len() - 4].to_vec();
-    old.drain(32..40);
-    old[8..12].copy_from_slice(&GRAINLESS_VERSION.to_le_bytes());
-    let crc = crc32fast::hash(&old);
-    old.extend_from_slice(&crc.to_le_bytes());
-    let read = NetworkData::from_bytes(&old).unwrap();
-    assert_eq!(read.coarse, CoarseGrain::NONE);
+    // An older version: the same bytes without the last `drop` of the
+    // three f32 after the radius (magic, version, four counts, radius:
+    // byte 32 on).
+    let older = |version: u32, drop: usize| {
+        let mut old = bytes[..bytes.len() - 4].to_vec();
+        old.drain(32 + 4 * (3 - drop)..44);
+        old[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32fast::hash(&old);
+        old.extend_from_slice(&crc.to_le_bytes());
+        NetworkData::from_bytes(&old).unwrap()
+    };
+    let read = older(GRAINLESS_VERSION, 3);
     assert_eq!(read, NetworkData { coarse: CoarseGrain::NONE, ..net.clone() });
+    let read = older(TAUTLESS_VERSION, 1);
+    assert_eq!(read, NetworkData { coarse: CoarseGrain { taut: None, ..net.coarse }, ..net.clone() });
     // Factors out of bounds are refused by name.
     net.coarse.stretch = 0.0;
     let err = NetworkData::from_bytes(&net.to_bytes()).unwrap_err();

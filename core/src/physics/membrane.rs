@@ -4,11 +4,14 @@
 //! `F = Σ x_i b_iᵀ` (3×2), Green strain `E = ½(FᵀF − I)` with principal
 //! strains `e₁, e₂` (directions `n₁, n₂`). Cloth buckles rather than
 //! compresses, so compressive principal strains count with a factor
-//! `c ∈ (0, 1]`: `g(e) = e` for `e ≥ 0`, `c·e` for `e < 0`, and
+//! `c ∈ (0, 1]`, and a membrane that stiffens once taut counts strains
+//! beyond `t` with a slope `s ≥ 1`: `g(e) = c·e` for `e < 0`, `e` for
+//! `0 ≤ e ≤ t`, `t + s·(e − t)` beyond, and
 //!
 //! `ψ = μ (g(e₁)² + g(e₂)²) + ½λ (g(e₁) + g(e₂))²`,
 //!
-//! which is exactly StVK (`μ E:E + ½λ (tr E)²`) for `c = 1` or in tension.
+//! which is exactly StVK (`μ E:E + ½λ (tr E)²`) for `c = 1` or in tension
+//! below `t`. `g` is piecewise linear (`g'' = 0` but at its kinks).
 //! Second Piola stress `S = Σ_k f_k n_k n_kᵀ` with
 //! `f_k = ∂ψ/∂e_k = g'(e_k)(2μ g(e_k) + λ(g₁ + g₂))`; node forces
 //! `f_i = −A F S b_i`.
@@ -32,6 +35,17 @@ pub struct Membrane {
     pub lambda: f32,
     /// Compression factor `c` of compressive principal strains.
     pub compression: f32,
+    /// Strain `t` from which tension stiffens (∞: never).
+    pub taut: f32,
+    /// Slope `s` of `g` beyond `t` (the stiffness rises by `s²`).
+    pub taut_slope: f32,
+}
+
+impl Membrane {
+    /// St. Venant–Kirchhoff with compression factor `c` and no stiffening.
+    pub fn softened(mu: f32, lambda: f32, compression: f32) -> Membrane {
+        Membrane { mu, lambda, compression, taut: f32::INFINITY, taut_slope: 1.0 }
+    }
 }
 
 /// Forces, energy and the stiffness blocks `K_ij` (i ≤ j, row-major upper
@@ -78,9 +92,25 @@ struct Spectral {
 
 impl Membrane {
     fn spectral(&self, e: [f32; 2]) -> Spectral {
-        let c = self.compression;
-        let dg = e.map(|x| if x >= 0.0 { 1.0 } else { c });
-        let g = [e[0] * dg[0], e[1] * dg[1]];
+        let (c, t, s) = (self.compression, self.taut, self.taut_slope);
+        let dg = e.map(|x| {
+            if x < 0.0 {
+                c
+            } else if x <= t {
+                1.0
+            } else {
+                s
+            }
+        });
+        let g = e.map(|x| {
+            if x < 0.0 {
+                c * x
+            } else if x <= t {
+                x
+            } else {
+                t + s * (x - t)
+            }
+        });
         let tr = g[0] + g[1];
         let f = [dg[0] * (2.0 * self.mu * g[0] + self.lambda * tr), dg[1] * (2.0 * self.mu * g[1] + self.lambda * tr)];
         Spectral { dg, f, energy: self.mu * (g[0] * g[0] + g[1] * g[1]) + 0.5 * self.lambda * tr * tr }

@@ -142,6 +142,7 @@ impl From<MaterialSpec> for Material {
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
             compression: m.compression,
+            taut: None,
         }
     }
 }
