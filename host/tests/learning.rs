@@ -487,6 +487,8 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
         let net = Trained::untrained(config, &candle_core::Device::Cpu).unwrap();
         assert_eq!(horizon_errors(&trajs[0], Column::Grained, Some(&net), None).unwrap().unwrap(), errors);
         assert_ne!(errors, plain, "the grain {grain:?} did not reach the step");
+        let untaut = fit.table.iter().find(|r| r.0 == CoarseGrain { taut: None, ..grain }).unwrap().1;
+        assert!(grain.taut.is_none() || errors != untaut, "the taut strain of {grain:?} did not reach the step");
     }
     let passing = fit.table.iter().filter(|r| r.1[2] <= plain[2]);
     let best = passing.min_by(|a, b| a.1[1].total_cmp(&b.1[1])).unwrap().0;

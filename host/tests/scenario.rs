@@ -49,6 +49,8 @@ fn bad_values_are_named() {
     let cases = [
         ("[material]\ndensity = -1.0\n", "material.density"),
         ("[material]\npoisson = 0.7\n", "material.poisson is out of range: 0.7 (allowed: 0 to 0.49)"),
+        ("[material]\ntaut = { strain = 0.01, stiffening = 0.5 }\n", "material.taut.stiffening"),
+        ("[material]\ntaut = { strain = 0.0, stiffening = 2.0 }\n", "material.taut.strain"),
         ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit is out of range: -1 (allowed: 0.0001 to 10)"),
         ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
         ("[[pin]]\nnodes = [99]\n", "node 99"),

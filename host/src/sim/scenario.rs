@@ -115,6 +115,20 @@ pub struct MaterialSpec {
     pub damping_stiffness: f32,
     /// Factor on compressive principal strains (cloth buckles).
     pub compression: f32,
+    /// Tension that stiffens beyond a principal strain
+    /// (`weft_core::model::Material::taut`); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taut: Option<TautSpec>,
+}
+
+/// `taut = { strain = 0.02, stiffening = 4.0 }`: beyond a principal
+/// (Green) strain, tension counts at `stiffening` times the stretch
+/// stiffness.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TautSpec {
+    pub strain: f32,
+    pub stiffening: f32,
 }
 
 impl Default for MaterialSpec {
@@ -128,6 +142,7 @@ impl Default for MaterialSpec {
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
             compression: m.compression,
+            taut: None,
         }
     }
 }
@@ -142,7 +157,7 @@ impl From<MaterialSpec> for Material {
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
             compression: m.compression,
-            taut: None,
+            taut: m.taut.map(|t| weft_core::model::Taut { strain: t.strain, stiffening: t.stiffening }),
         }
     }
 }
@@ -585,6 +600,7 @@ impl Scenario {
             let m = Material::from(self.material).coarse_grained(grain).map_err(toml_key)?;
             s.material.stretch = m.stretch;
             s.material.compression = m.compression;
+            s.material.taut = m.taut.map(|t| TautSpec { strain: t.strain, stiffening: t.stiffening });
         }
         Ok(s)
     }
