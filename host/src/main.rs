@@ -142,8 +142,8 @@ enum Command {
         data: PathBuf,
         #[arg(long, default_value = "val")]
         split: String,
-        /// Candidate factors.
-        #[arg(long, value_delimiter = ',', default_value = "0.1,0.2,0.3,0.5,0.75,1")]
+        /// Candidate factors (0: the step the network corrects, alone).
+        #[arg(long, value_delimiter = ',', default_value = "0,0.1,0.2,0.3,0.5,0.75,1")]
         gains: Vec<f32>,
         /// Horizon (1, 10 or 50 frames); 0 for rollouts of `--steps` frames
         /// from each trajectory's start.
