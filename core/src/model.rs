@@ -135,7 +135,10 @@ impl Default for CoarseGrain {
 impl Material {
     /// This material on a coarse mesh: its stretch stiffness and its
     /// compression factor times `grain`'s (the other properties as they
-    /// are), and with a taut strain, its own stretch stiffness beyond it.
+    /// are), and with a taut strain, its own stretch stiffness beyond it
+    /// (else the material's own [`Material::taut`], on the grained
+    /// stiffness). Refuses factors outside [0.001, 1], taut strains outside
+    /// [1e-4, 1] (or not finite).
     pub fn coarse_grained(&self, grain: CoarseGrain) -> Result<Material, ParamError> {
         grain.validate()?;
         let taut = grain.taut.map(|strain| Taut { strain, stiffening: 1.0 / grain.stretch });
