@@ -194,21 +194,29 @@ fn drape(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
     Setup { colliders: vec![c, ground()], ..Setup::default() }
 }
 
+/// Gusting wind from any side: a mean speed within `speed` (m/s) and a
+/// vertical part up to `rise` (m/s), a lift coefficient of 0.1–0.4, a gust
+/// amplitude up to `gust` (relative) at a frequency within `frequency`
+/// (Hz), drawn in that order.
+fn gusting_wind(rng: &mut Rng, speed: [f32; 2], rise: f32, gust: f32, frequency: [f32; 2]) -> WindSpec {
+    let s = rng.range(speed[0], speed[1]);
+    let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
+    WindSpec {
+        velocity: [s * yaw.cos(), rng.range(-rise, rise), s * yaw.sin()],
+        air_density: 1.2,
+        drag: 1.0,
+        lift: rng.range(0.1, 0.4),
+        gust: rng.range(0.0, gust),
+        gust_frequency: rng.range(frequency[0], frequency[1]),
+    }
+}
+
 /// A flag held on its left edge in gusting wind.
 fn flag(rng: &mut Rng, cloth: &mut ClothSpec, size: f32) -> Setup {
     cloth.center = [0.5 * size, 1.5, 0.0];
     cloth.rotation = [0.0, 0.0, 0.0];
     // Wind from any side, the pole's side included.
-    let speed = rng.range(2.0, 9.0);
-    let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
-    let wind = WindSpec {
-        velocity: [speed * yaw.cos(), rng.range(-0.5, 0.5), speed * yaw.sin()],
-        air_density: 1.2,
-        drag: 1.0,
-        lift: rng.range(0.1, 0.4),
-        gust: rng.range(0.0, 0.5),
-        gust_frequency: rng.range(0.3, 1.5),
-    };
+    let wind = gusting_wind(rng, [2.0, 9.0], 0.5, 0.5, [0.3, 1.5]);
     Setup {
         pins: vec![PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed }],
         wind: Some(wind),
@@ -222,16 +230,7 @@ fn flag(rng: &mut Rng, cloth: &mut ClothSpec, size: f32) -> Setup {
 fn line(rng: &mut Rng) -> Setup {
     let region = rng.pick(&["edge:top", "corners:top", "corners:top"]);
     // Lighter wind than the flag's, from any side, slightly up or down.
-    let speed = rng.range(0.5, 6.0);
-    let yaw = rng.range(-std::f32::consts::PI, std::f32::consts::PI);
-    let wind = WindSpec {
-        velocity: [speed * yaw.cos(), rng.range(-0.3, 0.3), speed * yaw.sin()],
-        air_density: 1.2,
-        drag: 1.0,
-        lift: rng.range(0.1, 0.4),
-        gust: rng.range(0.0, 0.6),
-        gust_frequency: rng.range(0.2, 1.5),
-    };
+    let wind = gusting_wind(rng, [0.5, 6.0], 0.3, 0.6, [0.2, 1.5]);
     Setup {
         pins: vec![PinSpec { nodes: None, region: Some(region.into()), motion: MotionSpec::Fixed }],
         wind: Some(wind),
