@@ -24,7 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${1:?usage: weights/train.sh RUN [LATENT ROUNDS | install]}
 DATA=${WEFT_DATA:-$HOME/.cache/weft/data}
-SEED=1
+# The training seed: $WEFT_SEED, else 1 (the committed network's).
+SEED=${WEFT_SEED:-1}
 # Hidden and latent int8 scales clipped at this many RMS (`weft quantize --clip`).
 CLIP=12
 
