@@ -133,7 +133,12 @@ pub struct TautSpec {
 
 impl Default for MaterialSpec {
     fn default() -> Self {
-        let m = Material::COTTON;
+        MaterialSpec::from(Material::COTTON)
+    }
+}
+
+impl From<Material> for MaterialSpec {
+    fn from(m: Material) -> MaterialSpec {
         MaterialSpec {
             density: m.density,
             stretch: m.stretch,
@@ -142,7 +147,7 @@ impl Default for MaterialSpec {
             damping_mass: m.damping_mass,
             damping_stiffness: m.damping_stiffness,
             compression: m.compression,
-            taut: None,
+            taut: m.taut.map(|t| TautSpec { strain: t.strain, stiffening: t.stiffening }),
         }
     }
 }
@@ -598,9 +603,7 @@ impl Scenario {
         let mut s = self.clone();
         if grain != CoarseGrain::NONE {
             let m = Material::from(self.material).coarse_grained(grain).map_err(toml_key)?;
-            s.material.stretch = m.stretch;
-            s.material.compression = m.compression;
-            s.material.taut = m.taut.map(|t| TautSpec { strain: t.strain, stiffening: t.stiffening });
+            s.material = MaterialSpec::from(m);
         }
         Ok(s)
     }
