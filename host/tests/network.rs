@@ -144,27 +144,37 @@ fn relative_weights_even_out_quiet_and_violent_states() {
 }
 
 /// A network trained with `--base-inputs` ignores the collider and
-/// material features once exported: its float reference (what is
-/// quantised) gives the same corrections with or without them.
+/// material features once exported, and one trained with
+/// `--windless-inputs` the air's velocity: its float reference (what is
+/// quantised) gives the same corrections with or without them; a network
+/// that reads every input does not.
 #[test]
 fn base_input_networks_ignore_the_added_features() {
-    use weft_core::gnn::features::{BASE_NODE_FEATURES, EDGE_FEATURES, NODE_FEATURES};
+    use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES, WINDLESS_NODE_FEATURES};
     use weft_host::learn::gnn::Graph;
     use weft_host::learn::quantize::FloatNet;
-    let graph = |extra: f32| Graph {
-        nodes: (0..4)
-            .map(|i| {
-                core::array::from_fn(|k| if k < BASE_NODE_FEATURES { 0.1 * (i + k) as f32 } else { extra * k as f32 })
-            })
-            .collect(),
-        edges: vec![[0.2; EDGE_FEATURES]; 4],
-        endpoints: vec![[0, 1], [1, 0], [2, 3], [3, 2]],
-        free: vec![1.0; 4],
-        ..Graph::default()
-    };
-    for base in [true, false] {
-        let net = FloatNet::from_trained(&model(GnnConfig { base_inputs: base, ..GnnConfig::default() })).unwrap();
+    let configs = [
+        GnnConfig { base_inputs: true, ..GnnConfig::default() },
+        GnnConfig { windless_inputs: true, ..GnnConfig::default() },
+        GnnConfig::default(),
+    ];
+    for cfg in configs {
+        // The features past those it reads; the air's for a network that
+        // reads them all.
+        let known = cfg.node_inputs();
+        let from = known.min(WINDLESS_NODE_FEATURES);
+        let graph = |extra: f32| Graph {
+            nodes: (0..4)
+                .map(|i| core::array::from_fn(|k| if k < from { 0.1 * (i + k) as f32 } else { extra * k as f32 }))
+                .collect(),
+            edges: vec![[0.2; EDGE_FEATURES]; 4],
+            endpoints: vec![[0, 1], [1, 0], [2, 3], [3, 2]],
+            free: vec![1.0; 4],
+            ..Graph::default()
+        };
+        let net = FloatNet::from_trained(&model(cfg)).unwrap();
         let (zero, some) = (net.forward(&graph(0.0), None), net.forward(&graph(0.3), None));
-        assert_eq!(zero == some, base, "base inputs {base}: the {} added features", NODE_FEATURES - BASE_NODE_FEATURES);
+        let ignores = known < NODE_FEATURES;
+        assert_eq!(zero == some, ignores, "{known} of {NODE_FEATURES} inputs read: the others ignored or not");
     }
 }
