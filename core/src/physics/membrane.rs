@@ -93,24 +93,18 @@ struct Spectral {
 impl Membrane {
     fn spectral(&self, e: [f32; 2]) -> Spectral {
         let (c, t, s) = (self.compression, self.taut, self.taut_slope);
-        let dg = e.map(|x| {
+        // `g(e)` and `g'(e)` on the branch `e` is on.
+        let branch = |x: f32| {
             if x < 0.0 {
-                c
+                (c * x, c)
             } else if x <= t {
-                1.0
+                (x, 1.0)
             } else {
-                s
+                (t + s * (x - t), s)
             }
-        });
-        let g = e.map(|x| {
-            if x < 0.0 {
-                c * x
-            } else if x <= t {
-                x
-            } else {
-                t + s * (x - t)
-            }
-        });
+        };
+        let [(g0, d0), (g1, d1)] = e.map(branch);
+        let (g, dg) = ([g0, g1], [d0, d1]);
         let tr = g[0] + g[1];
         let f = [dg[0] * (2.0 * self.mu * g[0] + self.lambda * tr), dg[1] * (2.0 * self.mu * g[1] + self.lambda * tr)];
         Spectral { dg, f, energy: self.mu * (g[0] * g[0] + g[1] * g[1]) + 0.5 * self.lambda * tr * tr }
