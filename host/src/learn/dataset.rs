@@ -460,13 +460,9 @@ pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
             .map(|f| f.chunks_exact(3).map(|p| Vec3::new(p[0], p[1], p[2])).collect())
             .collect())
     };
-    let family = match get("family")?.as_str() {
-        "hang" => Family::Hang,
-        "drape" => Family::Drape,
-        "flag" => Family::Flag,
-        "fold" => Family::Fold,
-        "line" => Family::Line,
-        f => bail!("{}: unknown family {f}", path.display()),
+    let name = get("family")?;
+    let Some(family) = Family::ALL.into_iter().find(|f| f.name() == name) else {
+        bail!("{}: unknown family {name}", path.display())
     };
     Ok(Trajectory {
         scenario: Scenario::parse(&get("scenario")?)?,
