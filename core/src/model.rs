@@ -116,6 +116,12 @@ impl CoarseGrain {
     /// The material as it is.
     pub const NONE: CoarseGrain = CoarseGrain { stretch: 1.0, compression: 1.0, taut: None };
 
+    /// A taut strain written as a number, as the command line and the int8
+    /// file write it: 0 for none (a taut strain is at least 1e-4).
+    pub fn taut_from(strain: f32) -> Option<f32> {
+        (strain != 0.0).then_some(strain)
+    }
+
     pub fn validate(&self) -> Result<(), ParamError> {
         range("coarse_grain.stretch", self.stretch)?;
         range("coarse_grain.compression", self.compression)?;

@@ -307,7 +307,7 @@ impl NetworkData {
         } else {
             let (stretch, compression) = (r.f32()?, r.f32()?);
             let taut = if version == TAUTLESS_VERSION { 0.0 } else { r.f32()? };
-            CoarseGrain { stretch, compression, taut: (taut != 0.0).then_some(taut) }
+            CoarseGrain { stretch, compression, taut: CoarseGrain::taut_from(taut) }
         };
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];

@@ -75,7 +75,7 @@ pub fn calibrate(
     let mut best = (plain[k], CoarseGrain::NONE);
     let grains = stretch.iter().flat_map(|&s| {
         compression.iter().flat_map(move |&c| {
-            taut.iter().map(move |&t| CoarseGrain { stretch: s, compression: c, taut: (t != 0.0).then_some(t) })
+            taut.iter().map(move |&t| CoarseGrain { stretch: s, compression: c, taut: CoarseGrain::taut_from(t) })
         })
     });
     for grain in grains {

@@ -107,7 +107,7 @@ impl GnnConfig {
 
     /// The coarse step's membrane factors this network corrects.
     pub fn coarse_grain(&self) -> CoarseGrain {
-        let taut = (self.coarse_taut != 0.0).then_some(self.coarse_taut);
+        let taut = CoarseGrain::taut_from(self.coarse_taut);
         CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression, taut }
     }
 
