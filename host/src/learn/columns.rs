@@ -72,6 +72,15 @@ impl Column {
         matches!(self, Column::Float | Column::Int8)
     }
 
+    /// How many times finer than the coarse mesh this column's mesh is
+    /// along each side (1: the coarse mesh itself).
+    pub fn refinement(self) -> usize {
+        match self {
+            Column::Fine2 => 2,
+            _ => 1,
+        }
+    }
+
     /// The scenario this column steps.
     pub fn scenario(self, scn: &Scenario) -> Scenario {
         let mut s = scn.clone();
@@ -79,7 +88,7 @@ impl Column {
             Column::HalfDt => s.time.substeps *= 2,
             Column::QuarterDt => s.time.substeps *= 4,
             Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
-            Column::Fine2 => s = scn.refined(2, 1),
+            Column::Fine2 => s = scn.refined(self.refinement(), 1),
             Column::Plain | Column::Float | Column::Int8 | Column::Grained => {}
         }
         s
@@ -88,10 +97,7 @@ impl Column {
     /// The nodes of this column's mesh that are the coarse mesh's.
     pub fn nodes(self, scn: &Scenario) -> Vec<usize> {
         let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
-        match self {
-            Column::Fine2 => (0..n).map(|i| scn.refine_node(i, 2)).collect(),
-            _ => (0..n).collect(),
-        }
+        (0..n).map(|i| scn.refine_node(i, self.refinement())).collect()
     }
 
     /// The corrector after every physics step; `None` when the model this
@@ -116,10 +122,8 @@ impl Column {
     /// cost per step and per CG iteration scales with them).
     pub fn mesh_scale(self, scn: &Scenario) -> f64 {
         let [nx, ny] = scn.cloth.resolution;
-        match self {
-            Column::Fine2 => ((2 * nx - 1) * (2 * ny - 1)) as f64 / (nx * ny).max(1) as f64,
-            _ => 1.0,
-        }
+        let k = self.refinement();
+        (((nx - 1) * k + 1) * ((ny - 1) * k + 1)) as f64 / (nx * ny).max(1) as f64
     }
 
     /// Physics steps per frame of a scenario with `substeps`.

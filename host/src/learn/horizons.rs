@@ -163,8 +163,9 @@ fn run_with<'m>(
         let mut scn = scn.clone();
         scn.time.steps = len as u32;
         // The start on this column's mesh.
-        let (x0, v0) = if col == Column::Fine2 {
-            let (mut x, mut v) = (prolongate(&traj.x[s], nx, ny, 2), prolongate(&traj.v[s], nx, ny, 2));
+        let k = col.refinement();
+        let (x0, v0) = if k > 1 {
+            let (mut x, mut v) = (prolongate(&traj.x[s], nx, ny, k), prolongate(&traj.v[s], nx, ny, k));
             out_of_colliders(&scn, s, &mut x, &mut v)?;
             (x, v)
         } else {
