@@ -194,11 +194,11 @@ fn fit_whole(
 /// The errors of column `col` over `FRAMES` frames from frame `s`.
 fn window(t: &Trajectory, s: usize, col: usize, grain: CoarseGrain, ridge: f64) -> Result<Vec<f32>> {
     let g = if col == 0 { CoarseGrain::NONE } else { grain };
-    let scn = t.scenario.coarse_grained(g)?;
+    let scn = &t.scenario;
     if scn.time.substeps != 1 {
         bail!("the coarse scenario takes {} steps a frame; one is expected", scn.time.substeps);
     }
-    scn.with_model(|model| {
+    scn.with_grained_model(g, |model| {
         let mut storage = VecStateStorage::new(model, scn.max_pairs());
         let mut state = scn.start(model, &mut storage)?;
         let h = model.params.dt;

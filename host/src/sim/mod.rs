@@ -143,8 +143,7 @@ pub fn run_from(
     corrector: &mut dyn Corrector,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
-    let grained = scn.coarse_grained(corrector.coarse_grain())?;
-    grained.with_model(|model| {
+    scn.with_grained_model(corrector.coarse_grain(), |model| {
         let net_pairs = corrector.pairs(model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
         let mut state = scn.start(model, &mut storage)?;

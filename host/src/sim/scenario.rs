@@ -597,18 +597,18 @@ impl Scenario {
     }
 
     /// Builds the mesh and model and runs `f` on them.
-    /// This scenario with its material's membrane coarse-grained by
-    /// `grain` (`weft_core::model::Material::coarse_grained`).
-    pub fn coarse_grained(&self, grain: CoarseGrain) -> Result<Scenario> {
-        let mut s = self.clone();
-        if grain != CoarseGrain::NONE {
-            let m = Material::from(self.material).coarse_grained(grain).map_err(toml_key)?;
-            s.material = MaterialSpec::from(m);
-        }
-        Ok(s)
+    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
+        self.with_grained_model(CoarseGrain::NONE, f)
     }
 
-    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
+    /// [`Scenario::with_model`] with the material's membrane coarse-grained
+    /// by `grain` (`weft_core::model::Material::coarse_grained`; a factor
+    /// out of bounds is an error).
+    pub fn with_grained_model<R>(&self, grain: CoarseGrain, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
+        let mut material = Material::from(self.material);
+        if grain != CoarseGrain::NONE {
+            material = material.coarse_grained(grain).map_err(toml_key)?;
+        }
         let grid = self.cloth.grid();
         let mut storage = VecMeshStorage::for_counts(grid.counts());
         let mesh = Mesh::grid(&grid, storage.storage()).context("cloth")?;
@@ -629,7 +629,7 @@ impl Scenario {
             wind: self.wind.map(Wind::from),
         };
         let params = self.params(mesh.min_edge_length());
-        let model = Model::new(mesh, self.material.into(), scene, params).map_err(toml_key)?;
+        let model = Model::new(mesh, material, scene, params).map_err(toml_key)?;
         f(&model)
     }
 }
