@@ -35,33 +35,58 @@ impl Snapshot {
     }
 }
 
-fn bench(c: &mut Criterion) {
-    let scn = families::scenario(Family::Drape, 6, 16, 40, 1.0 / 60.0);
-    let cfg = GnnConfig { radius: 0.03, ..GnnConfig::default() };
-    // Cost does not depend on the weights' values.
-    let model_f = Trained::untrained(cfg, &Device::Cpu).unwrap();
-    let mut g = c.benchmark_group("host_step");
-    scn.with_model(|model| {
-        let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);
+/// Runs `f` on `scn`'s model, its membrane grained by `grain`, and a state
+/// 30 steps in, with a snapshot of that state to restore.
+fn warm(
+    scn: &weft_host::sim::scenario::Scenario,
+    grain: CoarseGrain,
+    pairs: usize,
+    f: impl FnOnce(&Model, &mut State, &Snapshot),
+) {
+    scn.with_grained_model(grain, |model| {
+        let mut ss = VecStateStorage::new(model, pairs);
         let mut state = State::new(model, ss.storage()).unwrap();
         for _ in 0..30 {
             step(model, &mut state).unwrap();
         }
         let start = Snapshot::of(&state);
+        f(model, &mut state, &start);
+        Ok(())
+    })
+    .unwrap();
+}
+
+fn bench(c: &mut Criterion) {
+    let scn = families::scenario(Family::Drape, 6, 16, 40, 1.0 / 60.0);
+    let cfg = GnnConfig { radius: 0.03, ..GnnConfig::default() };
+    // Cost does not depend on the weights' values.
+    let model_f = Trained::untrained(cfg, &Device::Cpu).unwrap();
+    let net = &weft_weights::NETWORK;
+    let pairs = cfg.pairs_per_node * 256;
+    let mut g = c.benchmark_group("host_step");
+    warm(&scn, CoarseGrain::NONE, pairs, |model, state, start| {
         g.bench_function("plain_16x16", |b| {
             b.iter(|| {
-                start.restore(&mut state);
-                black_box(step(model, &mut state).unwrap())
+                start.restore(state);
+                black_box(step(model, state).unwrap())
             })
         });
-        let net = &weft_weights::NETWORK;
-        let sizes = ScratchSizes::new(model.mesh.counts(), cfg.pairs_per_node * 256, net.latent);
+    });
+    // The corrected steps on the membrane the baked network corrects.
+    warm(&scn, net.coarse, pairs, |model, state, start| {
+        g.bench_function("grained_16x16", |b| {
+            b.iter(|| {
+                start.restore(state);
+                black_box(step(model, state).unwrap())
+            })
+        });
+        let sizes = ScratchSizes::new(model.mesh.counts(), pairs, net.latent);
         let mut latents = vec![0i8; sizes.latents];
         g.bench_function("corrected_int8_16x16", |b| {
             b.iter(|| {
-                start.restore(&mut state);
+                start.restore(state);
                 let mut scratch = Scratch { latents: &mut latents };
-                black_box(weft_core::step::step(model, &mut state, net.check().unwrap(), &mut scratch).unwrap())
+                black_box(weft_core::step::step(model, state, net.check().unwrap(), &mut scratch).unwrap())
             })
         });
         // The float network's corrected step as the rollout loop runs it
@@ -69,14 +94,12 @@ fn bench(c: &mut Criterion) {
         let mut float = weft_host::learn::gnn::Float(&model_f);
         g.bench_function("corrected_16x16", |b| {
             b.iter(|| {
-                start.restore(&mut state);
-                step(model, &mut state).unwrap();
-                black_box(float.correct(model, &mut state).unwrap())
+                start.restore(state);
+                step(model, state).unwrap();
+                black_box(float.correct(model, state).unwrap())
             })
         });
-        Ok(())
-    })
-    .unwrap();
+    });
     let spec = weft_host::learn::dataset::DatasetSpec::default();
     let (fine, _) =
         weft_host::learn::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
