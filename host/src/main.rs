@@ -53,6 +53,11 @@ enum Command {
         /// folder and running the same command there without `--shard`.
         #[arg(long, default_value = "0/1")]
         shard: dataset::Shard,
+        /// Only the trajectories of this split (repeatable: `--split val
+        /// --split test --split heldout`); a later run without it adds the
+        /// rest to the same folder.
+        #[arg(long, value_parser = ["train", "val", "test", "heldout"])]
+        split: Vec<String>,
         #[arg(short, long)]
         quiet: bool,
     },
@@ -223,8 +228,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate { scenario, out, corrected, int8, quiet } => {
             simulate(&scenario, out, corrected, &int8, quiet)?
         }
-        Command::Generate { out, spec, shard, quiet } => {
-            let index = dataset::generate(&spec, shard, &out, !quiet)?;
+        Command::Generate { out, spec, shard, split, quiet } => {
+            let index = dataset::generate_splits(&spec, shard, &split, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }
         Command::Train { opts, export } => {

@@ -196,6 +196,20 @@ fn hanging_cloths_start_moving_with_their_pins() {
     assert!(kicked > 4, "{kicked} of 24 hangs kicked");
 }
 
+/// `--split` generates only the named splits, into a folder that a later
+/// run without it completes, keeping what is there.
+#[test]
+fn generation_of_some_splits_is_completed_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec { per_family: 1, ..tiny() };
+    let only = dataset::generate_splits(&spec, dataset::Shard::ALL, &["heldout".into()], dir.path(), false).unwrap();
+    let splits: Vec<_> =
+        only.trajectories.iter().map(|t| (t.family, dataset::split_of(&spec, t.family, t.seed))).collect();
+    assert_eq!(splits, [(Family::Flag, "heldout")]);
+    let all = dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    assert_eq!((all.trajectories.len(), all.reused), (Family::ALL.len(), 1));
+}
+
 /// Shards partition the jobs; the held-out family stops at its count; the
 /// seeds above the split range all train.
 #[test]

@@ -498,6 +498,20 @@ fn reusable(
 /// kept (files are written as they finish; the index records the spec
 /// first and the trajectories at the end).
 pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) -> Result<Index> {
+    generate_splits(spec, shard, &[], out, progress)
+}
+
+/// [`generate`] of only the trajectories whose split is in `splits` (all
+/// when empty): `weft generate --split val --split test` gives what
+/// evaluation needs without the training set. The folder stays the full
+/// spec's, so a later run without `--split` keeps these and adds the rest.
+pub fn generate_splits(
+    spec: &DatasetSpec,
+    shard: Shard,
+    splits: &[String],
+    out: &Path,
+    progress: bool,
+) -> Result<Index> {
     std::fs::create_dir_all(out)?;
     let t0 = std::time::Instant::now();
     let previous = load_index(out).ok();
@@ -511,7 +525,8 @@ pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) ->
         reused: 0,
     };
     write_index(out, &start)?;
-    let jobs = jobs(spec, shard);
+    let mut jobs = jobs(spec, shard);
+    jobs.retain(|&(f, seed)| splits.is_empty() || splits.iter().any(|s| s == split_of(spec, f, seed)));
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
     // The index grows as trajectories finish, so that a run stopped
     // part-way leaves a data set that loads.
