@@ -5,16 +5,19 @@
 //! 100 (two of `weft eval --horizons`' starts) on the membrane grained by
 //! `STRETCH COMPRESSION`. At every frame of the *per-triangle* column, each
 //! triangle's membrane energy gets its own factor (on top of the grain),
-//! fitted to the reference's next frame: one Gauss–Newton step on the
-//! factors' finite-difference Jacobian (a step per triangle), ridge-damped
-//! and bounded to [`LOW`, `HIGH`], halved while it does not lower the
-//! error; the rollout goes on from the step taken with them. The *per-frame*
-//! column fits one factor for the whole cloth per frame (the best of a
-//! ladder). Beside them: plain and the grain alone. Prints each column ×
-//! plain at 1 and 10 frames, per family and overall (means of window
-//! errors, as `weft eval --horizons` takes them).
+//! fitted to the reference's next frame: [`GAUSS_NEWTON`] Gauss–Newton
+//! steps on the log-factors' finite-difference Jacobian (a coarse step per
+//! factor), ridge-damped and bounded to [`LOW`, `HIGH`], each halved while
+//! it does not lower the error; the rollout goes on from the step taken with them. The *node
+//! mass* column fits a factor on every node's mass instead (its weight with
+//! it: inertia against the elastic forces), and *both* fits the two sets
+//! together. The *per-frame* column fits one membrane factor for the whole
+//! cloth per frame (the best of a ladder, from which the others start;
+//! `FACTORS=1` prints the factors chosen). Beside them: plain and the grain
+//! alone. Prints each column × plain at 1 and 10 frames, per family and
+//! overall (the mean errors of the windows every column finished).
 //!
-//! The fitted factors see the reference, so both columns bound from above
+//! The fitted factors see the reference, so these columns bound from above
 //! what a network predicting such factors from the state could do; they
 //! are not a method.
 //! (`[GAUSS_NEWTON=N] cargo run --release -p weft-host --example grain_oracle -- DATA [SPLIT [STRETCH COMPRESSION [RIDGE]]]`)
@@ -40,15 +43,18 @@ const GAUSS_NEWTON: usize = 3;
 const LADDER: [f32; 10] = [0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0];
 
 /// Column order in the output.
-const COLUMNS: [&str; 4] = ["plain", "grain", "per frame", "per triangle"];
+const COLUMNS: [&str; 6] = ["plain", "grain", "per frame", "per triangle", "node mass", "both"];
 
 /// One coarse step from `(x, v)` at `step` with every triangle's membrane
-/// energy times `scale`.
+/// energy times its factor in `scale` (the first of them) and every node's
+/// mass (and so its weight) times its own (the rest).
 fn step_scaled(base: &Model, scale: &[f32], state: &mut State, x: &[Vec3], v: &[Vec3], step: u64) -> Result<Vec<Vec3>> {
     let parts = base.mesh.parts();
+    let nt = parts.triangles.len();
     let tris: Vec<Triangle> =
         parts.triangles.iter().zip(scale).map(|(t, &s)| Triangle { area: t.area * s, ..*t }).collect();
-    let mesh = Mesh::from_parts(MeshParts { triangles: &tris, ..parts })?;
+    let area: Vec<f32> = parts.node_area.iter().zip(&scale[nt..]).map(|(a, &s)| a * s).collect();
+    let mesh = Mesh::from_parts(MeshParts { triangles: &tris, node_area: &area, ..parts })?;
     let model = Model::new(mesh, base.material, base.scene, base.params).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     state.set_positions(x)?;
     state.set_velocities(v)?;
@@ -85,18 +91,19 @@ fn ridge_solve(a: &[f64], b: &[f64], n: usize, mu: f64) -> Vec<f64> {
 
 /// The factors per triangle that bring the step from `(x, v)` nearest to
 /// `target`, and the positions they give.
-fn fit_triangles(
+fn fit_factors(
     model: &Model,
     state: &mut State,
     at: (&[Vec3], &[Vec3], u64),
     target: &[Vec3],
     ridge: f64,
+    free: &[usize],
 ) -> Result<Vec<Vec3>> {
     let (mut scale, _) = fit_whole(model, state, at, target)?;
     let mut best = None;
     let steps = std::env::var("GAUSS_NEWTON").ok().and_then(|s| s.parse().ok()).unwrap_or(GAUSS_NEWTON);
     for _ in 0..steps {
-        let (s, xs, err) = gauss_newton(model, state, at, target, ridge, scale)?;
+        let (s, xs, err) = gauss_newton(model, state, at, target, ridge, scale, free)?;
         scale = s;
         best = Some((err, xs));
     }
@@ -113,17 +120,18 @@ fn gauss_newton(
     target: &[Vec3],
     ridge: f64,
     scale: Vec<f32>,
+    free: &[usize],
 ) -> Result<(Vec<f32>, Vec<Vec3>, f32)> {
-    let nt = model.mesh.triangles().len();
+    let nt = free.len();
     let ones = scale;
     let base = step_scaled(model, &ones, state, x, v, step)?;
     let rows = base.len() * 3;
     let flat = |p: &[Vec3]| p.iter().flat_map(|q| [q.x as f64, q.y as f64, q.z as f64]).collect::<Vec<f64>>();
     let b0 = flat(&base);
     let mut jac = vec![0.0f64; rows * nt];
-    for e in 0..nt {
+    for (e, &k) in free.iter().enumerate() {
         let mut s = ones.clone();
-        s[e] *= 1.0 + DELTA;
+        s[k] *= 1.0 + DELTA;
         let xe = flat(&step_scaled(model, &s, state, x, v, step)?);
         for r in 0..rows {
             // d x / d ln(factor)
@@ -155,11 +163,10 @@ fn gauss_newton(
     let mut best = (ones.clone(), rmse(&base, target), base);
     let mut step_len = 1.0f64;
     for _ in 0..4 {
-        let s: Vec<f32> = d
-            .iter()
-            .zip(&ones)
-            .map(|(&di, &o)| (o as f64 * (step_len * di).exp()).clamp(LOW as f64, HIGH as f64) as f32)
-            .collect();
+        let mut s = ones.clone();
+        for (&di, &k) in d.iter().zip(free) {
+            s[k] = (ones[k] as f64 * (step_len * di).exp()).clamp(LOW as f64, HIGH as f64) as f32;
+        }
         let xs = step_scaled(model, &s, state, x, v, step)?;
         let err = rmse(&xs, target);
         if err < best.1 {
@@ -178,10 +185,11 @@ fn fit_whole(
     (x, v, step): (&[Vec3], &[Vec3], u64),
     target: &[Vec3],
 ) -> Result<(Vec<f32>, Vec<Vec3>)> {
-    let nt = model.mesh.triangles().len();
+    let (nt, nn) = (model.mesh.triangles().len(), model.mesh.node_count());
     let mut best: Option<(f32, Vec<f32>, Vec<Vec3>)> = None;
     for c in LADDER {
-        let s = vec![c; nt];
+        let mut s = vec![c; nt];
+        s.resize(nt + nn, 1.0);
         let xs = step_scaled(model, &s, state, x, v, step)?;
         let err = rmse(&xs, target);
         if best.as_ref().is_none_or(|b| err < b.0) {
@@ -203,20 +211,35 @@ fn window(t: &Trajectory, s: usize, col: usize, grain: CoarseGrain, ridge: f64) 
         let mut state = scn.start(model, &mut storage)?;
         let h = model.params.dt;
         let (mut x, mut v) = (t.x[s].clone(), t.v[s].clone());
-        let nt = model.mesh.triangles().len();
+        let (nt, nn) = (model.mesh.triangles().len(), model.mesh.node_count());
         let mut errs = Vec::with_capacity(FRAMES);
+        let mut chosen = Vec::new();
         for f in 0..FRAMES.min(t.x.len() - 1 - s) {
             let target = &t.x[s + f + 1];
             let at = (x.as_slice(), v.as_slice(), (s + f) as u64);
             let next = match col {
-                2 => fit_whole(model, &mut state, at, target)?.1,
-                3 => fit_triangles(model, &mut state, at, target, ridge)?,
-                _ => step_scaled(model, &vec![1.0; nt], &mut state, at.0, at.1, at.2)?,
+                2 => {
+                    let (scale, next) = fit_whole(model, &mut state, at, target)?;
+                    chosen.push(scale[0]);
+                    next
+                }
+                3..=5 => {
+                    let free: Vec<usize> = match col {
+                        3 => (0..nt).collect(),
+                        4 => (nt..nt + nn).collect(),
+                        _ => (0..nt + nn).collect(),
+                    };
+                    fit_factors(model, &mut state, at, target, ridge, &free)?
+                }
+                _ => step_scaled(model, &vec![1.0; nt + nn], &mut state, at.0, at.1, at.2)?,
             };
             // Backward Euler with one step a frame: x' = x + h v'.
             v = next.iter().zip(&x).map(|(a, b)| (*a - *b) * (1.0 / h)).collect();
             x = next;
             errs.push(rmse(&x, target));
+        }
+        if std::env::var_os("FACTORS").is_some() && !chosen.is_empty() {
+            eprintln!("factors {} {} from {s}: {chosen:?}", t.family.name(), t.seed);
         }
         Ok(errs)
     })
