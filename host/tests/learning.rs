@@ -273,6 +273,16 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
     assert!(coarse.iter().all(|f| f.is_finite() && *f >= 0.0), "{coarse:?}");
     let table = rep.table();
     assert!(table.contains("floor (1 µm)") && table.contains("floor (coarse)"), "{table}");
+    // Every row's first ratio sits in the same place, whatever its label
+    // (the network columns' rows here are copies of plain's).
+    let mut every = rep.clone();
+    every.rows = Column::ALL.iter().map(|&c| ("flag".to_string(), c, plain.clone())).collect();
+    let table = every.table();
+    assert_eq!(table.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_alphabetic())).count(), 2 + 2 + 8);
+    for line in table.lines().filter(|l| l.starts_with("  ") && !l.starts_with("  column")) {
+        let c: Vec<char> = line.chars().collect();
+        assert!(c.len() > 30 && c[25] == ' ' && c[29] == '.', "{line:?}\n{table}");
+    }
 }
 
 /// The coarse state's floor restarts the reference from its coarse nodes

@@ -464,9 +464,12 @@ pub fn tables(rep: &Report, budget: f64) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let cols: Vec<Column> = rep.columns.iter().map(|c| c.column).collect();
+    // Each column as wide as its heading, at least 16.
+    let head = |c: Column| format!("{} (m)", c.label());
+    let width = |c: Column| head(c).chars().count().max(16);
     let _ = write!(s, "{:<12} {:>3}", "family", "n");
-    for c in &cols {
-        let _ = write!(s, "  {:>16}", format!("{} (m)", c.label()));
+    for &c in &cols {
+        let _ = write!(s, "  {:>w$}", head(c), w = width(c));
     }
     let _ = writeln!(s, "  × plain");
     let row = |s: &mut String, name: &str, n: usize, value: &dyn Fn(Column) -> Option<f32>| {
@@ -475,7 +478,7 @@ pub fn tables(rep: &Report, budget: f64) -> String {
         let mut ratios = Vec::new();
         for &c in &cols {
             let v = value(c);
-            let _ = write!(s, "  {:>16}", v.map_or("—".into(), |v| format!("{v:.4}")));
+            let _ = write!(s, "  {:>w$}", v.map_or("—".into(), |v| format!("{v:.4}")), w = width(c));
             if let (Some(v), Some(p), false) = (v, plain, c == Column::Plain) {
                 ratios.push(format!("{} {:.3}", c.label(), v / p));
             }
@@ -583,5 +586,34 @@ mod tests {
         // Held against the float step (0.04 m, 10 s): all cost under 30 s.
         let beats: Vec<bool> = float.pareto(3.0).iter().map(|a| a.beats_corrected).collect();
         assert_eq!(beats, [false, false, true, true]);
+    }
+
+    /// Every column's values end where its heading ends, however long the
+    /// heading.
+    #[test]
+    fn the_table_keeps_every_column_under_its_heading() {
+        let runs = Column::ALL
+            .iter()
+            .enumerate()
+            .map(|(k, &column)| Run {
+                column,
+                rmse: vec![0.01 * (k + 1) as f32; 4],
+                mean: 0.01 * (k + 1) as f32,
+                cost: 1.0,
+            })
+            .collect();
+        let rollout = Rollout { name: "a".into(), family: "drape".into(), runs, ..Rollout::default() };
+        let text = tables(&report(vec![rollout], 4, [5, 5]), 3.0);
+        let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+        let head = &lines[0];
+        let ends: Vec<usize> = (2..head.len()).filter(|&i| head[i - 2..=i] == ['(', 'm', ')']).collect();
+        assert_eq!(ends.len(), Column::ALL.len(), "{text}");
+        let rows: Vec<_> = lines[1..].iter().filter(|l| l.starts_with(&['d', 'r', 'a', 'p', 'e'])).collect();
+        assert_eq!(rows.len(), 1, "{text}");
+        for row in rows {
+            for &e in &ends {
+                assert!(row[e].is_ascii_digit() && row.get(e + 1).is_none_or(|c| *c == ' '), "{text}");
+            }
+        }
     }
 }

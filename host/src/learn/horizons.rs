@@ -576,7 +576,7 @@ impl Report {
                 let mark =
                     |k: usize| if fam != "overall" && !measurable(self, fam, k, Some(plain)) { "*" } else { " " };
                 out += &format!(
-                    "  {:<14}          {:>7.3}{} {:>7.3}{} {:>7.3}{} {:>8.1}  {:>20.1}  {:>13.2}\n",
+                    "  {:<24}{:>7.3}{} {:>7.3}{} {:>7.3}{} {:>8.1}  {:>20.1}  {:>13.2}\n",
                     col.label(),
                     c.error[0] / plain[0],
                     mark(0),
