@@ -17,9 +17,10 @@
 //! alone. Prints each column × plain at 1 and 10 frames, per family and
 //! overall (the mean errors of the windows every column finished).
 //!
-//! The fitted factors see the reference, so these columns bound from above
-//! what a network predicting such factors from the state could do; they
-//! are not a method.
+//! The fitted factors see the reference, so these columns bound what a
+//! network predicting such factors from the state, one frame at a time,
+//! could do (factors chosen for a whole window could do somewhat better;
+//! that is not measured here); they are not a method.
 //! (`[GAUSS_NEWTON=N] cargo run --release -p weft-host --example grain_oracle -- DATA [SPLIT [STRETCH COMPRESSION [RIDGE]]]`)
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
