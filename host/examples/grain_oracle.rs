@@ -90,8 +90,8 @@ fn ridge_solve(a: &[f64], b: &[f64], n: usize, mu: f64) -> Vec<f64> {
     d
 }
 
-/// The factors per triangle that bring the step from `(x, v)` nearest to
-/// `target`, and the positions they give.
+/// The positions of the step from `(x, v)` with the factors numbered in
+/// `free` (indices into [`step_scaled`]'s scale) fitted to `target`.
 fn fit_factors(
     model: &Model,
     state: &mut State,
@@ -100,20 +100,17 @@ fn fit_factors(
     ridge: f64,
     free: &[usize],
 ) -> Result<Vec<Vec3>> {
-    let (mut scale, _) = fit_whole(model, state, at, target)?;
-    let mut best = None;
+    let (mut scale, mut xs) = fit_whole(model, state, at, target)?;
     let steps = std::env::var("GAUSS_NEWTON").ok().and_then(|s| s.parse().ok()).unwrap_or(GAUSS_NEWTON);
     for _ in 0..steps {
-        let (s, xs, err) = gauss_newton(model, state, at, target, ridge, scale, free)?;
-        scale = s;
-        best = Some((err, xs));
+        (scale, xs) = gauss_newton(model, state, at, target, ridge, scale, free)?;
     }
-    best.map(|b| b.1).context("no iteration")
+    Ok(xs)
 }
 
-/// One Gauss–Newton step on the factors from `scale`: the factors, the
-/// positions they give and their error (`scale`'s own when no step
-/// lowers it).
+/// One Gauss–Newton step on the factors numbered in `free` from `scale`:
+/// the factors and the positions they give (`scale`'s own when no step
+/// lowers the error).
 fn gauss_newton(
     model: &Model,
     state: &mut State,
@@ -122,51 +119,50 @@ fn gauss_newton(
     ridge: f64,
     scale: Vec<f32>,
     free: &[usize],
-) -> Result<(Vec<f32>, Vec<Vec3>, f32)> {
-    let nt = free.len();
-    let ones = scale;
-    let base = step_scaled(model, &ones, state, x, v, step)?;
+) -> Result<(Vec<f32>, Vec<Vec3>)> {
+    let n = free.len();
+    let base = step_scaled(model, &scale, state, x, v, step)?;
     let rows = base.len() * 3;
     let flat = |p: &[Vec3]| p.iter().flat_map(|q| [q.x as f64, q.y as f64, q.z as f64]).collect::<Vec<f64>>();
     let b0 = flat(&base);
-    let mut jac = vec![0.0f64; rows * nt];
+    let mut jac = vec![0.0f64; rows * n];
     for (e, &k) in free.iter().enumerate() {
-        let mut s = ones.clone();
+        let mut s = scale.clone();
         s[k] *= 1.0 + DELTA;
         let xe = flat(&step_scaled(model, &s, state, x, v, step)?);
         for r in 0..rows {
             // d x / d ln(factor)
-            jac[r * nt + e] = (xe[r] - b0[r]) / (DELTA as f64).ln_1p();
+            jac[r * n + e] = (xe[r] - b0[r]) / (DELTA as f64).ln_1p();
         }
     }
     let resid: Vec<f64> = flat(target).iter().zip(&b0).map(|(t, b)| t - b).collect();
-    let mut jtj = vec![0.0f64; nt * nt];
-    let mut jtr = vec![0.0f64; nt];
+    let mut jtj = vec![0.0f64; n * n];
+    let mut jtr = vec![0.0f64; n];
     for r in 0..rows {
-        let row = &jac[r * nt..(r + 1) * nt];
-        for i in 0..nt {
+        let row = &jac[r * n..(r + 1) * n];
+        for i in 0..n {
             if row[i] == 0.0 {
                 continue;
             }
             jtr[i] += row[i] * resid[r];
             for j in 0..=i {
-                jtj[i * nt + j] += row[i] * row[j];
+                jtj[i * n + j] += row[i] * row[j];
             }
         }
     }
-    for i in 0..nt {
+    for i in 0..n {
         for j in 0..i {
-            jtj[j * nt + i] = jtj[i * nt + j];
+            jtj[j * n + i] = jtj[i * n + j];
         }
     }
-    let trace = (0..nt).map(|i| jtj[i * nt + i]).sum::<f64>() / nt as f64;
-    let d = ridge_solve(&jtj, &jtr, nt, ridge * trace.max(1e-30));
-    let mut best = (ones.clone(), rmse(&base, target), base);
+    let trace = (0..n).map(|i| jtj[i * n + i]).sum::<f64>() / n as f64;
+    let d = ridge_solve(&jtj, &jtr, n, ridge * trace.max(1e-30));
+    let mut best = (scale.clone(), rmse(&base, target), base);
     let mut step_len = 1.0f64;
     for _ in 0..4 {
-        let mut s = ones.clone();
+        let mut s = scale.clone();
         for (&di, &k) in d.iter().zip(free) {
-            s[k] = (ones[k] as f64 * (step_len * di).exp()).clamp(LOW as f64, HIGH as f64) as f32;
+            s[k] = (scale[k] as f64 * (step_len * di).exp()).clamp(LOW as f64, HIGH as f64) as f32;
         }
         let xs = step_scaled(model, &s, state, x, v, step)?;
         let err = rmse(&xs, target);
@@ -176,7 +172,7 @@ fn gauss_newton(
         }
         step_len *= 0.5;
     }
-    Ok((best.0, best.2, best.1))
+    Ok((best.0, best.2))
 }
 
 /// The best of [`LADDER`] as one factor on every triangle.
