@@ -230,7 +230,9 @@ fn window(t: &Trajectory, s: usize, col: usize, grain: CoarseGrain, ridge: f64) 
                 }
                 _ => step_scaled(model, &vec![1.0; nt + nn], &mut state, at.0, at.1, at.2)?,
             };
-            // Backward Euler with one step a frame: x' = x + h v'.
+            // Backward Euler with one step a frame: x' = x + h v', except
+            // where the strain limiter moved positions further than the
+            // velocities (docs/learning.md gives what that changes).
             v = next.iter().zip(&x).map(|(a, b)| (*a - *b) * (1.0 / h)).collect();
             x = next;
             errs.push(rmse(&x, target));
