@@ -13,9 +13,10 @@ use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal, the placement whose elastic energy the step measured
-/// last (`physics::energy`'s memo), the velocities the last step started
-/// from (the network's view of the step's velocity change).
-pub const VEC3_PER_NODE: usize = 12;
+/// last (`physics::energy`'s memo), the velocities the last step and the
+/// one before started from (the network's view of the step's velocity
+/// change and of the frame before).
+pub const VEC3_PER_NODE: usize = 13;
 
 /// Optional Vec3 slots per node after the others: the previous step's
 /// positions and velocities (BDF2).
@@ -219,6 +220,10 @@ pub(crate) struct Workspace<'a> {
     /// The velocities the last step started from; the current ones before
     /// the first step and after [`State::set_velocities`].
     pub v_start: &'a mut [Vec3],
+    /// The velocities the step before the last started from (with the
+    /// wind's push, as `v_start`); `v_start` when a step starts from a state
+    /// whose velocities were just set.
+    pub v_start_prev: &'a mut [Vec3],
     /// The last solve's `Δv` (empty without warm-start storage) and its
     /// step's length `h` (0: none since the state was set): the next
     /// solve's starting guess where its `h` is the same.
@@ -319,6 +324,7 @@ impl<'a> State<'a> {
         let dv = v3(&mut vec3)?;
         let x_new = v3(&mut vec3)?;
         let (normal, memo, v_start) = (v3(&mut vec3)?, v3(&mut vec3)?, v3(&mut vec3)?);
+        let v_start_prev = v3(&mut vec3)?;
         let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
             (v3(&mut vec3)?, v3(&mut vec3)?)
         } else {
@@ -344,6 +350,7 @@ impl<'a> State<'a> {
             }
         }
         v_start.copy_from_slice(v);
+        v_start_prev.copy_from_slice(v);
         Ok(State {
             x,
             v,
@@ -358,6 +365,7 @@ impl<'a> State<'a> {
                 normal,
                 memo: ElasticMemo::new(memo),
                 v_start,
+                v_start_prev,
                 warm,
                 warm_h: 0.0,
                 blocks,
@@ -393,6 +401,15 @@ impl<'a> State<'a> {
     /// every force but the wind, which the correction network reads.
     pub fn start_velocities(&self) -> &[Vec3] {
         self.ws.v_start
+    }
+    /// The velocities the step before the last started from, as
+    /// [`State::start_velocities`]: with them, the last frame's velocity
+    /// change after its correction, which the correction network reads.
+    /// The same as [`State::start_velocities`] before the first step, and
+    /// on the first step after [`State::set_velocities`] unless
+    /// [`State::set_start_velocities`] gave the ones before.
+    pub fn previous_start_velocities(&self) -> &[Vec3] {
+        self.ws.v_start_prev
     }
     /// Simulated time (s), from the integer clock.
     pub fn time(&self) -> f64 {
@@ -456,6 +473,7 @@ impl<'a> State<'a> {
             x: self.x,
             v: self.v,
             v_start: ws.v_start,
+            v_start_prev: ws.v_start_prev,
             pinned: ws.flags,
             pairs: &ws.pairs[..ws.n_pairs],
             sums: bytemuck::cast_slice_mut(ws.blocks),
@@ -492,11 +510,23 @@ impl<'a> State<'a> {
         Ok(())
     }
     /// Replaces the velocities the last step started from
-    /// ([`State::start_velocities`]), to restore a recorded state between
-    /// its step and its correction; rejects NaN/inf and wrong lengths.
+    /// ([`State::start_velocities`]): to restore a recorded state between
+    /// its step and its correction, or, after [`State::set_velocities`], to
+    /// give a restarted state the velocities of the frame before (the next
+    /// step's [`State::previous_start_velocities`]). Rejects NaN/inf and
+    /// wrong lengths.
     pub fn set_start_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
         check(v, self.v.len())?;
         self.ws.v_start.copy_from_slice(v);
+        Ok(())
+    }
+    /// Replaces the velocities the step before the last started from
+    /// ([`State::previous_start_velocities`]), to restore a recorded state
+    /// between its step and its correction; rejects NaN/inf and wrong
+    /// lengths.
+    pub fn set_previous_start_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
+        check(v, self.v.len())?;
+        self.ws.v_start_prev.copy_from_slice(v);
         Ok(())
     }
     /// Sets the clock to the tick nearest `t` seconds (used when restarting
@@ -524,6 +554,9 @@ pub struct NetworkLoan<'s> {
     pub v: &'s [Vec3],
     /// The velocities the last step started from ([`State::start_velocities`]).
     pub v_start: &'s [Vec3],
+    /// The velocities the step before started from
+    /// ([`State::previous_start_velocities`]).
+    pub v_start_prev: &'s [Vec3],
     pub pinned: &'s [u8],
     /// The dynamic pairs of the last search ([`State::find_pairs`]).
     pub pairs: &'s [[NodeId; 2]],

@@ -48,6 +48,7 @@ fn node_features_are_translation_invariant() {
     let x: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let v: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let v_start: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
+    let v_start_prev: Vec<Vec3> = (0..20).map(|_| rng.vec3(1.0)).collect();
     let pinned: Vec<u8> = (0..20).map(|i| (i % 7 == 0) as u8).collect();
     let shifted: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(3.0, -2.0, 0.5)).collect();
     // The colliders move with the cloth.
@@ -63,8 +64,8 @@ fn node_features_are_translation_invariant() {
         Surroundings::new(&there, Some(&wind), 0.2, 0.3, &Material::COTTON),
     );
     let (mut a, mut b) = (vec![[0.0; NODE_FEATURES]; 20], vec![[0.0; NODE_FEATURES]; 20]);
-    node_features(&x, &v, &v_start, &pinned, &around, &mut a);
-    node_features(&shifted, &v, &v_start, &pinned, &moved, &mut b);
+    node_features([&x, &v, &v_start, &v_start_prev], &pinned, &around, &mut a);
+    node_features([&shifted, &v, &v_start, &v_start_prev], &pinned, &moved, &mut b);
     assert!(a.iter().filter(|f| f[10] > 0.0).count() > 3, "the test wants nodes that see a collider");
     for (ra, rb) in a.iter().zip(&b) {
         for k in 0..NODE_FEATURES {
@@ -75,11 +76,13 @@ fn node_features_are_translation_invariant() {
     assert_eq!(a[8][6], 0.0);
     assert_eq!(&a[3][0..3], &v[3].to_array());
     assert_eq!(&a[3][15..18], &(v[3] - v_start[3]).to_array());
+    assert_eq!(&a[3][18..21], &(v_start[3] - v_start_prev[3]).to_array());
 }
 
-/// The state keeps the velocities its last step started from: the
-/// network's velocity change is the step's, zero before the first step and
-/// after velocities are set.
+/// The state keeps the velocities its last step and the step before
+/// started from: the network's velocity change is the step's, and its
+/// history the frame before's, both zero before the first step and after
+/// velocities are set, unless the frame before's are given.
 #[test]
 fn the_state_keeps_the_velocities_its_step_started_from() {
     let grid = Grid::horizontal(4, 4, 0.3, 0.3, 0.0);
@@ -92,11 +95,13 @@ fn the_state_keeps_the_velocities_its_step_started_from() {
 
 fn keeps_start_velocities(model: &Model, state: &mut State) {
     assert_eq!(state.start_velocities(), state.velocities());
+    assert_eq!(state.previous_start_velocities(), state.velocities());
     let set: Vec<Vec3> = (0..16).map(|i| Vec3::new(0.01 * i as f32, 0.0, -0.02)).collect();
     state.set_velocities(&set).unwrap();
     assert_eq!(state.start_velocities(), &set[..]);
     physics::step(model, state).unwrap();
     assert_eq!(state.start_velocities(), &set[..]);
+    assert_eq!(state.previous_start_velocities(), &set[..], "no history after velocities are set");
     // Gravity pulled the free nodes down over the step.
     let fallen = state.velocities().iter().zip(&set).skip(1).filter(|(v, s)| v.y < s.y - 1e-3).count();
     assert_eq!(fallen, 15);
@@ -108,6 +113,13 @@ fn keeps_start_velocities(model: &Model, state: &mut State) {
     assert_ne!(corrected, after);
     physics::step(model, state).unwrap();
     assert_eq!(state.start_velocities(), &corrected[..]);
+    assert_eq!(state.previous_start_velocities(), &set[..]);
+    // A restart given the velocities of the frame before.
+    state.set_velocities(&after).unwrap();
+    state.set_start_velocities(&corrected).unwrap();
+    physics::step(model, state).unwrap();
+    assert_eq!(state.start_velocities(), &after[..]);
+    assert_eq!(state.previous_start_velocities(), &corrected[..]);
     // A recorded state's start velocities restored; bad ones refused,
     // the state's kept.
     state.set_start_velocities(&set).unwrap();
@@ -117,6 +129,11 @@ fn keeps_start_velocities(model: &Model, state: &mut State) {
     assert!(state.set_start_velocities(&bad).is_err());
     assert!(state.set_start_velocities(&set[..15]).is_err());
     assert_eq!(state.start_velocities(), &set[..]);
+    state.set_previous_start_velocities(&after).unwrap();
+    assert_eq!(state.previous_start_velocities(), &after[..]);
+    assert!(state.set_previous_start_velocities(&bad).is_err());
+    assert!(state.set_previous_start_velocities(&set[..15]).is_err());
+    assert_eq!(state.previous_start_velocities(), &after[..]);
 }
 
 #[test]
@@ -154,7 +171,7 @@ fn a_node_sees_its_nearest_collider_within_the_radius() {
     let material = Material { density: 0.1, stretch: 1000.0, bending: 1e-5, poisson: 0.3, ..Material::COTTON };
     let at = |t: f32| Surroundings::new(&colliders, None, t, r, &material);
     let feature = |s: &Surroundings, p: Vec3| {
-        let node = NodeState { x: p, v: Vec3::ZERO, v_start: Vec3::ZERO, pinned: false };
+        let node = NodeState { x: p, v: Vec3::ZERO, v_start: Vec3::ZERO, v_start_prev: Vec3::ZERO, pinned: false };
         let f = weft_core::gnn::features::node_feature(node, Vec3::ZERO, s);
         (Vec3::new(f[7], f[8], f[9]), f[10], [f[11], f[12], f[13], f[14]])
     };
@@ -218,14 +235,15 @@ fn velocity_change_leaves_the_wind_out() {
 fn a_node_sees_the_air_relative_to_itself() {
     let wind = Wind { gust: 0.5, gust_frequency: 1.0, ..Wind::new(Vec3::new(4.0, 0.0, -2.0)) };
     let v = Vec3::new(0.5, -1.0, 0.25);
-    let node = NodeState { x: Vec3::new(0.3, 1.0, 0.0), v, v_start: v, pinned: false };
+    let node = NodeState { x: Vec3::new(0.3, 1.0, 0.0), v, v_start: v, v_start_prev: v, pinned: false };
     let air = |wind: Option<&Wind>, t: f32| {
         let f = weft_core::gnn::features::node_feature(
             node,
             Vec3::ZERO,
             &Surroundings::new(&[], wind, t, 0.1, &Material::COTTON),
         );
-        Vec3::new(f[18], f[19], f[20])
+        let k = weft_core::gnn::features::WINDLESS_NODE_FEATURES;
+        Vec3::new(f[k], f[k + 1], f[k + 2])
     };
     // A quarter of the gust's cycle: the wind at 1.5 times its speed.
     let want = Vec3::new(6.0, 0.0, -3.0) - v;

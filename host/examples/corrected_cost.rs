@@ -122,7 +122,8 @@ fn main() -> anyhow::Result<()> {
             let mut scn = t.scenario.clone();
             let len = 50.min(frames - s);
             scn.time.steps = len as u32;
-            let restart = Restart { x: &t.x[s], v: &t.v[s], frame: s as u32 };
+            let restart =
+                Restart { x: &t.x[s], v: &t.v[s], v_before: (s > 0).then(|| t.v[s - 1].as_slice()), frame: s as u32 };
             let one = |c: &mut dyn corrector::Corrector| {
                 let mut errs = Vec::new();
                 let sum = sim::run_from(&scn, Some(restart), false, c, |f, _, st| {
@@ -213,7 +214,8 @@ fn bias(args: &[String], q8: &std::path::Path) -> anyhow::Result<()> {
         for s in (0..frames).step_by(START_EVERY) {
             let mut scn = t.scenario.clone();
             scn.time.steps = 10.min(frames - s) as u32;
-            let restart = Restart { x: &t.x[s], v: &t.v[s], frame: s as u32 };
+            let restart =
+                Restart { x: &t.x[s], v: &t.v[s], v_before: (s > 0).then(|| t.v[s - 1].as_slice()), frame: s as u32 };
             let _ = sim::run_from(&scn, Some(restart), false, &mut c, |_, _, _| Ok(()));
         }
     }

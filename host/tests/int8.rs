@@ -320,6 +320,61 @@ fn the_coarse_grain_round_trips_and_older_files_read_without_it() {
     assert!(err.to_string().contains("coarse grain"), "{err}");
 }
 
+/// A file of the version before the history (its node features the first
+/// 21 of that layout, the air's last) reads with the air's columns where
+/// the air is now and zero weights on the history.
+#[test]
+fn files_before_the_history_read_their_air_where_it_is_now() {
+    use weft_core::gnn::features::{HISTORY, NODE_FEATURES};
+    use weft_core::gnn::int8::Input;
+    use weft_weights::format::{LinearData, HISTORYLESS_VERSION};
+    let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
+    // Every node column its own input scale and non-zero weights.
+    net.node_in = core::array::from_fn(|k| Input { offset: 0.01 * k as f32, gain: 1.0 + k as f32 });
+    let l1 = &net.mlps.node_enc.l1;
+    let w: Vec<i8> = (0..l1.weights.len()).map(|i| ((i % 200) as i32 - 100) as i8 | 1).collect();
+    net.mlps.node_enc.l1 = LinearData::new(l1.inputs, l1.outputs, w, l1.bias.clone(), l1.shift.clone());
+    let bytes = net.to_bytes();
+    // The same file in the layout before: version 5, 21 node features, the
+    // history's inputs and weight columns cut out. Byte 44 on: the node
+    // inputs (8 bytes each), edge inputs, outputs, then the node encoder's
+    // first layer (inputs, outputs, flag, weights row by row).
+    let history = HISTORY..HISTORY + 3;
+    let kept = |k: &usize| !history.contains(k);
+    let mut old = bytes[..44].to_vec();
+    old[8..12].copy_from_slice(&HISTORYLESS_VERSION.to_le_bytes());
+    old[12..16].copy_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
+    for k in (0..NODE_FEATURES).filter(kept) {
+        old.extend_from_slice(&bytes[44 + 8 * k..52 + 8 * k]);
+    }
+    let l1_at = 44 + 8 * (NODE_FEATURES + weft_core::gnn::features::EDGE_FEATURES + 6);
+    old.extend_from_slice(&bytes[44 + 8 * NODE_FEATURES..l1_at]);
+    old.extend_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
+    old.extend_from_slice(&bytes[l1_at + 4..l1_at + 9]);
+    let rows = bytes[l1_at + 9..].chunks(NODE_FEATURES).take(net.mlps.node_enc.l1.outputs);
+    for row in rows {
+        old.extend(row.iter().enumerate().filter(|(k, _)| kept(k)).map(|(_, w)| w));
+    }
+    let rest = l1_at + 9 + NODE_FEATURES * net.mlps.node_enc.l1.outputs;
+    old.extend_from_slice(&bytes[rest..bytes.len() - 4]);
+    let crc = crc32fast::hash(&old);
+    old.extend_from_slice(&crc.to_le_bytes());
+    let read = NetworkData::from_bytes(&old).unwrap();
+    // What it reads: the network with nothing on the history.
+    let mut want = net.clone();
+    for k in history.clone() {
+        want.node_in[k] = Input { offset: 0.0, gain: 0.0 };
+    }
+    let l1 = &want.mlps.node_enc.l1;
+    let mut w = l1.weights.clone();
+    for row in w.chunks_mut(NODE_FEATURES) {
+        row[history.clone()].fill(0);
+    }
+    want.mlps.node_enc.l1 = LinearData::new(l1.inputs, l1.outputs, w, l1.bias.clone(), l1.shift.clone());
+    assert_eq!(read, want);
+    assert_ne!(read, net, "the test wants weights on the history to lose");
+}
+
 #[test]
 fn baked_network_is_the_committed_file() {
     let net = NetworkData::from_bytes(&committed_file()).unwrap();

@@ -59,7 +59,8 @@ mod turning {
 
     /// The graph of the state computed from turned positions, velocities
     /// and rest positions, beside a sphere at `ball` over the ground, in a
-    /// wind of `air` (`dv` also as the velocities the step started from).
+    /// wind of `air` (`dv` and `dx` also as the velocities the step and the
+    /// step before started from).
     fn graph(x: &[Vec3], v: &[Vec3], rest: &[Vec3], dx: &[Vec3], dv: &[Vec3], [ball, air]: [Vec3; 2]) -> Graph {
         use weft_core::model::{Collider, Material, Shape, Wind};
         let n = x.len();
@@ -70,7 +71,7 @@ mod turning {
         ];
         let wind = Wind { gust: 0.3, gust_frequency: 0.7, ..Wind::new(air) };
         let around = features::Surroundings::new(&colliders, Some(&wind), 0.4, 0.5, &Material::COTTON);
-        features::node_features(x, v, dv, &vec![0; n], &around, &mut nodes);
+        features::node_features([x, v, dv, dx], &vec![0; n], &around, &mut nodes);
         let ends: Vec<[u16; 2]> =
             (0..n as u16).flat_map(|i| [[i, (i + 1) % n as u16], [(i + 2) % n as u16, i]]).collect();
         let edges: Vec<[f32; EDGE_FEATURES]> = ends
@@ -144,28 +145,35 @@ fn relative_weights_even_out_quiet_and_violent_states() {
 }
 
 /// A network trained with `--base-inputs` ignores the collider and
-/// material features once exported, and one trained with
-/// `--windless-inputs` the air's velocity: its float reference (what is
-/// quantised) gives the same corrections with or without them; a network
-/// that reads every input does not.
+/// material features once exported, one trained with `--windless-inputs`
+/// the air's velocity, and one trained without `--history-inputs` the
+/// history: its float reference (what is quantised) gives the same
+/// corrections with or without them; a network that reads every input does
+/// not.
 #[test]
 fn base_input_networks_ignore_the_added_features() {
-    use weft_core::gnn::features::{EDGE_FEATURES, NODE_FEATURES, WINDLESS_NODE_FEATURES};
+    use weft_core::gnn::features::{EDGE_FEATURES, HISTORY, NODE_FEATURES, WINDLESS_NODE_FEATURES};
     use weft_host::learn::gnn::Graph;
     use weft_host::learn::quantize::FloatNet;
+    let history = GnnConfig { history_inputs: true, ..GnnConfig::default() };
     let configs = [
-        GnnConfig { base_inputs: true, ..GnnConfig::default() },
-        GnnConfig { windless_inputs: true, ..GnnConfig::default() },
-        GnnConfig::default(),
+        (GnnConfig { base_inputs: true, ..GnnConfig::default() }, 7),
+        (GnnConfig { windless_inputs: true, ..GnnConfig::default() }, NODE_FEATURES - 6),
+        (GnnConfig::default(), NODE_FEATURES - 3),
+        (GnnConfig { windless_inputs: true, ..history }, NODE_FEATURES - 3),
+        (history, NODE_FEATURES),
     ];
-    for cfg in configs {
-        // The features past those it reads; the air's for a network that
+    for (cfg, reads) in configs {
+        let read: Vec<usize> = (0..NODE_FEATURES).filter(|&k| cfg.reads_node_input(k)).collect();
+        assert_eq!(read.len(), reads, "{cfg:?}");
+        assert_eq!(read.contains(&HISTORY), cfg.history_inputs && !cfg.base_inputs);
+        // The features it does not read; the air's for a network that
         // reads them all.
-        let known = cfg.node_inputs();
-        let from = known.min(WINDLESS_NODE_FEATURES);
+        let varied =
+            |k: usize| if reads == NODE_FEATURES { k >= WINDLESS_NODE_FEATURES } else { !cfg.reads_node_input(k) };
         let graph = |extra: f32| Graph {
             nodes: (0..4)
-                .map(|i| core::array::from_fn(|k| if k < from { 0.1 * (i + k) as f32 } else { extra * k as f32 }))
+                .map(|i| core::array::from_fn(|k| if varied(k) { extra * k as f32 } else { 0.1 * (i + k) as f32 }))
                 .collect(),
             edges: vec![[0.2; EDGE_FEATURES]; 4],
             endpoints: vec![[0, 1], [1, 0], [2, 3], [3, 2]],
@@ -174,7 +182,54 @@ fn base_input_networks_ignore_the_added_features() {
         };
         let net = FloatNet::from_trained(&model(cfg)).unwrap();
         let (zero, some) = (net.forward(&graph(0.0), None), net.forward(&graph(0.3), None));
-        let ignores = known < NODE_FEATURES;
-        assert_eq!(zero == some, ignores, "{known} of {NODE_FEATURES} inputs read: the others ignored or not");
+        let ignores = reads < NODE_FEATURES;
+        assert_eq!(zero == some, ignores, "{reads} of {NODE_FEATURES} inputs read: the others ignored or not");
     }
+}
+
+/// A float model of the format before the history (its node features the
+/// first 21 of that layout, the air's last) loads with its air where the
+/// air is now and nothing on the history: zero weights, unit statistics.
+#[test]
+fn models_before_the_history_load_their_air_where_it_is_now() {
+    use candle_core::Tensor;
+    use weft_core::gnn::features::{HISTORY, NODE_FEATURES};
+    use weft_host::learn::gnn::Stats;
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = model(GnnConfig { history_inputs: true, ..GnnConfig::default() });
+    let k = NODE_FEATURES;
+    m.meta.normalizer.node =
+        Stats { mean: (0..k).map(|i| i as f32).collect(), std: (0..k).map(|i| 2.0 + i as f32).collect() };
+    let new = dir.path().join("new");
+    m.save(&new).unwrap();
+    // The same model in the format before: its history cut out.
+    let kept: Vec<usize> = (0..k).filter(|i| !(HISTORY..HISTORY + 3).contains(i)).collect();
+    let mut meta = m.meta.clone();
+    meta.format = "weft-gnn-f32-4".into();
+    meta.config.history_inputs = false;
+    let node = &mut meta.normalizer.node;
+    (node.mean, node.std) = (kept.iter().map(|&i| node.mean[i]).collect(), kept.iter().map(|&i| node.std[i]).collect());
+    let mut tensors = candle_core::safetensors::load(new.with_extension("safetensors"), &Device::Cpu).unwrap();
+    let w = &tensors["node_enc.l1.weight"];
+    let index = Tensor::new(kept.iter().map(|&i| i as u32).collect::<Vec<_>>(), &Device::Cpu).unwrap();
+    let cut = w.index_select(&index, 1).unwrap();
+    tensors.insert("node_enc.l1.weight".into(), cut);
+    let old = dir.path().join("old");
+    candle_core::safetensors::save(&tensors, old.with_extension("safetensors")).unwrap();
+    std::fs::write(old.with_extension("json"), serde_json::to_string(&meta).unwrap()).unwrap();
+
+    let read = Trained::load(&old, &Device::Cpu).unwrap();
+    let want_w = m.varmap.data().lock().unwrap()["node_enc.l1.weight"].as_tensor().to_vec2::<f32>().unwrap();
+    let got_w = read.varmap.data().lock().unwrap()["node_enc.l1.weight"].as_tensor().to_vec2::<f32>().unwrap();
+    let node = &read.meta.normalizer.node;
+    for i in 0..k {
+        let history = (HISTORY..HISTORY + 3).contains(&i);
+        let (mean, std) = if history { (0.0, 1.0) } else { (i as f32, 2.0 + i as f32) };
+        assert_eq!((node.mean[i], node.std[i]), (mean, std), "feature {i}");
+        for (g, w) in got_w.iter().zip(&want_w) {
+            assert_eq!(g[i], if history { 0.0 } else { w[i] }, "feature {i}");
+        }
+    }
+    assert!(want_w.iter().any(|w| w[HISTORY] != 0.0), "the test wants weights on the history to lose");
+    assert!(!read.meta.config.history_inputs);
 }

@@ -23,14 +23,19 @@
 //! Files of the earlier versions (1 and 2: Q31 multipliers and shifts, and
 //! a residual's own requantisation) are refused with
 //! [`FormatError::Version`]: quantise the float model again. A file of
-//! [`MATERIAL_NODE_FEATURES`] node features (without the step's velocity
-//! change) or of [`WINDLESS_NODE_FEATURES`] (without the air's velocity) is
-//! read with zero weights on the features it lacks, which computes what it
-//! computed.
+//! fewer node features than [`NODE_FEATURES`] (the first
+//! [`MATERIAL_NODE_FEATURES`], [`STEP_NODE_FEATURES`] or
+//! [`WINDLESS_NODE_FEATURES`]) is read with zero weights on the features it
+//! lacks, which computes what it computed; so is a file of version 5 and
+//! before, whose node features had no history (its columns are placed by
+//! [`historyless_column`]).
 
 use std::fmt::{self, Write as _};
 
-use weft_core::gnn::features::{EDGE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES, WINDLESS_NODE_FEATURES};
+use weft_core::gnn::features::{
+    historyless_column, EDGE_FEATURES, HISTORYLESS_NODE_FEATURES, MATERIAL_NODE_FEATURES, NODE_FEATURES,
+    STEP_NODE_FEATURES, WINDLESS_NODE_FEATURES,
+};
 use weft_core::gnn::int8::{wide_len, widen, Input, Linear, Mlp, Network, Output, Part, Parts, FORMAT_VERSION};
 use weft_core::model::CoarseGrain;
 
@@ -39,6 +44,9 @@ pub const MAGIC: &[u8; 8] = b"WEFTGNN8";
 pub const GRAINLESS_VERSION: u32 = 3;
 /// The format before the coarse grain's taut strain: read with none.
 pub const TAUTLESS_VERSION: u32 = 4;
+/// The format before the history among the node features
+/// ([`weft_core::gnn::features::HISTORY`]): read with zero weights on it.
+pub const HISTORYLESS_VERSION: u32 = 5;
 
 /// What is wrong with a model file.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,16 +155,22 @@ impl LinearData {
         LinearData { inputs, outputs, weights, bias, shift, wide }
     }
 
-    /// The layer of a file with `known` inputs widened to `inputs`, the
-    /// added inputs with zero weights.
-    fn with_inputs(self, known: usize, inputs: usize) -> Result<LinearData, FormatError> {
-        if self.inputs != known {
+    /// The layer on `inputs` inputs, its column `k` (of `known`) at
+    /// `column(k)` and zero weights on the others.
+    fn with_inputs(
+        self,
+        known: usize,
+        inputs: usize,
+        column: impl Fn(usize) -> usize,
+    ) -> Result<LinearData, FormatError> {
+        if self.inputs != known || (0..known).any(|k| column(k) >= inputs) {
             return Err(FormatError::Shape(format!("a node encoder of {} inputs for {known} features", self.inputs)));
         }
-        let mut weights = Vec::with_capacity(inputs * self.outputs);
-        for row in self.weights.chunks_exact(known.max(1)) {
-            weights.extend_from_slice(row);
-            weights.resize(weights.len() + inputs - known, 0);
+        let mut weights = vec![0; inputs * self.outputs];
+        for (row, out) in self.weights.chunks_exact(known.max(1)).zip(weights.chunks_exact_mut(inputs)) {
+            for (k, &w) in row.iter().enumerate() {
+                out[column(k)] = w;
+            }
         }
         Ok(LinearData::new(inputs, self.outputs, weights, self.bias, self.shift))
     }
@@ -275,7 +289,7 @@ impl NetworkData {
         }
         let mut r = Reader { b: bytes, at: MAGIC.len() };
         let version = r.u32()?;
-        if ![FORMAT_VERSION, TAUTLESS_VERSION, GRAINLESS_VERSION].contains(&version) {
+        if ![FORMAT_VERSION, HISTORYLESS_VERSION, TAUTLESS_VERSION, GRAINLESS_VERSION].contains(&version) {
             return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
         }
         if bytes.len() < 4 + MAGIC.len() {
@@ -289,7 +303,12 @@ impl NetworkData {
         }
         let mut r = Reader { b: body, at: r.at };
         let node_features = r.u32()?;
-        if ![NODE_FEATURES, WINDLESS_NODE_FEATURES, MATERIAL_NODE_FEATURES].contains(&(node_features as usize)) {
+        let (known, column): (&[usize], fn(usize) -> usize) = if version <= HISTORYLESS_VERSION {
+            (&[HISTORYLESS_NODE_FEATURES, STEP_NODE_FEATURES, MATERIAL_NODE_FEATURES], historyless_column)
+        } else {
+            (&[NODE_FEATURES, WINDLESS_NODE_FEATURES, STEP_NODE_FEATURES, MATERIAL_NODE_FEATURES], |k| k)
+        };
+        if !known.contains(&(node_features as usize)) {
             return Err(FormatError::Features { what: "node", found: node_features, expected: NODE_FEATURES as u32 });
         }
         let found = r.u32()?;
@@ -311,8 +330,8 @@ impl NetworkData {
         };
         let mut input = || -> Result<Input, FormatError> { Ok(Input { offset: r.f32()?, gain: r.f32()? }) };
         let mut node_in = [Input { offset: 0.0, gain: 0.0 }; NODE_FEATURES];
-        for i in node_in.iter_mut().take(node_features as usize) {
-            *i = input()?;
+        for k in 0..node_features as usize {
+            node_in[column(k)] = input()?;
         }
         let mut edge_in = [Input { offset: 0.0, gain: 0.0 }; EDGE_FEATURES];
         for i in &mut edge_in {
@@ -324,8 +343,8 @@ impl NetworkData {
         }
         // In the order of `Part::all`.
         let mut node_enc = r.mlp()?;
-        if node_features as usize != NODE_FEATURES {
-            node_enc.l1 = node_enc.l1.with_inputs(node_features as usize, NODE_FEATURES)?;
+        if node_features as usize != NODE_FEATURES || version <= HISTORYLESS_VERSION {
+            node_enc.l1 = node_enc.l1.with_inputs(node_features as usize, NODE_FEATURES, column)?;
         }
         let edge_enc = r.mlp()?;
         let edge_mlp = (0..rounds).map(|_| r.mlp()).collect::<Result<Vec<_>, _>>()?;

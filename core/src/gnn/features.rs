@@ -26,8 +26,11 @@
 //!   less the one it started from plus the wind's push over the step
 //!   ([`crate::state::State::start_velocities`]), the step's acceleration
 //!   times its length, which tells the forces that acted on the node
-//!   (contact, stretch, bending, gravity) apart from its motion.
-//!
+//!   (contact, stretch, bending, gravity) apart from its motion;
+//! - the history (3): the velocity the step started from less the one the
+//!   step before started from ([`crate::state::State::previous_start_velocities`]),
+//!   the last frame's velocity change after its correction (0 on a state's
+//!   first step and after its velocities are set without one);
 //! - the air's velocity relative to the node (3), `air(t) − v`, zero in a
 //!   scene without wind (whose step models no air).
 //!
@@ -42,7 +45,7 @@ use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
 use crate::model::{Collider, Material, Wind};
 
-pub const NODE_FEATURES: usize = 21;
+pub const NODE_FEATURES: usize = 24;
 pub const EDGE_FEATURES: usize = 10;
 /// The edge features that turn over with the edge's direction (the rest
 /// and current directions); the others (lengths, the dynamic flag, the
@@ -59,14 +62,38 @@ pub const BASE_NODE_FEATURES: usize = 7;
 /// step's velocity change with zero weights.
 pub const MATERIAL_NODE_FEATURES: usize = 15;
 
-/// Node features of the third format (all but the air's velocity): a
-/// network that knows only these reads the air with zero weights.
-pub const WINDLESS_NODE_FEATURES: usize = 18;
+/// Node features of the third format (the second's and the step's
+/// velocity change): a network that knows only these reads the history
+/// and the air with zero weights.
+pub const STEP_NODE_FEATURES: usize = 18;
+
+/// Node features of a network without the air's velocity (all but the
+/// last three).
+pub const WINDLESS_NODE_FEATURES: usize = 21;
+
+/// The history's first feature. The layouts before it (int8 format 5 and
+/// float format 4 and earlier) had the air right after the step's velocity
+/// change: [`historyless_column`] places their features.
+pub const HISTORY: usize = STEP_NODE_FEATURES;
+
+/// All node features of the layouts before the history (the air's last).
+pub const HISTORYLESS_NODE_FEATURES: usize = NODE_FEATURES - 3;
+
+/// Where node feature `k` of a layout without the history sits in this
+/// one (the air moves three places on).
+pub const fn historyless_column(k: usize) -> usize {
+    if k < HISTORY {
+        k
+    } else {
+        k + 3
+    }
+}
 
 /// First index of every 3-vector among the node features (velocity,
-/// position, collider normal, velocity change, air velocity); the other
-/// features are scalars. A rotation of the scene rotates exactly these.
-pub const NODE_VECTORS: [usize; 5] = [0, 3, 7, 15, 18];
+/// position, collider normal, velocity change, history, air velocity); the
+/// other features are scalars. A rotation of the scene rotates exactly
+/// these.
+pub const NODE_VECTORS: [usize; 6] = [0, 3, 7, 15, 18, 21];
 /// First index of every 3-vector among the edge features (rest and current
 /// direction).
 pub const EDGE_VECTORS: [usize; 2] = [0, 4];
@@ -201,24 +228,27 @@ impl<'a> Surroundings<'a> {
     }
 }
 
-/// A node's position `x`, velocity `v` and the velocity its step started
-/// from, `v_start`.
+/// A node's position `x`, velocity `v`, the velocity its step started
+/// from, `v_start`, and the one the step before started from,
+/// `v_start_prev`.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeState {
     pub x: Vec3,
     pub v: Vec3,
     pub v_start: Vec3,
+    pub v_start_prev: Vec3,
     pub pinned: bool,
 }
 
 /// Features of one node given the cloth's [`centroid`].
 #[inline]
 pub fn node_feature(node: NodeState, centroid: Vec3, s: &Surroundings) -> [f32; NODE_FEATURES] {
-    let NodeState { x, v, v_start, pinned } = node;
+    let NodeState { x, v, v_start, v_start_prev, pinned } = node;
     let d = x - centroid;
     let (n, w) = s.nearest(x);
     let m = s.material;
     let a = v - v_start;
+    let b = v_start - v_start_prev;
     let u = s.air.map_or(Vec3::ZERO, |air| air - v);
     [
         v.x,
@@ -239,6 +269,9 @@ pub fn node_feature(node: NodeState, centroid: Vec3, s: &Surroundings) -> [f32; 
         a.x,
         a.y,
         a.z,
+        b.x,
+        b.y,
+        b.z,
         u.x,
         u.y,
         u.z,
@@ -246,17 +279,17 @@ pub fn node_feature(node: NodeState, centroid: Vec3, s: &Surroundings) -> [f32; 
 }
 
 /// Node features. `pinned[i] != 0` marks pinned nodes; `v_start` holds
-/// the velocities the step started from.
+/// the velocities the step started from, `v_start_prev` those the step
+/// before started from.
 pub fn node_features(
-    x: &[Vec3],
-    v: &[Vec3],
-    v_start: &[Vec3],
+    [x, v, v_start, v_start_prev]: [&[Vec3]; 4],
     pinned: &[u8],
     surroundings: &Surroundings,
     out: &mut [[f32; NODE_FEATURES]],
 ) {
     let c = centroid(x);
-    for ((((o, &x), &v), &v_start), &p) in out.iter_mut().zip(x).zip(v).zip(v_start).zip(pinned) {
-        *o = node_feature(NodeState { x, v, v_start, pinned: p != 0 }, c, surroundings);
+    let nodes = x.iter().zip(v).zip(v_start.iter().zip(v_start_prev)).zip(pinned);
+    for (o, (((&x, &v), (&v_start, &v_start_prev)), &p)) in out.iter_mut().zip(nodes) {
+        *o = node_feature(NodeState { x, v, v_start, v_start_prev, pinned: p != 0 }, c, surroundings);
     }
 }

@@ -53,7 +53,7 @@ use crate::state::State;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The largest right shift of a requantisation ([`Linear::shift`]).
 pub const MAX_SHIFT: u8 = 31;
 /// Largest latent width the kernels hold on the stack.
@@ -1138,6 +1138,9 @@ pub struct GraphRef<'g> {
     pub v: &'g [Vec3],
     /// The velocities the step started from ([`State::start_velocities`]).
     pub v_start: &'g [Vec3],
+    /// The velocities the step before started from
+    /// ([`State::previous_start_velocities`]).
+    pub v_start_prev: &'g [Vec3],
     pub pinned: &'g [u8],
     pub pairs: &'g [[NodeId; 2]],
     pub colliders: &'g [Collider],
@@ -1147,20 +1150,22 @@ pub struct GraphRef<'g> {
 }
 
 impl<'g> GraphRef<'g> {
-    /// The graph of `state` (positions, velocities and those the step
-    /// started from, pinned flags, time and the pairs of its last proximity
-    /// search) in `model`.
+    /// The graph of `state` (positions, velocities and those the step and
+    /// the step before started from, pinned flags, time and the pairs of its
+    /// last proximity search) in `model`.
     pub fn of(model: &'g Model<'g>, state: &'g State) -> GraphRef<'g> {
         let time = state.time() as f32;
-        let (x, v, v_start) = (state.positions(), state.velocities(), state.start_velocities());
-        GraphRef::in_model(model, [x, v, v_start], state.pinned(), state.pairs(), time)
+        let (x, v) = (state.positions(), state.velocities());
+        let starts = [state.start_velocities(), state.previous_start_velocities()];
+        GraphRef::in_model(model, [x, v, starts[0], starts[1]], state.pinned(), state.pairs(), time)
     }
 
-    /// The graph of these positions, velocities and start velocities,
-    /// pinned flags and pairs at `time` (s) in `model`.
+    /// The graph of these positions, velocities, start velocities and
+    /// previous start velocities, pinned flags and pairs at `time` (s) in
+    /// `model`.
     fn in_model(
         model: &'g Model<'g>,
-        [x, v, v_start]: [&'g [Vec3]; 3],
+        [x, v, v_start, v_start_prev]: [&'g [Vec3]; 4],
         pinned: &'g [u8],
         pairs: &'g [[NodeId; 2]],
         time: f32,
@@ -1170,6 +1175,7 @@ impl<'g> GraphRef<'g> {
             x,
             v,
             v_start,
+            v_start_prev,
             pinned,
             pairs,
             colliders: model.scene.colliders,
@@ -1336,12 +1342,12 @@ impl<'n, 'g> Inputs<'n, 'g> {
     #[inline(always)]
     pub fn node(&self, i: usize) -> Result<[i8; NODE_FEATURES], GnnError> {
         let g = self.g;
-        let (Some(&x), Some(&v), Some(&v_start), Some(&pinned)) =
-            (g.x.get(i), g.v.get(i), g.v_start.get(i), g.pinned.get(i))
+        let (Some(&x), Some(&v), Some(&v_start), Some(&v_start_prev), Some(&pinned)) =
+            (g.x.get(i), g.v.get(i), g.v_start.get(i), g.v_start_prev.get(i), g.pinned.get(i))
         else {
             return Err(GnnError::MeshMismatch);
         };
-        let node = features::NodeState { x, v, v_start, pinned: pinned != 0 };
+        let node = features::NodeState { x, v, v_start, v_start_prev, pinned: pinned != 0 };
         let f = features::node_feature(node, self.centroid, &self.around);
         let mut q = [0i8; NODE_FEATURES];
         for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&self.net.node_in) {
@@ -1539,7 +1545,7 @@ pub fn infer_probed(
     }
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
-    let g = GraphRef::in_model(model, [loan.x, loan.v, loan.v_start], loan.pinned, loan.pairs, time);
+    let g = GraphRef::in_model(model, [loan.x, loan.v, loan.v_start, loan.v_start_prev], loan.pinned, loan.pairs, time);
     forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
 }
 

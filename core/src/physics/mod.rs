@@ -968,6 +968,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     model.scene.mark_pinned(state.ws.flags);
     state.ws.memo.forget();
     let h = model.params.dt;
+    state.ws.v_start_prev.copy_from_slice(state.ws.v_start);
     state.ws.v_start.copy_from_slice(state.v);
     wind_push(model, state.time(), state.x, state.v, h, state.ws.f_ext, state.ws.v_start);
     let total = 1u32 << MAX_SPLIT;

@@ -21,8 +21,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{linear, Linear, Module, VarBuilder, VarMap};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{
-    self, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, MATERIAL_NODE_FEATURES, NODE_FEATURES, NODE_VECTORS,
-    WINDLESS_NODE_FEATURES,
+    self, historyless_column, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, HISTORY, HISTORYLESS_NODE_FEATURES,
+    MATERIAL_NODE_FEATURES, NODE_FEATURES, NODE_VECTORS, STEP_NODE_FEATURES, WINDLESS_NODE_FEATURES,
 };
 use weft_core::gnn::int8::{GraphRef, Part, Parts};
 use weft_core::prelude::*;
@@ -62,6 +62,12 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub windless_inputs: bool,
+    /// `--history-inputs`: the network sees the history, the last frame's
+    /// velocity change (`weft_core::gnn::features`); without it the history
+    /// reads as 0 in training and gets zero weights when quantised.
+    #[arg(long)]
+    #[serde(default)]
+    pub history_inputs: bool,
     /// `--velocity-only`: the network corrects velocities only: its
     /// position target and output are zero wherever it is used (float,
     /// rollouts, int8), and the step carries a velocity correction into the
@@ -111,15 +117,16 @@ impl GnnConfig {
         CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression, taut }
     }
 
-    /// How many of the node features, from the first, this network reads
-    /// ([`GnnConfig::base_inputs`], [`GnnConfig::windless_inputs`]); the
-    /// others read as 0.
-    pub fn node_inputs(&self) -> usize {
-        match (self.base_inputs, self.windless_inputs) {
+    /// Whether this network reads node feature `k`
+    /// ([`GnnConfig::base_inputs`], [`GnnConfig::windless_inputs`],
+    /// [`GnnConfig::history_inputs`]); the others read as 0.
+    pub fn reads_node_input(&self, k: usize) -> bool {
+        let first = match (self.base_inputs, self.windless_inputs) {
             (true, _) => BASE_NODE_FEATURES,
             (false, true) => WINDLESS_NODE_FEATURES,
             (false, false) => NODE_FEATURES,
-        }
+        };
+        k < first && (self.history_inputs || !(HISTORY..HISTORY + 3).contains(&k))
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
@@ -230,11 +237,15 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let around = GraphRef::of(model, state).surroundings(cfg.radius);
-    let (x, v, v_start) = (state.positions(), state.velocities(), state.start_velocities());
-    features::node_features(x, v, v_start, state.pinned(), &around, &mut g.nodes);
-    let known = cfg.node_inputs();
+    let (x, v) = (state.positions(), state.velocities());
+    let starts = [state.start_velocities(), state.previous_start_velocities()];
+    features::node_features([x, v, starts[0], starts[1]], state.pinned(), &around, &mut g.nodes);
     for f in &mut g.nodes {
-        f[known..].fill(0.0);
+        for (k, f) in f.iter_mut().enumerate() {
+            if !cfg.reads_node_input(k) {
+                *f = 0.0;
+            }
+        }
     }
     Ok(g)
 }
@@ -317,7 +328,8 @@ pub fn sample(
     let mut rollout = scn.clone();
     rollout.time.steps = ahead as u32 + 1;
     let mut sampler = Sampler { unroll, cfg, ahead, step: 0, failed: false, sample: None };
-    let restart = crate::sim::Restart { x: &x, v: &v, frame: t0 as u32 };
+    let v_before = (t0 > 0).then(|| frame_velocity(traj, t0 - 1));
+    let restart = crate::sim::Restart { x: &x, v: &v, v_before: v_before.as_deref(), frame: t0 as u32 };
     crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
     let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
     let v_next = frame_velocity(traj, t + 1);
@@ -607,16 +619,18 @@ fn unit_gain() -> f32 {
     1.0
 }
 
-pub const MODEL_FORMAT: &str = "weft-gnn-f32-4";
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-5";
 /// The earlier formats, still read, with the node features their networks
-/// know: the first [`BASE_NODE_FEATURES`], then the material's
-/// [`MATERIAL_NODE_FEATURES`], then all but the air's
-/// [`WINDLESS_NODE_FEATURES`]; loaded with zero weights (and unit
-/// statistics) on the others, which computes what they computed.
-pub const EARLIER_MODEL_FORMATS: [(&str, usize); 3] = [
+/// know, in the layout before the history ([`historyless_column`]): the
+/// first [`BASE_NODE_FEATURES`], then the material's
+/// [`MATERIAL_NODE_FEATURES`], then the step's velocity change
+/// [`STEP_NODE_FEATURES`], then the air's [`HISTORYLESS_NODE_FEATURES`]; loaded with zero weights
+/// (and unit statistics) on the others, which computes what they computed.
+pub const EARLIER_MODEL_FORMATS: [(&str, usize); 4] = [
     ("weft-gnn-f32-1", BASE_NODE_FEATURES),
     ("weft-gnn-f32-2", MATERIAL_NODE_FEATURES),
-    ("weft-gnn-f32-3", WINDLESS_NODE_FEATURES),
+    ("weft-gnn-f32-3", STEP_NODE_FEATURES),
+    ("weft-gnn-f32-4", HISTORYLESS_NODE_FEATURES),
 ];
 
 impl Trained {
@@ -645,8 +659,11 @@ impl Trained {
             if node.mean.len() != known || node.std.len() != known {
                 bail!("{}: {} node statistics, format {} has {known}", json.display(), node.mean.len(), meta.format);
             }
-            node.mean.resize(NODE_FEATURES, 0.0);
-            node.std.resize(NODE_FEATURES, 1.0);
+            let (mut mean, mut std) = (vec![0.0; NODE_FEATURES], vec![1.0; NODE_FEATURES]);
+            for k in 0..known {
+                (mean[historyless_column(k)], std[historyless_column(k)]) = (node.mean[k], node.std[k]);
+            }
+            (node.mean, node.std) = (mean, std);
             meta.format = MODEL_FORMAT.into();
         }
         let mut t = Trained::new(meta, dev)?;
@@ -656,7 +673,14 @@ impl Trained {
                 for (name, w) in candle_core::safetensors::load(&weights, dev)? {
                     let w = if name == "node_enc.l1.weight" {
                         let rows = w.dim(0)?;
-                        Tensor::cat(&[&w, &Tensor::zeros((rows, NODE_FEATURES - known), DType::F32, dev)?], 1)?
+                        let old = w.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+                        let mut new = vec![0f32; rows * NODE_FEATURES];
+                        for (row, out) in old.iter().zip(new.chunks_exact_mut(NODE_FEATURES)) {
+                            for (k, &v) in row.iter().enumerate().take(known) {
+                                out[historyless_column(k)] = v;
+                            }
+                        }
+                        Tensor::from_vec(new, (rows, NODE_FEATURES), dev)?
                     } else {
                         w
                     };

@@ -171,7 +171,10 @@ fn run_with<'m>(
         } else {
             (traj.x[s].clone(), traj.v[s].clone())
         };
-        let restart = Restart { x: &x0, v: &v0, frame: s as u32 };
+        // The frame before's velocities for the network's history (the
+        // finer columns are plain steps, which do not read it).
+        let v_before = (s > 0 && k == 1).then(|| traj.v[s - 1].as_slice());
+        let restart = Restart { x: &x0, v: &v0, v_before, frame: s as u32 };
         let mut errs = Vec::with_capacity(len);
         let mut at = Vec::with_capacity(nodes.len());
         let r = sim::run_from(&scn, Some(restart), false, corrector.as_mut(), |f, _, st| {
@@ -304,7 +307,7 @@ fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
         let moved: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(PERTURBATION, 0.0, 0.0)).collect();
         let restricted = |x: &[Vec3], v: &[Vec3]| -> Result<Frames> {
             let mut out = Vec::new();
-            let restart = Restart { x, v, frame: s as u32 };
+            let restart = Restart { x, v, v_before: None, frame: s as u32 };
             sim::run_from(&branch, Some(restart), false, &mut Plain, |f, _, st| {
                 if f > 0 {
                     out.push(map.iter().map(|&i| st.positions()[i]).collect());

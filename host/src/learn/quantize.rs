@@ -197,9 +197,13 @@ impl FloatNet {
         // Trained on zeros past the inputs it reads: the same network on
         // the graphs it saw, and one that ignores those inputs on every
         // other.
-        let (l1, known) = (&mut mlps.node_enc.l1, cfg.node_inputs());
+        let l1 = &mut mlps.node_enc.l1;
         for row in l1.w.chunks_mut(l1.inputs) {
-            row.iter_mut().skip(known).for_each(|w| *w = 0.0);
+            for (k, w) in row.iter_mut().enumerate() {
+                if !cfg.reads_node_input(k) {
+                    *w = 0.0;
+                }
+            }
         }
         let mut norm = t.meta.normalizer.clone();
         if cfg.velocity_only {

@@ -71,7 +71,8 @@ pub fn rollout_sample(traj: &Trajectory, t0: usize, frames: usize, model: &Train
     let mut scn = traj.scenario.clone();
     scn.time.steps = frames as u32;
     let v0 = frame_velocity(traj, t0);
-    let restart = crate::sim::Restart { x: &traj.x[t0], v: &v0, frame: t0 as u32 };
+    let v_before = (t0 > 0).then(|| frame_velocity(traj, t0 - 1));
+    let restart = crate::sim::Restart { x: &traj.x[t0], v: &v0, v_before: v_before.as_deref(), frame: t0 as u32 };
     let mut rec = Recorder { model, graphs: Vec::with_capacity(frames) };
     let mut end: Option<(Vec<Vec3>, Vec<Vec3>)> = None;
     let run = crate::sim::run_from(&scn, Some(restart), false, &mut rec, |f, _, state| {

@@ -127,11 +127,14 @@ pub fn run(
 
 /// A state to start a rollout from instead of the scenario's start: the
 /// positions and velocities of every node at frame `frame` (the clock is
-/// set to it; a BDF2 step starts without history).
+/// set to it; a BDF2 step starts without history), and the velocities of
+/// the frame before, which the network's history feature reads (`None`:
+/// the same as `v`, no history).
 #[derive(Clone, Copy)]
 pub struct Restart<'a> {
     pub x: &'a [Vec3],
     pub v: &'a [Vec3],
+    pub v_before: Option<&'a [Vec3]>,
     pub frame: u32,
 }
 
@@ -150,6 +153,9 @@ pub fn run_from(
         if let Some(r) = restart {
             state.set_positions(r.x).context("restart positions")?;
             state.set_velocities(r.v).context("restart velocities")?;
+            if let Some(v) = r.v_before {
+                state.set_start_velocities(v).context("restart's velocities of the frame before")?;
+            }
             state.set_steps(r.frame as u64 * scn.time.substeps as u64).context("restart frame")?;
         }
         let mut summary = Summary {
