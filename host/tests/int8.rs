@@ -297,27 +297,80 @@ fn the_coarse_grain_round_trips_and_older_files_read_without_it() {
     use weft_weights::format::{GRAINLESS_VERSION, TAUTLESS_VERSION};
     let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
     net.coarse = CoarseGrain { stretch: 0.4, compression: 0.25, taut: Some(0.01) };
-    let bytes = net.to_bytes();
-    assert_eq!(NetworkData::from_bytes(&bytes).as_ref(), Ok(&net));
-    // An older version: the same bytes without the last `drop` of the
-    // three f32 after the radius (magic, version, four counts, radius:
-    // byte 32 on).
+    assert_eq!(NetworkData::from_bytes(&net.to_bytes()).as_ref(), Ok(&net));
+    // An older version: its layout before the history, without the last
+    // `drop` of the three f32 after the radius (magic, version, four
+    // counts, radius: byte 32 on).
+    let body = historyless_body(&net);
     let older = |version: u32, drop: usize| {
-        let mut old = bytes[..bytes.len() - 4].to_vec();
+        let mut old = body.clone();
         old.drain(32 + 4 * (3 - drop)..44);
         old[8..12].copy_from_slice(&version.to_le_bytes());
-        let crc = crc32fast::hash(&old);
-        old.extend_from_slice(&crc.to_le_bytes());
-        NetworkData::from_bytes(&old).unwrap()
+        NetworkData::from_bytes(&with_checksum(old)).unwrap()
     };
+    let net = without_history(&net);
     let read = older(GRAINLESS_VERSION, 3);
     assert_eq!(read, NetworkData { coarse: CoarseGrain::NONE, ..net.clone() });
     let read = older(TAUTLESS_VERSION, 1);
     assert_eq!(read, NetworkData { coarse: CoarseGrain { taut: None, ..net.coarse }, ..net.clone() });
+    let mut net = net;
     // Factors out of bounds are refused by name.
     net.coarse.stretch = 0.0;
     let err = NetworkData::from_bytes(&net.to_bytes()).unwrap_err();
     assert!(err.to_string().contains("coarse grain"), "{err}");
+}
+
+/// `net`'s file in the layout of version 5, before the history: 21 node
+/// features, the history's inputs and weight columns cut out; without its
+/// checksum. Byte 44 on: the node inputs (8 bytes each), edge inputs,
+/// outputs, then the node encoder's first layer (inputs, outputs, flag,
+/// weights row by row).
+fn historyless_body(net: &NetworkData) -> Vec<u8> {
+    use weft_core::gnn::features::{EDGE_FEATURES, HISTORY, NODE_FEATURES};
+    use weft_weights::format::HISTORYLESS_VERSION;
+    let bytes = net.to_bytes();
+    let kept = |k: &usize| !(HISTORY..HISTORY + 3).contains(k);
+    let mut old = bytes[..44].to_vec();
+    old[8..12].copy_from_slice(&HISTORYLESS_VERSION.to_le_bytes());
+    old[12..16].copy_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
+    for k in (0..NODE_FEATURES).filter(kept) {
+        old.extend_from_slice(&bytes[44 + 8 * k..52 + 8 * k]);
+    }
+    let l1_at = 44 + 8 * (NODE_FEATURES + EDGE_FEATURES + 6);
+    old.extend_from_slice(&bytes[44 + 8 * NODE_FEATURES..l1_at]);
+    old.extend_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
+    old.extend_from_slice(&bytes[l1_at + 4..l1_at + 9]);
+    let outputs = net.mlps.node_enc.l1.outputs;
+    for row in bytes[l1_at + 9..].chunks(NODE_FEATURES).take(outputs) {
+        old.extend(row.iter().enumerate().filter(|(k, _)| kept(k)).map(|(_, w)| w));
+    }
+    old.extend_from_slice(&bytes[l1_at + 9 + NODE_FEATURES * outputs..bytes.len() - 4]);
+    old
+}
+
+/// `net` with nothing on the history: what its file of the layout before
+/// the history reads as.
+fn without_history(net: &NetworkData) -> NetworkData {
+    use weft_core::gnn::features::{HISTORY, NODE_FEATURES};
+    use weft_core::gnn::int8::Input;
+    use weft_weights::format::LinearData;
+    let mut want = net.clone();
+    for k in HISTORY..HISTORY + 3 {
+        want.node_in[k] = Input { offset: 0.0, gain: 0.0 };
+    }
+    let l1 = &want.mlps.node_enc.l1;
+    let mut w = l1.weights.clone();
+    for row in w.chunks_mut(NODE_FEATURES) {
+        row[HISTORY..HISTORY + 3].fill(0);
+    }
+    want.mlps.node_enc.l1 = LinearData::new(l1.inputs, l1.outputs, w, l1.bias.clone(), l1.shift.clone());
+    want
+}
+
+fn with_checksum(mut body: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
 }
 
 /// A file of the version before the history (its node features the first
@@ -325,53 +378,16 @@ fn the_coarse_grain_round_trips_and_older_files_read_without_it() {
 /// the air is now and zero weights on the history.
 #[test]
 fn files_before_the_history_read_their_air_where_it_is_now() {
-    use weft_core::gnn::features::{HISTORY, NODE_FEATURES};
     use weft_core::gnn::int8::Input;
-    use weft_weights::format::{LinearData, HISTORYLESS_VERSION};
+    use weft_weights::format::LinearData;
     let mut net = NetworkData::from_bytes(&committed_file()).unwrap();
     // Every node column its own input scale and non-zero weights.
     net.node_in = core::array::from_fn(|k| Input { offset: 0.01 * k as f32, gain: 1.0 + k as f32 });
     let l1 = &net.mlps.node_enc.l1;
     let w: Vec<i8> = (0..l1.weights.len()).map(|i| ((i % 200) as i32 - 100) as i8 | 1).collect();
     net.mlps.node_enc.l1 = LinearData::new(l1.inputs, l1.outputs, w, l1.bias.clone(), l1.shift.clone());
-    let bytes = net.to_bytes();
-    // The same file in the layout before: version 5, 21 node features, the
-    // history's inputs and weight columns cut out. Byte 44 on: the node
-    // inputs (8 bytes each), edge inputs, outputs, then the node encoder's
-    // first layer (inputs, outputs, flag, weights row by row).
-    let history = HISTORY..HISTORY + 3;
-    let kept = |k: &usize| !history.contains(k);
-    let mut old = bytes[..44].to_vec();
-    old[8..12].copy_from_slice(&HISTORYLESS_VERSION.to_le_bytes());
-    old[12..16].copy_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
-    for k in (0..NODE_FEATURES).filter(kept) {
-        old.extend_from_slice(&bytes[44 + 8 * k..52 + 8 * k]);
-    }
-    let l1_at = 44 + 8 * (NODE_FEATURES + weft_core::gnn::features::EDGE_FEATURES + 6);
-    old.extend_from_slice(&bytes[44 + 8 * NODE_FEATURES..l1_at]);
-    old.extend_from_slice(&(NODE_FEATURES as u32 - 3).to_le_bytes());
-    old.extend_from_slice(&bytes[l1_at + 4..l1_at + 9]);
-    let rows = bytes[l1_at + 9..].chunks(NODE_FEATURES).take(net.mlps.node_enc.l1.outputs);
-    for row in rows {
-        old.extend(row.iter().enumerate().filter(|(k, _)| kept(k)).map(|(_, w)| w));
-    }
-    let rest = l1_at + 9 + NODE_FEATURES * net.mlps.node_enc.l1.outputs;
-    old.extend_from_slice(&bytes[rest..bytes.len() - 4]);
-    let crc = crc32fast::hash(&old);
-    old.extend_from_slice(&crc.to_le_bytes());
-    let read = NetworkData::from_bytes(&old).unwrap();
-    // What it reads: the network with nothing on the history.
-    let mut want = net.clone();
-    for k in history.clone() {
-        want.node_in[k] = Input { offset: 0.0, gain: 0.0 };
-    }
-    let l1 = &want.mlps.node_enc.l1;
-    let mut w = l1.weights.clone();
-    for row in w.chunks_mut(NODE_FEATURES) {
-        row[history.clone()].fill(0);
-    }
-    want.mlps.node_enc.l1 = LinearData::new(l1.inputs, l1.outputs, w, l1.bias.clone(), l1.shift.clone());
-    assert_eq!(read, want);
+    let read = NetworkData::from_bytes(&with_checksum(historyless_body(&net))).unwrap();
+    assert_eq!(read, without_history(&net));
     assert_ne!(read, net, "the test wants weights on the history to lose");
 }
 
