@@ -407,7 +407,7 @@ impl<'a> State<'a> {
     /// change after its correction, which the correction network reads.
     /// The same as [`State::start_velocities`] before the first step, and
     /// on the first step after [`State::set_velocities`] unless
-    /// [`State::set_start_velocities`] gave the ones before.
+    /// [`crate::physics::set_velocities_before`] gave the ones before.
     pub fn previous_start_velocities(&self) -> &[Vec3] {
         self.ws.v_start_prev
     }
@@ -510,10 +510,10 @@ impl<'a> State<'a> {
         Ok(())
     }
     /// Replaces the velocities the last step started from
-    /// ([`State::start_velocities`]): to restore a recorded state between
-    /// its step and its correction, or, after [`State::set_velocities`], to
-    /// give a restarted state the velocities of the frame before (the next
-    /// step's [`State::previous_start_velocities`]). Rejects NaN/inf and
+    /// ([`State::start_velocities`]), to restore a recorded state between
+    /// its step and its correction (a state restarted from a recorded
+    /// frame gets the frame before's by
+    /// [`crate::physics::set_velocities_before`]). Rejects NaN/inf and
     /// wrong lengths.
     pub fn set_start_velocities(&mut self, v: &[Vec3]) -> Result<(), StateError> {
         check(v, self.v.len())?;

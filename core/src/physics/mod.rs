@@ -27,7 +27,7 @@ use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
-use crate::state::{blocks_of, split_blocks, State, Workspace};
+use crate::state::{blocks_of, split_blocks, State, StateError, Workspace};
 use energy::ElasticMemo;
 pub use energy::{elastic, Elastic};
 use stencil::Bending;
@@ -206,6 +206,28 @@ fn wind_push(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], h: f32, scratch: &mu
             *vs += *f * (h / m);
         }
     }
+}
+
+/// Gives a state restarted from a recorded frame (its positions and
+/// velocities set) the velocities of the frame before, `v_before`, as the
+/// step from that frame would have left them
+/// ([`crate::state::State::start_velocities`], the next step's
+/// [`crate::state::State::previous_start_velocities`]): with the wind's
+/// push over that step, at the frame before's velocities and time and the
+/// restart's positions (the frame before's are not known; a frame moves
+/// the triangles the wind meets little), so that the network's history
+/// reads at a restart what it reads in a run. A mesh that is not the
+/// state's, or velocities of the wrong length or not finite, are an error
+/// and leave the state as it was.
+pub fn set_velocities_before(model: &Model, state: &mut State, v_before: &[Vec3]) -> Result<(), StateError> {
+    if state.x.len() != model.mesh.node_count() {
+        return Err(StateError::Length { expected: model.mesh.node_count(), got: state.x.len() });
+    }
+    state.set_start_velocities(v_before)?;
+    let h = model.params.dt;
+    let t = (state.time() - f64::from(h)).max(0.0);
+    wind_push(model, t, state.x, v_before, h, state.ws.f_ext, state.ws.v_start);
+    Ok(())
 }
 
 /// The energy check of a (sub)step. For end-of-step velocities `u`,

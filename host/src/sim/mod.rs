@@ -128,8 +128,9 @@ pub fn run(
 /// A state to start a rollout from instead of the scenario's start: the
 /// positions and velocities of every node at frame `frame` (the clock is
 /// set to it; a BDF2 step starts without history), and the velocities of
-/// the frame before, which the network's history feature reads (`None`:
-/// the same as `v`, no history).
+/// the frame before, which the network's history feature reads
+/// (`weft_core::physics::set_velocities_before`; `None`: the same as `v`,
+/// no history).
 #[derive(Clone, Copy)]
 pub struct Restart<'a> {
     pub x: &'a [Vec3],
@@ -153,10 +154,11 @@ pub fn run_from(
         if let Some(r) = restart {
             state.set_positions(r.x).context("restart positions")?;
             state.set_velocities(r.v).context("restart velocities")?;
-            if let Some(v) = r.v_before {
-                state.set_start_velocities(v).context("restart's velocities of the frame before")?;
-            }
             state.set_steps(r.frame as u64 * scn.time.substeps as u64).context("restart frame")?;
+            if let Some(v) = r.v_before {
+                physics::set_velocities_before(model, &mut state, v)
+                    .context("restart's velocities of the frame before")?;
+            }
         }
         let mut summary = Summary {
             name: scn.name.clone(),
