@@ -236,10 +236,8 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     };
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
-    let around = GraphRef::of(model, state).surroundings(cfg.radius);
-    let (x, v) = (state.positions(), state.velocities());
-    let starts = [state.start_velocities(), state.previous_start_velocities()];
-    features::node_features([x, v, starts[0], starts[1]], state.pinned(), &around, &mut g.nodes);
+    let r = GraphRef::of(model, state);
+    features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
     for f in &mut g.nodes {
         for (k, f) in f.iter_mut().enumerate() {
             if !cfg.reads_node_input(k) {
