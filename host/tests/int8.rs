@@ -37,8 +37,8 @@ struct Trace {
     graphs: Vec<Graph>,
     x: Vec<Vec<Vec3>>,
     v: Vec<Vec<Vec3>>,
-    /// The velocities each state's step started from.
-    v_start: Vec<Vec<Vec3>>,
+    /// The velocities each state's step and the step before started from.
+    v_start: Vec<[Vec<Vec3>; 2]>,
 }
 
 /// Records `states` graphs (every tenth step) of three test-split
@@ -61,7 +61,7 @@ fn record(states: usize) -> Vec<Trace> {
                         graphs.push(graph_of(model, &mut state, &cfg)?);
                         xs.push(state.positions().to_vec());
                         vs.push(state.velocities().to_vec());
-                        starts.push(state.start_velocities().to_vec());
+                        starts.push([state.start_velocities(), state.previous_start_velocities()].map(<[_]>::to_vec));
                     }
                 }
                 Ok(Trace { family, seed, graphs, x: xs, v: vs, v_start: starts })
@@ -80,10 +80,11 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
             let n = model.mesh.node_count();
             let mut ss = VecStateStorage::new(model, 8 * n);
             let mut state = State::new(model, ss.storage()).unwrap();
-            for (((g, x), v), v0) in graphs.iter().zip(xs).zip(vs).zip(v_start) {
+            for (((g, x), v), [v0, v_prev]) in graphs.iter().zip(xs).zip(vs).zip(v_start) {
                 state.set_positions(x).unwrap();
                 state.set_velocities(v).unwrap();
                 state.set_start_velocities(v0).unwrap();
+                state.set_previous_start_velocities(v_prev).unwrap();
                 state.find_pairs(&model.mesh, net.radius, 8 * n).unwrap();
                 let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
                 let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
