@@ -12,6 +12,7 @@
 //! node–node self-contact then act on the end-of-step state. A step either
 //! commits a finite state or leaves the state as it was.
 
+pub mod adjoint;
 pub mod bending;
 pub mod blocks;
 pub mod energy;
@@ -28,6 +29,7 @@ use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::{blocks_of, split_blocks, State, StateError, Workspace};
+pub use adjoint::{step_vjp, VjpError, VjpReport};
 use energy::ElasticMemo;
 pub use energy::{elastic, Elastic};
 use stencil::Bending;
