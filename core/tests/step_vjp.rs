@@ -11,7 +11,7 @@
 //! what the product leaves out ([`weft_core::physics::adjoint`]'s notes).
 mod common;
 use common::*;
-use weft_core::physics::{step, step_vjp};
+use weft_core::physics::{step, step_vjp, Linearisation};
 use weft_core::prelude::*;
 
 /// A start state: positions, velocities.
@@ -46,7 +46,7 @@ fn gradient(model: &Model, state: &mut State, start: &Start, steps: usize, w: &S
     for (k, s) in starts.iter().enumerate().rev() {
         restore(state, s);
         state.set_time(k as f64 * model.params.dt as f64).unwrap();
-        let r = step_vjp(model, state, &mut gx, &mut gv).unwrap();
+        let r = step_vjp(model, state, Linearisation::Exact, &mut gx, &mut gv).unwrap();
         assert!(r.converged, "adjoint solve did not converge: {r:?}");
         split += usize::from(r.split);
     }

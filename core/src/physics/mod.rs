@@ -29,7 +29,7 @@ use crate::math::{Mat3, Vec3};
 use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::{blocks_of, split_blocks, State, StateError, Workspace};
-pub use adjoint::{step_vjp, VjpError, VjpReport};
+pub use adjoint::{step_vjp, Linearisation, VjpError, VjpReport};
 use energy::ElasticMemo;
 pub use energy::{elastic, Elastic};
 use stencil::Bending;

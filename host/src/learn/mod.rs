@@ -1,6 +1,6 @@
 //! The learning floor: the scenario families ([`families`]) and their
 //! fine-reference data ([`dataset`]), the float network and its samples
-//! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`]), int8 quantisation and
+//! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`], [`solver_loss`]: the solver in the loop), int8 quantisation and
 //! export ([`quantize`]), the coarse step fitted to the reference ([`calibrate`]), and evaluation ([`columns`], [`eval`],
 //! [`horizons`], [`metrics`]). It builds on `sim` and `weft-core`; nothing below it
 //! imports it.
@@ -16,4 +16,5 @@ pub mod metrics;
 pub mod quantize;
 pub mod rollout_loss;
 pub mod samples;
+pub mod solver_loss;
 pub mod train;

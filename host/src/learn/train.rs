@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::learn::dataset::{self, Trajectory};
 use crate::learn::families::Rng;
 use crate::learn::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
-use crate::learn::rollout_loss;
 use crate::learn::samples::{draw, picks, samples};
+use crate::learn::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
 fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
@@ -105,6 +105,36 @@ pub struct TrainOptions {
     /// Training steps before the rollout loss starts.
     #[arg(long, default_value_t = 0)]
     pub rollout_after: usize,
+    /// The solver in the loop ([`crate::learn::solver_loss`]): corrected
+    /// rollouts of up to this many frames of the real coarse step, the
+    /// error at every frame trained against (0: off). Starts after
+    /// `--rollout-after`, with `--rollout-samples` rollouts a step.
+    #[arg(long, default_value_t = 0)]
+    pub solver_loss: usize,
+    /// The solver loss's frames start at 2 and double every this many
+    /// training steps up to `--solver-loss` (0: `--solver-loss` from the
+    /// start).
+    #[arg(long, default_value_t = 0)]
+    pub solver_grow: usize,
+    /// Whether a frame's error reaches every earlier correction through
+    /// the step's vector–Jacobian product (`step`) or only the correction
+    /// that made it (`frames`).
+    #[arg(long, value_enum, default_value_t = solver_loss::Through::Step)]
+    pub solver_through: solver_loss::Through,
+    /// The solver loss's weight beside the one-step loss.
+    #[arg(long, default_value_t = 1.0)]
+    pub solver_weight: f32,
+    /// The velocities' weight in the solver loss's per-frame error.
+    #[arg(long, default_value_t = 0.1)]
+    pub solver_v_weight: f32,
+    /// Start from this trained network (its configuration, normaliser and
+    /// weights; the step count starts at 0) instead of a new one.
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// With `--init`: apply the network's position output too (a
+    /// velocity-only network becomes a two-head one).
+    #[arg(long)]
+    pub both_heads: bool,
     /// `--quiet`: no progress bars.
     #[arg(short = 'q', long = "quiet", action = clap::ArgAction::SetFalse)]
     pub progress: bool,
@@ -191,7 +221,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             let tr = acc / acc_n.max(1) as f32;
             log.history.push((step + 1, tr, v));
             bar.set_message(format!("loss {tr:.4} val {v:.4}"));
-            if opts.rollout_loss > 0 && step >= opts.rollout_after {
+            if (opts.rollout_loss > 0 || opts.solver_loss > 0) && step >= opts.rollout_after {
                 log.rollout_losses.push((step + 1, acc_rollout / acc_n.max(1) as f32));
             }
             (acc, acc_n, acc_rollout) = (0.0, 0, 0.0);
@@ -230,6 +260,17 @@ fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: 
         let s = m.meta.steps;
         return Ok((m, s));
     }
+    if let Some(init) = &opts.init {
+        let mut m = Trained::load(init, dev).with_context(|| format!("--init {}", init.display()))?;
+        m.meta.steps = 0;
+        m.meta.gain = 1.0;
+        m.meta.val_rollout = None;
+        if opts.both_heads {
+            m.meta.config.velocity_only = false;
+            m.gnn.cfg.velocity_only = false;
+        }
+        return Ok((m, 0));
+    }
     let picks = picks(train, 256, rng, 1_000_000);
     let mut graphs = samples(train, &picks, &opts.config, opts.noise, None, 0)?;
     augment(&mut graphs, opts.augment, rng);
@@ -262,6 +303,12 @@ fn step_loss(
     let batch = training_batch(opts, train, model, step, rng, dev)?;
     let one_step = model.gnn.loss(&batch)?;
     let one = one_step.to_scalar::<f32>()?;
+    if opts.solver_loss > 0 && step >= opts.rollout_after {
+        let rollouts = solver_batch(opts, train, model, step, rng)?;
+        let extra = solver_loss::solver_loss(&model.gnn, &model.meta.normalizer, &rollouts, dev)?;
+        let r = rollouts.iter().map(|s| s.loss).sum::<f32>() / rollouts.len().max(1) as f32;
+        return Ok(((one_step + (extra * opts.solver_weight as f64)?)?, one, r));
+    }
     if opts.rollout_loss == 0 || step < opts.rollout_after {
         return Ok((one_step, one, 0.0));
     }
@@ -317,6 +364,43 @@ fn rollout_batch(
     let out: Vec<_> = picks
         .par_iter()
         .map(|&(i, t)| rollout_loss::rollout_sample(&train[i], t, k, model))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// The frames of the solver loss's rollouts at training step `step`: 2,
+/// doubling every `--solver-grow` steps after `--rollout-after`, up to
+/// `--solver-loss`.
+pub fn solver_frames(opts: &TrainOptions, step: usize) -> usize {
+    if opts.solver_grow == 0 {
+        return opts.solver_loss;
+    }
+    let doublings = (step.saturating_sub(opts.rollout_after) / opts.solver_grow).min(16) as u32;
+    (2usize << doublings).min(opts.solver_loss)
+}
+
+/// The rollouts of a training step's solver loss: from random frames of
+/// random training trajectories, those that did not fail.
+fn solver_batch(
+    opts: &TrainOptions,
+    train: &[Trajectory],
+    model: &Trained,
+    step: usize,
+    rng: &mut Rng,
+) -> Result<Vec<solver_loss::SolverSample>> {
+    use rayon::prelude::*;
+    let k = solver_frames(opts, step);
+    let scales = solver_loss::Scales::of(&model.meta.normalizer, opts.solver_v_weight);
+    let picks: Vec<(usize, usize)> = (0..opts.rollout_samples)
+        .map(|_| {
+            let (i, t) = draw(train, rng);
+            let last = train[i].x.len().saturating_sub(k + 1).max(1);
+            (i, t % last)
+        })
+        .collect();
+    let out: Vec<_> = picks
+        .par_iter()
+        .map(|&(i, t)| solver_loss::solver_sample(&train[i], t, k, model, opts.solver_through, scales))
         .collect::<Result<Vec<_>>>()?;
     Ok(out.into_iter().flatten().collect())
 }
