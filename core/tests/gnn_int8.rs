@@ -88,6 +88,7 @@ fn network<'a>(layers: &'a Layers, l: usize, rounds: usize, mlps: &'a mut Vec<Ml
             head_v: mlps[3 + 2 * rounds],
         },
         out: core::array::from_fn(|k| Output { scale: 1e-4 * (k + 1) as f32, offset: -0.001 * k as f32 }),
+        guard: true,
     }
 }
 
@@ -116,21 +117,43 @@ fn ref_mlp(m: &Mlp, x: &[i8], old: Option<&[i8]>) -> (Vec<i8>, Vec<i64>) {
 }
 
 /// The forward pass as the method describes it, without optimisations.
-fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
+/// The network's outputs on `g` computed plainly, with the guard's fade
+/// where `guarded`.
+fn reference(net: &Network, g: GraphRef, guarded: bool) -> Vec<[f32; 6]> {
     let n = g.x.len();
     let c = features::centroid(g.x);
     let around = g.surroundings(net.radius);
+    let node_features = |i: usize| {
+        let node = features::NodeState {
+            x: g.x[i],
+            v: g.v[i],
+            v_start: g.v_start[i],
+            v_start_prev: g.v_start_prev[i],
+            pinned: g.pinned[i] != 0,
+        };
+        features::node_feature(node, c, &around)
+    };
+    // The guard: the largest m = |x − offset|·gain over the columns the
+    // node encoder reads; full correction up to 127, (254 − m)/127 above,
+    // none from 254.
+    let l1 = &net.mlps.node_enc.l1;
+    let guard: Vec<f32> = (0..n)
+        .map(|i| {
+            let f = node_features(i);
+            let reach = (0..NODE_FEATURES)
+                .filter(|&k| (0..l1.outputs).any(|o| l1.weights[o * l1.inputs + k] != 0))
+                .map(|k| ((f[k] - net.node_in[k].offset) * net.node_in[k].gain).abs())
+                .fold(0.0f32, f32::max);
+            if reach <= 127.0 {
+                1.0
+            } else {
+                ((254.0 - reach) / 127.0).clamp(0.0, 1.0)
+            }
+        })
+        .collect();
     let mut h: Vec<Vec<i8>> = (0..n)
         .map(|i| {
-            let node = features::NodeState {
-                x: g.x[i],
-                v: g.v[i],
-                v_start: g.v_start[i],
-                v_start_prev: g.v_start_prev[i],
-                pinned: g.pinned[i] != 0,
-            };
-            let f = features::node_feature(node, c, &around);
-            let q: Vec<i8> = f.iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
+            let q: Vec<i8> = node_features(i).iter().zip(&net.node_in).map(|(x, inp)| inp.quantize(*x)).collect();
             ref_mlp(&net.mlps.node_enc, &q, None).0
         })
         .collect();
@@ -166,12 +189,19 @@ fn reference(net: &Network, g: GraphRef) -> Vec<[f32; 6]> {
             .collect();
     }
     h.iter()
-        .map(|hi| {
+        .zip(&guard)
+        .map(|(hi, &f)| {
+            let f = if guarded { f } else { 1.0 };
             let (_, ax) = ref_mlp(&net.mlps.head_x, hi, None);
             let (_, av) = ref_mlp(&net.mlps.head_v, hi, None);
             core::array::from_fn(|k| {
                 let acc = if k < 3 { ax[k] } else { av[k - 3] };
-                acc as i32 as f32 * net.out[k].scale + net.out[k].offset
+                let out = acc as i32 as f32 * net.out[k].scale + net.out[k].offset;
+                if f < 1.0 {
+                    out * f
+                } else {
+                    out
+                }
             })
         })
         .collect()
@@ -225,7 +255,7 @@ fn forward_matches_the_plain_reference() {
             let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
             let g = GraphRef::of(model, state);
             int8::forward(checked, g, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
-            let want = reference(&net, g);
+            let want = reference(&net, g, false);
             // An edge's other direction from the first: the same inputs,
             // where the network's quantisation allows it.
             let inputs = int8::Inputs::new(&net, &g);
@@ -302,9 +332,50 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
         let mut latents = vec![0i8; sizes.latents];
         let report = int8::correct(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
         assert_eq!(report.dynamic_edges, state.pairs().len());
-        assert_ne!(state.positions(), &before[..], "a correction moves the cloth");
         assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");
     });
+}
+
+/// The corrected step's guard: [`int8::correct`] adds the network's
+/// corrections faded by the guard as derived plainly (full where a node's
+/// inputs stay within their calibrated range, none from twice it), and
+/// the guard's three regimes all occur on these states.
+#[test]
+fn the_guard_fades_corrections_as_inputs_leave_their_range() {
+    let mut regimes = [0usize; 3];
+    for (seed, scale) in [(77u64, 1.0f32), (78, 0.5), (79, 0.4), (80, 0.3), (81, 0.25), (82, 0.1)] {
+        let mut rng = Rng(seed);
+        let layers = random_layers(&mut rng, 4, 1);
+        let mut mlps = Vec::new();
+        let built = network(&layers, 4, 1, &mut mlps, false);
+        // Narrower input gains: more of the cloth within range.
+        let net = Network { node_in: built.node_in.map(|i| Input { gain: i.gain * scale, ..i }), ..built };
+        let checked = net.check().unwrap();
+        cloth_state(&mut rng, |model, state| {
+            state.find_pairs(&model.mesh, net.radius, 64).unwrap();
+            let before = state.positions().to_vec();
+            let want = reference(&net, GraphRef::of(model, state), true);
+            let plain = reference(&net, GraphRef::of(model, state), false);
+            let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
+            let mut latents = vec![0i8; sizes.latents];
+            int8::correct(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
+            for (i, (x, w)) in state.positions().iter().zip(&want).enumerate() {
+                let free = state.pinned()[i] == 0;
+                let dx = if free { Vec3::new(w[0], w[1], w[2]) } else { Vec3::ZERO };
+                assert_eq!(*x, before[i] + dx, "seed {seed}, node {i}");
+                let p = &plain[i];
+                regimes[if w == p {
+                    0
+                } else if w.iter().all(|&c| c == 0.0) {
+                    2
+                } else {
+                    1
+                }] += usize::from(free && p.iter().any(|&c| c != 0.0));
+            }
+        });
+    }
+    println!("nodes corrected in full, faded, not at all: {regimes:?}");
+    assert!(regimes.iter().all(|&r| r > 0), "each regime occurs: {regimes:?}");
 }
 
 /// The input quantisation is `round((x − offset)·gain)` half away from

@@ -96,6 +96,10 @@ enum Command {
         /// floor (`weft floors`), with device cost (eval/horizons.json).
         #[arg(long)]
         horizons: bool,
+        /// The int8 column without the do-no-harm guard
+        /// (`weft_core::gnn::int8::GUARD_START`), to measure it.
+        #[arg(long)]
+        no_guard: bool,
         #[arg(short, long, default_value = "eval")]
         out: PathBuf,
     },
@@ -171,6 +175,18 @@ enum Command {
         /// With `--int8`: `weft quantize --clip`.
         #[arg(long, default_value_t = 0.0)]
         clip: f32,
+    },
+    /// Which network ships: each arm's mean over its seeds of `weft gain`'s
+    /// chosen error × plain (int8, validation, horizon 10 under the guards),
+    /// against the shipped network's; an arm ships only with two seeds or
+    /// more and a lower mean.
+    Select {
+        /// The shipped network's `weft gain` report.
+        #[arg(long, default_value = "weights/gain.txt")]
+        baseline: PathBuf,
+        /// Arms as NAME=RUN,RUN… (run folders holding gain.txt).
+        #[arg(required = true)]
+        arms: Vec<weft_host::learn::select::Arm>,
     },
     /// Quantise a trained float model to int8 (calibrated on training
     /// samples) and write the model file that weft-weights bakes in.
@@ -264,7 +280,10 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", fit.report());
         }
         Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
-        Command::Eval { scenario, split, data, model, int8, steps, horizons, out } => {
+        Command::Eval { scenario, split, data, model, int8, steps, horizons, no_guard, out } => {
+            if no_guard {
+                weft_host::sim::corrector::unguarded();
+            }
             let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };
             let source = match scenario {
                 Some(path) => eval::Source::Scenario(path),
@@ -274,6 +293,10 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(report) = report {
                 weft_host::view::plot::plot(&report, &out.join("rmse.png"))?;
             }
+            print!("{text}");
+        }
+        Command::Select { baseline, arms } => {
+            let (text, _) = weft_host::learn::select::select(&baseline, &arms)?;
             print!("{text}");
         }
         Command::Demo { out, int8, seed, data } => {

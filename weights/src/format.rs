@@ -225,6 +225,7 @@ impl NetworkData {
                 head_v: self.mlps.head_v.view(),
             },
             out: self.out,
+            guard: true,
         }
     }
 
@@ -437,7 +438,7 @@ impl NetworkData {
             s,
             "/// The baked network.\npub static NETWORK: Network<'static> = Network {{ latent: {}, radius: {:?}, \
              coarse: CoarseGrain {{ stretch: {:?}, compression: {:?}, taut: {:?} }}, node_in: {}, edge_in: {}, mlps: Parts {{ node_enc: {}, edge_enc: {}, edge_mlp: &EDGE_MLP, \
-             node_mlp: &NODE_MLP, head_x: {}, head_v: {} }}, out: [{}] }};",
+             node_mlp: &NODE_MLP, head_x: {}, head_v: {} }}, out: [{}], guard: true }};",
             self.latent,
             self.radius,
             self.coarse.stretch,

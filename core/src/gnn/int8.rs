@@ -778,6 +778,38 @@ impl Input {
     }
 }
 
+impl Input {
+    /// How far `x` lies out, in quantised units: `|x − offset| · gain`
+    /// (127 at the largest magnitude the calibration saw, which quantises
+    /// to ±127; NaN for NaN).
+    #[inline]
+    pub fn reach(self, x: f32) -> f32 {
+        libm::fabsf((x - self.offset) * self.gain)
+    }
+}
+
+/// The do-no-harm guard: a node whose largest input reach `m`
+/// ([`Input::reach`], over the node inputs its encoder reads) exceeds
+/// [`GUARD_START`] (127, the calibrated range) gets its correction times
+/// `(GUARD_END − m) / (GUARD_END − GUARD_START)`, none from [`GUARD_END`]
+/// (twice the range) and none for a non-finite input. The calibrated
+/// range is that of the training samples the network was quantised on,
+/// so a node inside it is corrected as trained; an impact faster than any
+/// in training, a material, wind or pin set the families lack leave it,
+/// and the step the network corrects is left alone there.
+pub const GUARD_START: f32 = 127.0;
+/// See [`GUARD_START`].
+pub const GUARD_END: f32 = 254.0;
+
+/// The guard's factor on a correction at input reach `m`.
+#[inline]
+pub fn guard_factor(m: f32) -> f32 {
+    if !(m > GUARD_START) {
+        return if m.is_nan() { 0.0 } else { 1.0 };
+    }
+    ((GUARD_END - m) / (GUARD_END - GUARD_START)).clamp(0.0, 1.0)
+}
+
 /// One decoder output in physical units: `Δ = acc · scale + offset`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Output {
@@ -802,6 +834,10 @@ pub struct Network<'a> {
     pub mlps: Parts<Mlp<'a>, &'a [Mlp<'a>]>,
     /// Δx (3) then Δv (3).
     pub out: [Output; 6],
+    /// The do-no-harm guard ([`GUARD_START`]) on the corrections
+    /// [`infer`] leaves: on in every network a file or the build script
+    /// makes; off only to measure what it does.
+    pub guard: bool,
 }
 
 /// Why the network cannot run.
@@ -1252,6 +1288,39 @@ pub fn forward_probed(
     Ok(())
 }
 
+/// The do-no-harm guard ([`GUARD_START`]) on corrections `dx`, `dv` that
+/// [`forward`] made on `g`: [`infer`] applies it.
+pub fn guard(net: Checked, g: &GraphRef, dx: &mut [Vec3], dv: &mut [Vec3]) -> Result<(), GnnError> {
+    let net = net.network();
+    if dx.len() != g.x.len() || dv.len() != g.x.len() {
+        return Err(GnnError::MeshMismatch);
+    }
+    let inputs = Inputs::new(net, g);
+    let read = read_columns(&net.mlps.node_enc.l1);
+    for (i, (x, v)) in dx.iter_mut().zip(dv.iter_mut()).enumerate() {
+        let f = guard_factor(inputs.node_reach(i, read)?);
+        if f < 1.0 {
+            *x = *x * f;
+            *v = *v * f;
+        }
+    }
+    Ok(())
+}
+
+/// The input columns a first layer reads (a nonzero weight in some row),
+/// as bits.
+fn read_columns(l1: &Linear) -> u32 {
+    let mut read = 0u32;
+    for row in l1.weights.chunks_exact(l1.inputs.max(1)) {
+        for (k, &w) in row.iter().enumerate().take(32) {
+            if w != 0 {
+                read |= 1 << k;
+            }
+        }
+    }
+    read
+}
+
 /// Node and edge features, quantised, through the encoders into the node
 /// latents `h` and edge latents `e`; counts each node's incoming edges.
 fn encode(
@@ -1354,6 +1423,30 @@ impl<'n, 'g> Inputs<'n, 'g> {
             *q = inp.quantize(x);
         }
         Ok(q)
+    }
+
+    /// Node `i`'s largest input reach ([`Input::reach`]) over the columns
+    /// whose bits `read` sets; NaN for a non-finite input.
+    pub fn node_reach(&self, i: usize, read: u32) -> Result<f32, GnnError> {
+        let g = self.g;
+        let (Some(&x), Some(&v), Some(&v_start), Some(&v_start_prev), Some(&pinned)) =
+            (g.x.get(i), g.v.get(i), g.v_start.get(i), g.v_start_prev.get(i), g.pinned.get(i))
+        else {
+            return Err(GnnError::MeshMismatch);
+        };
+        let node = features::NodeState { x, v, v_start, v_start_prev, pinned: pinned != 0 };
+        let f = features::node_feature(node, self.centroid, &self.around);
+        let mut reach = 0.0f32;
+        for (k, (&x, inp)) in f.iter().zip(&self.net.node_in).enumerate() {
+            if read & (1 << k) != 0 {
+                let r = inp.reach(x);
+                if r.is_nan() {
+                    return Ok(f32::NAN);
+                }
+                reach = reach.max(r);
+            }
+        }
+        Ok(reach)
     }
 
     /// Directed edge `k`'s ends and features, quantised (static edges
@@ -1546,7 +1639,11 @@ pub fn infer_probed(
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
     let g = GraphRef::in_model(model, [loan.x, loan.v, loan.v_start, loan.v_start_prev], loan.pinned, loan.pairs, time);
-    forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)
+    forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)?;
+    if net.network().guard {
+        guard(net, &g, loan.dx, loan.dv)?;
+    }
+    Ok(())
 }
 
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite

@@ -125,8 +125,9 @@ pub enum Source {
 
 /// The trajectories `source` names: a split of the data set in `data`, or a
 /// scenario file with its fine reference simulated here (`steps` frames, by
-/// default its own).
-fn trajectories(source: &Source, data: &Path, steps: Option<usize>) -> Result<Vec<Trajectory>> {
+/// default its own), or read from `out/reference.safetensors` where an
+/// earlier run wrote the same scenario's (with the same refinement).
+fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) -> Result<Vec<Trajectory>> {
     let trajs = match source {
         Source::Scenario(path) => {
             let mut scn = Scenario::load(path)?;
@@ -137,17 +138,28 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>) -> Result<Ve
             for w in crate::learn::dataset::outside_training(&scn, &spec) {
                 eprintln!("warning: {}: {w}", path.display());
             }
-            let (x, v, secs) =
-                crate::learn::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-            vec![Trajectory {
-                scenario: scn,
-                family: crate::learn::families::Family::Hang,
-                seed: 0,
-                split: "scenario".into(),
-                x,
-                v,
-                fine_seconds: secs,
-            }]
+            let cache = out.join("reference.safetensors");
+            let cached = crate::learn::dataset::read_trajectory(&cache).ok().filter(|t| t.scenario == scn);
+            let t = match cached {
+                Some(t) => t,
+                None => {
+                    let (x, v, secs) =
+                        crate::learn::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+                    let t = Trajectory {
+                        scenario: scn,
+                        family: crate::learn::families::Family::Hang,
+                        seed: 0,
+                        split: "scenario".into(),
+                        x,
+                        v,
+                        fine_seconds: secs,
+                    };
+                    std::fs::create_dir_all(out)?;
+                    crate::learn::dataset::write_trajectory(&cache, &t, &spec)?;
+                    t
+                }
+            };
+            vec![t]
         }
         Source::Split(split) => crate::learn::dataset::load_split(data, Some(split))?,
     };
@@ -184,7 +196,7 @@ pub fn command(
         None
     };
     let int8 = int8.map(crate::learn::quantize::load).transpose()?;
-    let trajs = trajectories(source, data, steps)?;
+    let trajs = trajectories(source, data, steps, out)?;
     if horizons {
         let name = matches!(source, Source::Scenario(_)).then_some("scenario");
         let rep = crate::learn::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;

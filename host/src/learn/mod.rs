@@ -16,5 +16,6 @@ pub mod metrics;
 pub mod quantize;
 pub mod rollout_loss;
 pub mod samples;
+pub mod select;
 pub mod solver_loss;
 pub mod train;

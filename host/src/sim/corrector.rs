@@ -60,11 +60,24 @@ pub struct Int8<'n> {
     pub net: &'n NetworkData,
     views: Views<'n>,
     latents: Vec<i8>,
+    /// The do-no-harm guard ([`weft_core::gnn::int8::GUARD_START`]): on
+    /// unless [`unguarded`] turned it off for the process.
+    pub guard: bool,
+}
+
+/// Whether new [`Int8`] correctors run without the guard.
+static UNGUARDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the guard off in every [`Int8`] made from now on (`weft eval
+/// --no-guard`, to measure what the guard does).
+pub fn unguarded() {
+    UNGUARDED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl<'n> Int8<'n> {
     pub fn new(net: &'n NetworkData) -> Int8<'n> {
-        Int8 { net, views: net.views(), latents: Vec::new() }
+        let guard = !UNGUARDED.load(std::sync::atomic::Ordering::Relaxed);
+        Int8 { net, views: net.views(), latents: Vec::new(), guard }
     }
 }
 
@@ -83,7 +96,7 @@ impl Corrector for Int8<'_> {
         let mut scratch = Scratch { latents: &mut self.latents };
         // Checking is a pass over the layers' shapes and requantisation
         // constants (no allocation), small beside the forward.
-        let network = self.net.network(&self.views);
+        let network = weft_core::gnn::int8::Network { guard: self.guard, ..self.net.network(&self.views) };
         let report = network
             .check()
             .and_then(|net| weft_core::step::step2(model, state, net, &mut scratch))
