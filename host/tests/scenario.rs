@@ -18,10 +18,8 @@ fn err(text: &str) -> String {
 
 #[test]
 fn shipped_scenarios_parse_and_run_a_few_frames() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut n = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
+    for path in scenario_files() {
         let mut scn = Scenario::load(&path).unwrap();
         scn.time.steps = 3;
         let s = sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, _| Ok(())).unwrap();
@@ -29,7 +27,53 @@ fn shipped_scenarios_parse_and_run_a_few_frames() {
         assert!(s.frames.iter().all(|f| f.energy.total.is_finite()), "{}", path.display());
         n += 1;
     }
-    assert!(n >= 4, "expected the four example scenarios");
+    assert!(n >= 12, "expected the example scenarios and the eight outside the families");
+}
+
+/// Every scenario file shipped: the examples, then the scenes outside the
+/// training families.
+fn scenario_files() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files = Vec::new();
+    for d in [dir.clone(), dir.join("outside")] {
+        let mut here: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        here.sort();
+        files.extend(here);
+    }
+    files
+}
+
+/// The training envelope: every family's scenarios lie inside it; the
+/// scenes outside the families that change the material, the wind or the
+/// pins lie outside (and run plain under a guarded corrector), the ones
+/// that only move faster or land otherwise inside (the per-node guard's).
+#[test]
+fn the_envelope_holds_the_families_and_names_what_leaves_it() {
+    use weft_host::learn::families::{scenario, Family};
+    for family in [Family::Hang, Family::Drape, Family::Fold, Family::Line] {
+        for seed in 0..40 {
+            let scn = scenario(family, seed, 16, 10, 1.0 / 60.0);
+            assert_eq!(scn.outside_envelope(), Vec::<String>::new(), "{family:?} seed {seed}");
+        }
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/outside");
+    let outside = |name: &str| Scenario::load(&dir.join(format!("{name}.toml"))).unwrap().outside_envelope();
+    for (name, why) in [
+        ("heavy_canvas", "material.density"),
+        ("silk_one_corner", "material.stretch"),
+        ("center_pin", "pin set"),
+        ("gale", "wind"),
+    ] {
+        let reasons = outside(name);
+        assert!(reasons.iter().any(|r| r.contains(why)), "{name}: {reasons:?}");
+    }
+    for name in ["impact_at_pins", "fast_drop_sphere", "edge_first_bar", "spinning_drop"] {
+        assert_eq!(outside(name), Vec::<String>::new(), "{name}");
+    }
 }
 
 #[test]

@@ -68,13 +68,7 @@ impl Rng {
 }
 
 /// The material ranges of the families, `(key, low, high)`.
-pub const MATERIAL_RANGES: [(&str, f32, f32); 5] = [
-    ("material.density", 0.1, 0.5),
-    ("material.stretch", 500.0, 3000.0),
-    ("material.poisson", 0.2, 0.4),
-    ("material.bending", 4e-6, 1e-4),
-    ("material.compression", 0.05, 0.05),
-];
+pub use crate::sim::scenario::MATERIAL_RANGES;
 
 /// From light cotton to heavy canvas: density, stretch and bending drawn
 /// log-uniformly within [`MATERIAL_RANGES`].

@@ -25,6 +25,12 @@ pub trait Corrector {
     fn coarse_grain(&self) -> CoarseGrain {
         CoarseGrain::NONE
     }
+    /// Whether this corrector keeps to the training envelope
+    /// ([`crate::sim::scenario::Scenario::outside_envelope`]): a scene
+    /// outside it runs the plain step (no grain, no correction).
+    fn guarded(&self) -> bool {
+        false
+    }
 }
 
 /// The plain coarse cloth: no correction.
@@ -87,6 +93,9 @@ impl Corrector for Int8<'_> {
     }
     fn coarse_grain(&self) -> CoarseGrain {
         self.net.coarse
+    }
+    fn guarded(&self) -> bool {
+        self.guard
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         let sizes = ScratchSizes::new(model.mesh.counts(), self.pairs(model.mesh.node_count()), self.net.latent);

@@ -75,6 +75,10 @@ pub struct Summary {
     pub energy_rose: u64,
     /// Dynamic edges the network saw, summed over steps (0 uncorrected).
     pub dynamic_edges: u64,
+    /// Why the scene lies outside the training envelope, where a guarded
+    /// corrector then ran the plain step ([`Scenario::outside_envelope`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outside_envelope: Vec<String>,
     /// Why the run stopped before its last frame (`frames` holds every
     /// frame before it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -147,7 +151,10 @@ pub fn run_from(
     corrector: &mut dyn Corrector,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
-    scn.with_grained_model(corrector.coarse_grain(), |model| {
+    // A guarded corrector outside the training envelope: the plain step.
+    let outside = if corrector.guarded() { scn.outside_envelope() } else { Vec::new() };
+    let grain = if outside.is_empty() { corrector.coarse_grain() } else { CoarseGrain::NONE };
+    scn.with_grained_model(grain, |model| {
         let net_pairs = corrector.pairs(model.mesh.node_count());
         let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
         let mut state = scn.start(model, &mut storage)?;
@@ -166,6 +173,7 @@ pub fn run_from(
             triangles: model.mesh.triangles().len(),
             dt: scn.time.dt,
             substeps: scn.time.substeps,
+            outside_envelope: outside.clone(),
             ..Summary::default()
         };
         let bar = crate::progress_bar(scn.time.steps as u64, "frames", progress && scn.time.steps >= 50);
@@ -180,7 +188,9 @@ pub fn run_from(
                     at = (frame, sub);
                     let r = physics::step(model, &mut state)?;
                     reports.push(r);
-                    summary.dynamic_edges += corrector.correct(model, &mut state)? as u64;
+                    if outside.is_empty() {
+                        summary.dynamic_edges += corrector.correct(model, &mut state)? as u64;
+                    }
                 }
                 summary.frames.push(frame_summary(frame, model, &state, &reports));
                 on_frame(frame, model, &state)?;

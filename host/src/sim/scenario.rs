@@ -39,6 +39,66 @@ pub struct Scenario {
     pub output: OutputSpec,
 }
 
+/// The training families' material ranges, `(key, low, high)`
+/// (`learn::families` draws within them).
+pub const MATERIAL_RANGES: [(&str, f32, f32); 5] = [
+    ("material.density", 0.1, 0.5),
+    ("material.stretch", 500.0, 3000.0),
+    ("material.poisson", 0.2, 0.4),
+    ("material.bending", 4e-6, 1e-4),
+    ("material.compression", 0.05, 0.05),
+];
+
+/// The fastest mean wind of the training families (m/s; the line family's
+/// gusts, with up to 0.3 m/s of rise).
+pub const WIND_SPEED_MAX: f32 = 6.0;
+
+/// The pin regions the training families hold the cloth by.
+pub const PIN_REGIONS: [&str; 6] =
+    ["corners:top", "edge:top", "corner:top-left", "corner:top-right", "edge:left", "corners:bottom"];
+
+/// The step the network corrects (s): one a frame at 60 frames a second.
+pub const NETWORK_DT: f32 = 1.0 / 60.0;
+
+impl Scenario {
+    /// Why this scene lies outside the envelope the correction network was
+    /// trained in (none: inside): a material outside the families' ranges,
+    /// a wind faster than theirs, pins not held by one of their regions, a
+    /// time step other than the network's or more than one step a frame.
+    /// A guarded corrector runs such a scene as the plain step: there the
+    /// coarse step's fitted membrane alone was up to 5.6× plain's error at
+    /// 50 frames (`docs/learning.md`), more than any correction can hide.
+    pub fn outside_envelope(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let m = &self.material;
+        for ((key, lo, hi), v) in
+            MATERIAL_RANGES.into_iter().zip([m.density, m.stretch, m.poisson, m.bending, m.compression])
+        {
+            if !(lo * 0.999..=hi * 1.001).contains(&v) {
+                out.push(format!("{key} is {v}; the network was trained on {lo} to {hi}"));
+            }
+        }
+        if let Some(w) = &self.wind {
+            let speed = Vec3::from_array(w.velocity).norm();
+            if !(speed <= WIND_SPEED_MAX * 1.001) {
+                out.push(format!("the wind's speed is {speed} m/s; the network was trained up to {WIND_SPEED_MAX}"));
+            }
+        }
+        for p in &self.pins {
+            if !p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)) || p.nodes.is_some() {
+                out.push("a pin set no training family has (pins by node, or another region)".into());
+            }
+        }
+        if (self.time.dt - NETWORK_DT).abs() > 1e-6 * NETWORK_DT || self.time.substeps != 1 {
+            out.push(format!(
+                "{} step(s) of {} s a frame; the network corrects one of {NETWORK_DT} s",
+                self.time.substeps, self.time.dt
+            ));
+        }
+        out
+    }
+}
+
 fn default_gravity() -> [f32; 3] {
     [0.0, -9.81, 0.0]
 }
