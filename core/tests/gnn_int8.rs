@@ -133,8 +133,7 @@ fn reference(net: &Network, g: GraphRef, guarded: bool) -> Vec<[f32; 6]> {
         };
         features::node_feature(node, c, &around)
     };
-    // The guard: the largest m = |x − offset|·gain over the motion columns
-    // (velocity 0–2, velocity change 15–17, history 18–20, air 21–23) the
+    // The guard: the largest m = |x − offset|·gain over the columns the
     // node encoder reads; full correction up to 127, (254 − m)/127 above,
     // none from 254.
     let l1 = &net.mlps.node_enc.l1;
@@ -142,7 +141,6 @@ fn reference(net: &Network, g: GraphRef, guarded: bool) -> Vec<[f32; 6]> {
         .map(|i| {
             let f = node_features(i);
             let reach = (0..NODE_FEATURES)
-                .filter(|&k| k < 3 || (15..24).contains(&k))
                 .filter(|&k| (0..l1.outputs).any(|o| l1.weights[o * l1.inputs + k] != 0))
                 .map(|k| ((f[k] - net.node_in[k].offset) * net.node_in[k].gain).abs())
                 .fold(0.0f32, f32::max);

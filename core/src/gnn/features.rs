@@ -47,12 +47,6 @@ use crate::model::{Collider, Material, Wind};
 
 pub const NODE_FEATURES: usize = 24;
 pub const EDGE_FEATURES: usize = 10;
-
-/// The node inputs that tell motion (bits by column): the velocity (0–2),
-/// the step's velocity change (15–17), the history (18–20) and the air's
-/// velocity (21–23); what the do-no-harm guard watches
-/// ([`crate::gnn::int8::GUARD_START`]).
-pub const MOTION_COLUMNS: u32 = 0b111 | (0b1_1111_1111 << 15);
 /// The edge features that turn over with the edge's direction (the rest
 /// and current directions); the others (lengths, the dynamic flag, the
 /// strain) are the same both ways. Exactly: `x_s − x_r` is `−(x_r − x_s)`

@@ -789,18 +789,16 @@ impl Input {
 }
 
 /// The do-no-harm guard: a node whose largest input reach `m`
-/// ([`Input::reach`], over the motion inputs its encoder reads,
-/// [`features::MOTION_COLUMNS`]) exceeds
+/// ([`Input::reach`], over the node inputs its encoder reads) exceeds
 /// [`GUARD_START`] (127, the calibrated range) gets its correction times
 /// `(GUARD_END − m) / (GUARD_END − GUARD_START)`, none from [`GUARD_END`]
 /// (twice the range) and none for a non-finite input. The calibrated
 /// range is that of the training samples the network was quantised on,
-/// so a node inside it is corrected as trained; where an impact, a kick or
-/// a wind moves it faster than anything in training, the step the network
-/// corrects is left alone. The material's inputs are not watched: on a
-/// canvas stiffer and heavier than any in training the unguarded network
-/// still halved plain's error over the run, and the guard on them took that
-/// away (`docs/learning.md`).
+/// so a node inside it is corrected as trained; where an impact, a kick,
+/// a wind or a collider takes it where training never went, the step the
+/// network corrects is left alone. (A scene whose material, wind or pins
+/// lie outside the families' is the host's to catch before it starts:
+/// `weft_host::sim::scenario::Scenario::outside_envelope`.)
 pub const GUARD_START: f32 = 127.0;
 /// See [`GUARD_START`].
 pub const GUARD_END: f32 = 254.0;
@@ -1300,7 +1298,7 @@ pub fn guard(net: Checked, g: &GraphRef, dx: &mut [Vec3], dv: &mut [Vec3]) -> Re
         return Err(GnnError::MeshMismatch);
     }
     let inputs = Inputs::new(net, g);
-    let read = read_columns(&net.mlps.node_enc.l1) & features::MOTION_COLUMNS;
+    let read = read_columns(&net.mlps.node_enc.l1);
     for (i, (x, v)) in dx.iter_mut().zip(dv.iter_mut()).enumerate() {
         let f = guard_factor(inputs.node_reach(i, read)?);
         if f < 1.0 {
