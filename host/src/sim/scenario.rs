@@ -57,13 +57,17 @@ pub const WIND_SPEED_MAX: f32 = 6.0;
 pub const PIN_REGIONS: [&str; 6] =
     ["corners:top", "edge:top", "corner:top-left", "corner:top-right", "edge:left", "corners:bottom"];
 
+/// The radii of the training families' spheres and capsules (m).
+pub const COLLIDER_RADII: (f32, f32) = (0.15, 0.35);
+
 /// The step the network corrects (s): one a frame at 60 frames a second.
 pub const NETWORK_DT: f32 = 1.0 / 60.0;
 
 impl Scenario {
     /// Why this scene lies outside the envelope the correction network was
     /// trained in (none: inside): a material outside the families' ranges,
-    /// a wind faster than theirs, pins not held by one of their regions, a
+    /// a wind faster than theirs, a sphere or capsule thinner or thicker
+    /// than theirs, pins not held by one of their regions, a
     /// time step other than the network's or more than one step a frame.
     /// A guarded corrector runs such a scene as the plain step: there the
     /// coarse step's fitted membrane alone was up to 5.6× plain's error at
@@ -82,6 +86,12 @@ impl Scenario {
             let speed = Vec3::from_array(w.velocity).norm();
             if !(speed <= WIND_SPEED_MAX * 1.001) {
                 out.push(format!("the wind's speed is {speed} m/s; the network was trained up to {WIND_SPEED_MAX}"));
+            }
+        }
+        for c in &self.colliders {
+            let (lo, hi) = COLLIDER_RADII;
+            if let Some(r) = c.radius.filter(|&r| !(lo * 0.999..=hi * 1.001).contains(&r)) {
+                out.push(format!("a collider of radius {r} m; the network was trained on {lo} to {hi}"));
             }
         }
         for p in &self.pins {
