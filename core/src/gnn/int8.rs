@@ -1252,6 +1252,22 @@ pub fn forward_probed(
     dv: &mut [Vec3],
     probe: &mut impl Probe,
 ) -> Result<(), GnnError> {
+    forward_guarded(net, g, latents, sums, [dx, dv], false, probe)
+}
+
+/// [`forward_probed`], with the do-no-harm guard ([`GUARD_START`]) where
+/// `guarded`: each node's factor is taken from the inputs its encoder
+/// reads (kept in `dx` until the heads overwrite it) and applied to its
+/// corrections.
+fn forward_guarded(
+    net: Checked,
+    g: GraphRef,
+    latents: &mut [i8],
+    sums: &mut [i32],
+    [dx, dv]: [&mut [Vec3]; 2],
+    guarded: bool,
+    probe: &mut impl Probe,
+) -> Result<(), GnnError> {
     let net = net.network();
     let n = g.mesh.node_count();
     if g.x.len() != n || g.v.len() != n || g.pinned.len() != n || dx.len() != n || dv.len() != n {
@@ -1278,7 +1294,7 @@ pub fn forward_probed(
 
     let mut w = Work { acc: [0; MAX_LATENT], hidden: [0; MAX_LATENT], packed: [0; MAX_LATENT] };
     probe.enter(Stage::Encoders);
-    encode(net, &g, h, e, degree, &mut w)?;
+    encode(net, &g, h, e, degree, guarded.then_some(&mut *dx), &mut w)?;
     for (round, (em, nm)) in net.mlps.rounds_iter().enumerate() {
         probe.enter(Stage::EdgeUpdate(round as u8));
         edge_update(em, &g, l, h, e, [&mut *ps, &mut *pr], &mut w)?;
@@ -1286,26 +1302,7 @@ pub fn forward_probed(
         node_update(nm, &g, l, h, e, ps, degree, &mut w)?;
     }
     probe.enter(Stage::Heads);
-    decode(net, h, dx, dv, &mut w);
-    Ok(())
-}
-
-/// The do-no-harm guard ([`GUARD_START`]) on corrections `dx`, `dv` that
-/// [`forward`] made on `g`: [`infer`] applies it.
-pub fn guard(net: Checked, g: &GraphRef, dx: &mut [Vec3], dv: &mut [Vec3]) -> Result<(), GnnError> {
-    let net = net.network();
-    if dx.len() != g.x.len() || dv.len() != g.x.len() {
-        return Err(GnnError::MeshMismatch);
-    }
-    let inputs = Inputs::new(net, g);
-    let read = read_columns(&net.mlps.node_enc.l1);
-    for (i, (x, v)) in dx.iter_mut().zip(dv.iter_mut()).enumerate() {
-        let f = guard_factor(inputs.node_reach(i, read)?);
-        if f < 1.0 {
-            *x = *x * f;
-            *v = *v * f;
-        }
-    }
+    decode(net, h, dx, dv, guarded, &mut w);
     Ok(())
 }
 
@@ -1331,14 +1328,19 @@ fn encode(
     h: &mut [i8],
     e: &mut [i8],
     degree: &mut [i32],
+    mut guard: Option<&mut [Vec3]>,
     w: &mut Work,
 ) -> Result<(), GnnError> {
     let l = net.latent;
     let inputs = Inputs::new(net, g);
     let ready = net.mlps.node_enc.ready();
     let fused = net.mlps.node_enc.fused(NODE_FEATURES);
+    let read = read_columns(&net.mlps.node_enc.l1);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
-        let x = inputs.node(i)?;
+        let (x, reach) = inputs.node_and_reach(i, read)?;
+        if let Some(factor) = guard.as_deref_mut().and_then(|f| f.get_mut(i)) {
+            *factor = Vec3::new(guard_factor(reach), 0.0, 0.0);
+        }
         if !fused.as_ref().is_some_and(|f| f.run(&x, None, w, hi)) {
             net.mlps.node_enc.run(&ready, &x, w, hi);
         }
@@ -1412,6 +1414,14 @@ impl<'n, 'g> Inputs<'n, 'g> {
     /// Node `i`'s features, quantised.
     #[inline(always)]
     pub fn node(&self, i: usize) -> Result<[i8; NODE_FEATURES], GnnError> {
+        Ok(self.node_and_reach(i, 0)?.0)
+    }
+
+    /// Node `i`'s features, quantised, and their largest reach
+    /// ([`Input::reach`]) over the columns whose bits `read` sets (NaN
+    /// for a non-finite input).
+    #[inline(always)]
+    pub fn node_and_reach(&self, i: usize, read: u32) -> Result<([i8; NODE_FEATURES], f32), GnnError> {
         let g = self.g;
         let (Some(&x), Some(&v), Some(&v_start), Some(&v_start_prev), Some(&pinned)) =
             (g.x.get(i), g.v.get(i), g.v_start.get(i), g.v_start_prev.get(i), g.pinned.get(i))
@@ -1421,34 +1431,16 @@ impl<'n, 'g> Inputs<'n, 'g> {
         let node = features::NodeState { x, v, v_start, v_start_prev, pinned: pinned != 0 };
         let f = features::node_feature(node, self.centroid, &self.around);
         let mut q = [0i8; NODE_FEATURES];
-        for ((q, &x), inp) in q.iter_mut().zip(&f).zip(&self.net.node_in) {
-            *q = inp.quantize(x);
-        }
-        Ok(q)
-    }
-
-    /// Node `i`'s largest input reach ([`Input::reach`]) over the columns
-    /// whose bits `read` sets; NaN for a non-finite input.
-    pub fn node_reach(&self, i: usize, read: u32) -> Result<f32, GnnError> {
-        let g = self.g;
-        let (Some(&x), Some(&v), Some(&v_start), Some(&v_start_prev), Some(&pinned)) =
-            (g.x.get(i), g.v.get(i), g.v_start.get(i), g.v_start_prev.get(i), g.pinned.get(i))
-        else {
-            return Err(GnnError::MeshMismatch);
-        };
-        let node = features::NodeState { x, v, v_start, v_start_prev, pinned: pinned != 0 };
-        let f = features::node_feature(node, self.centroid, &self.around);
         let mut reach = 0.0f32;
-        for (k, (&x, inp)) in f.iter().zip(&self.net.node_in).enumerate() {
+        for (k, ((q, &x), inp)) in q.iter_mut().zip(&f).zip(&self.net.node_in).enumerate() {
+            *q = inp.quantize(x);
             if read & (1 << k) != 0 {
                 let r = inp.reach(x);
-                if r.is_nan() {
-                    return Ok(f32::NAN);
-                }
-                reach = reach.max(r);
+                // NaN stays: the guard's factor for it is 0.
+                reach = if r.is_nan() || reach.is_nan() { f32::NAN } else { reach.max(r) };
             }
         }
-        Ok(reach)
+        Ok((q, reach))
     }
 
     /// Directed edge `k`'s ends and features, quantised (static edges
@@ -1555,7 +1547,7 @@ fn node_update(
 
 /// The position and velocity heads: `dx[i]`, `dv[i]` from the int32
 /// accumulators of each node's latent.
-fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Work) {
+fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], guarded: bool, w: &mut Work) {
     let ready = [Shifts::of(net.mlps.head_x.l1.shift), Shifts::of(net.mlps.head_v.l1.shift)];
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
@@ -1566,8 +1558,15 @@ fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], w: &mut Wor
                 out[part + k] = w.acc[k] as f32 * q.scale + q.offset;
             }
         }
-        dx[i] = Vec3::new(out[0], out[1], out[2]);
-        dv[i] = Vec3::new(out[3], out[4], out[5]);
+        let (mut x, mut v) = (Vec3::new(out[0], out[1], out[2]), Vec3::new(out[3], out[4], out[5]));
+        // The guard's factor, which the encoders left in `dx`.
+        let f = if guarded { dx[i].x } else { 1.0 };
+        if f < 1.0 {
+            x = x * f;
+            v = v * f;
+        }
+        dx[i] = x;
+        dv[i] = v;
     }
 }
 
@@ -1641,11 +1640,7 @@ pub fn infer_probed(
     loan.dx.fill(Vec3::ZERO);
     loan.dv.fill(Vec3::ZERO);
     let g = GraphRef::in_model(model, [loan.x, loan.v, loan.v_start, loan.v_start_prev], loan.pinned, loan.pairs, time);
-    forward_probed(net, g, scratch.latents, loan.sums, loan.dx, loan.dv, probe)?;
-    if net.network().guard {
-        guard(net, &g, loan.dx, loan.dv)?;
-    }
-    Ok(())
+    forward_guarded(net, g, scratch.latents, loan.sums, [loan.dx, loan.dv], net.network().guard, probe)
 }
 
 /// Adds the corrections of [`infer`] to the free nodes; a non-finite
