@@ -238,7 +238,7 @@ fn adjoint(
             Vec3::ZERO
         };
         gv[i] = gu - constrained - (lambda * (alpha * model.mass(i)) + k_lambda * (beta + h)) * h;
-        gx[i] = gx[i] - constrained * (1.0 / h);
+        gx[i] -= constrained * (1.0 / h);
     }
     // The positions' part through the forces: h (∂f/∂x)ᵀ λ, with ∂f/∂x
     // the elastic energy's Hessian (symmetric): the forces' derivative
