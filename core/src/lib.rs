@@ -19,11 +19,13 @@
 //!   forces with their Jacobians, one linearised backward-Euler (or BDF2)
 //!   solve by PCG with contact constraints; on grids the bending Hessian is
 //!   assembled once ([`physics::stencil`]) and the CG is preconditioned by
-//!   an aggregation multigrid V-cycle ([`physics::multigrid`]).
+//!   an aggregation multigrid V-cycle ([`physics::multigrid`]); the
+//!   step's vector–Jacobian product for training through it
+//!   ([`physics::adjoint`]).
 //! - [`contact`]: the bounded spatial-hash proximity search and the
 //!   collider / self-contact responses.
 //! - [`gnn`]: the correction network's graph and input features, and the
-//!   int8 network.
+//!   int8 network with its do-no-harm guard.
 //! - [`step`]: one corrected step — physics, dynamic edges, network,
 //!   correction — and its two stages.
 //! - [`storage`]: const-generic buffers for static storage.

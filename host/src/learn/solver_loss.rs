@@ -51,7 +51,7 @@ pub struct SolverSample {
     pub graphs: Vec<Graph>,
     pub lambda: Vec<Vec<[f32; 6]>>,
     /// The corrections `(Δx, Δv)` the network made, frame by frame.
-    pub corrections: Vec<(Vec<Vec3>, Vec<Vec3>)>,
+    pub corrections: Vec<FrameState>,
     /// `L` of the rollout.
     pub loss: f32,
     /// Products whose step the energy check split.
@@ -64,7 +64,7 @@ pub struct SolverSample {
 struct Recorder<'m> {
     model: &'m Trained,
     graphs: Vec<Graph>,
-    corrections: Vec<(Vec<Vec3>, Vec<Vec3>)>,
+    corrections: Vec<FrameState>,
 }
 
 impl Corrector for Recorder<'_> {
@@ -181,6 +181,9 @@ pub fn solver_sample(
     }))
 }
 
+/// Positions and velocities of one frame.
+pub type FrameState = (Vec<Vec3>, Vec<Vec3>);
+
 /// The corrected state at every frame, 0 (the start) to `frames`, of the
 /// rollout of `corrector` from the fine state at frame `t0` of `traj`;
 /// `None` when it fails.
@@ -189,13 +192,13 @@ pub fn rollout_states(
     t0: usize,
     frames: usize,
     corrector: &mut dyn Corrector,
-) -> Result<Option<Vec<(Vec<Vec3>, Vec<Vec3>)>>> {
+) -> Result<Option<Vec<FrameState>>> {
     let mut scn = traj.scenario.clone();
     scn.time.steps = frames as u32;
     let v0 = frame_velocity(traj, t0);
     let v_before = (t0 > 0).then(|| frame_velocity(traj, t0 - 1));
     let restart = crate::sim::Restart { x: &traj.x[t0], v: &v0, v_before: v_before.as_deref(), frame: t0 as u32 };
-    let mut states: Vec<(Vec<Vec3>, Vec<Vec3>)> = Vec::with_capacity(frames + 1);
+    let mut states: Vec<FrameState> = Vec::with_capacity(frames + 1);
     let run = crate::sim::run_from(&scn, Some(restart), false, corrector, |_, _, state| {
         states.push((state.positions().to_vec(), state.velocities().to_vec()));
         Ok(())

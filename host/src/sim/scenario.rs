@@ -84,7 +84,7 @@ impl Scenario {
         }
         if let Some(w) = &self.wind {
             let speed = Vec3::from_array(w.velocity).norm();
-            if !(speed <= WIND_SPEED_MAX * 1.001) {
+            if speed.is_nan() || speed > WIND_SPEED_MAX * 1.001 {
                 out.push(format!("the wind's speed is {speed} m/s; the network was trained up to {WIND_SPEED_MAX}"));
             }
         }
