@@ -23,26 +23,9 @@ EXTRA=("${@:3}")
 DATA=${WEFT_DATA:-$HOME/.cache/weft/data}
 SEED=${WEFT_SEED:-1}
 CLIP=12
-mkdir -p "$RUN"
-export RAYON_NUM_THREADS=1
-if [ ! -x "$RUN/weft" ]; then
-    if [ -n "${WEFT_BIN:-}" ]; then
-        cp "$WEFT_BIN" "$RUN/weft"
-        cp "$WEFT_BIN.commit" "$RUN/commit"
-    else
-        cargo build --release -q -p weft-host
-        cp target/release/weft "$RUN/weft"
-        git rev-parse HEAD >"$RUN/commit"
-    fi
-    cp "$DATA/index.json" "$RUN/data-index.json"
-fi
-W=$RUN/weft
-M=$RUN/weft-gnn
-run() {
-    echo "$(date -u +%FT%TZ) $*" >>"$RUN/commands"
-    "$@"
-}
-log() { echo "$(date -u +%FT%TZ) $*"; }
+# The run folder, its binary and the helpers.
+# shellcheck source=weights/run.sh
+. weights/run.sh
 if [ ! -f "$RUN/trained" ]; then
     resume=()
     [ -f "$M.json" ] && resume=(--resume)

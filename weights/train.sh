@@ -49,27 +49,9 @@ fi
 LATENT=${2:-16}
 ROUNDS=${3:-2}
 EXTRA=("${@:4}")
-mkdir -p "$RUN"
-export RAYON_NUM_THREADS=1
-if [ ! -x "$RUN/weft" ]; then
-    # $WEFT_BIN: a binary built before (with its commit in $WEFT_BIN.commit).
-    if [ -n "${WEFT_BIN:-}" ]; then
-        cp "$WEFT_BIN" "$RUN/weft"
-        cp "$WEFT_BIN.commit" "$RUN/commit"
-    else
-        cargo build --release -q -p weft-host
-        cp target/release/weft "$RUN/weft"
-        git rev-parse HEAD >"$RUN/commit"
-    fi
-    cp "$DATA/index.json" "$RUN/data-index.json"
-fi
-W=$RUN/weft
-M=$RUN/weft-gnn
-run() {
-    echo "$(date -u +%FT%TZ) $*" >>"$RUN/commands"
-    "$@"
-}
-log() { echo "$(date -u +%FT%TZ) $*"; }
+# The run folder, its binary and the helpers.
+# shellcheck source=weights/run.sh
+. weights/run.sh
 
 # The coarse step's membrane, fitted on the validation split first
 # (`weft calibrate`; its last line holds the flags that train on it).

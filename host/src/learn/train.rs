@@ -354,18 +354,24 @@ fn rollout_batch(
 ) -> Result<Vec<rollout_loss::RolloutSample>> {
     use rayon::prelude::*;
     let k = opts.rollout_loss;
-    let picks: Vec<(usize, usize)> = (0..opts.rollout_samples)
-        .map(|_| {
-            let (i, t) = draw(train, rng);
-            let last = train[i].x.len().saturating_sub(k + 1).max(1);
-            (i, t % last)
-        })
-        .collect();
+    let picks = rollout_starts(opts.rollout_samples, train, k, rng);
     let out: Vec<_> = picks
         .par_iter()
         .map(|&(i, t)| rollout_loss::rollout_sample(&train[i], t, k, model))
         .collect::<Result<Vec<_>>>()?;
     Ok(out.into_iter().flatten().collect())
+}
+
+/// `count` rollout starts of `k` frames: random frames of random training
+/// trajectories, `(trajectory, frame)`, each with `k` frames after it.
+fn rollout_starts(count: usize, train: &[Trajectory], k: usize, rng: &mut Rng) -> Vec<(usize, usize)> {
+    (0..count)
+        .map(|_| {
+            let (i, t) = draw(train, rng);
+            let last = train[i].x.len().saturating_sub(k + 1).max(1);
+            (i, t % last)
+        })
+        .collect()
 }
 
 /// The frames of the solver loss's rollouts at training step `step`: 2,
@@ -391,13 +397,7 @@ fn solver_batch(
     use rayon::prelude::*;
     let k = solver_frames(opts, step);
     let scales = solver_loss::Scales::of(&model.meta.normalizer, opts.solver_v_weight);
-    let picks: Vec<(usize, usize)> = (0..opts.rollout_samples)
-        .map(|_| {
-            let (i, t) = draw(train, rng);
-            let last = train[i].x.len().saturating_sub(k + 1).max(1);
-            (i, t % last)
-        })
-        .collect();
+    let picks = rollout_starts(opts.rollout_samples, train, k, rng);
     let out: Vec<_> = picks
         .par_iter()
         .map(|&(i, t)| solver_loss::solver_sample(&train[i], t, k, model, opts.solver_through, scales))
