@@ -240,15 +240,37 @@ fn adjoint(
         gv[i] = gu - constrained - (lambda * (alpha * model.mass(i)) + k_lambda * (beta + h)) * h;
         gx[i] -= constrained * (1.0 / h);
     }
-    // The positions' part through the forces: h (∂f/∂x)ᵀ λ, with ∂f/∂x
-    // the elastic energy's Hessian (symmetric): the forces' derivative
-    // along λ, a central difference.
+    positions_part(model, state, k, lin, gx);
+    VjpReport {
+        forward_iterations: 0,
+        adjoint_iterations: solve.iterations,
+        converged: solve.converged,
+        split: false,
+        step_scale: scale,
+        held,
+    }
+}
+
+/// The positions' part of the product, with `λ` in `ws.dv`, `K λ` in
+/// `ws.p` and the solve's `Δv` in `ws.f_ext` (which it turns into `w`):
+/// `h (∂f/∂x)ᵀ λ` (the step's `−h K λ` with [`Linearisation::Stable`];
+/// with [`Linearisation::Exact`] the forces' derivative along `λ`, the
+/// elastic energy's Hessian being symmetric, by a central difference) and,
+/// exactly, `−∂/∂x λᵀ K(x) w` with `w = c Δv + h(β + h) v` (A's `K Δv`
+/// and b's `K v`), element by element (bending's stiffness is constant).
+fn positions_part(model: &Model, state: &mut State, k: &Coefficients, lin: Linearisation, gx: &mut [Vec3]) {
+    let h = k.h;
+    let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
+    let mesh = &model.mesh;
+    let bend = super::bending_of(model, &ws.stencil);
     let lambda_max = ws.dv.iter().map(|l| l.norm()).fold(0.0f32, f32::max);
     if lin == Linearisation::Stable {
         for (g, kl) in gx.iter_mut().zip(ws.p.iter()) {
             *g -= *kl * h;
         }
-    } else if lambda_max > 0.0 && lambda_max.is_finite() {
+        return;
+    }
+    if lambda_max > 0.0 && lambda_max.is_finite() {
         let eps = DIFFERENCE_STEP / lambda_max;
         let (force, p, r, x_new) = (&mut *ws.force, &mut *ws.p, &mut *ws.r, &mut *ws.x_new);
         for (sign, out) in [(1.0f32, p), (-1.0, r)] {
@@ -265,23 +287,11 @@ fn adjoint(
             *g += (*a - *b) * scale;
         }
     }
-    // And through the membrane's stiffness: −∂/∂x λᵀ K(x) w with
-    // w = c Δv + h(β + h) v (A's `K Δv` and b's `K v`), element by element
-    // (bending's stiffness is constant).
+    let beta = model.material.damping_stiffness;
     for (w, vi) in ws.f_ext.iter_mut().zip(v) {
         *w = *w * k.c + *vi * (h * (beta + h));
     }
-    if lin == Linearisation::Exact {
-        stiffness_gradient(model, x, ws.dv, ws.f_ext, gx);
-    }
-    VjpReport {
-        forward_iterations: 0,
-        adjoint_iterations: solve.iterations,
-        converged: solve.converged,
-        split: false,
-        step_scale: scale,
-        held,
-    }
+    stiffness_gradient(model, x, ws.dv, ws.f_ext, gx);
 }
 
 /// The largest node displacement (m) of the forces' directional
