@@ -62,8 +62,9 @@ pub enum Linearisation {
     /// does not hold, and over many steps the product grows in them.
     Exact,
     /// The step's own definite stiffness for `∂f/∂x` (`−K`) and no `∂K/∂x`:
-    /// the product of the linearised step itself, a contraction over any
-    /// number of steps (`A = M(1 + hα) + cK` with `K` definite).
+    /// the product of the linearised step itself (`A = M(1 + hα) + cK`
+    /// with `K` definite), which stays bounded over rollouts where
+    /// `Exact` grows (`docs/learning.md`).
     Stable,
 }
 
