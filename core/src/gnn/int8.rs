@@ -46,10 +46,14 @@
 use super::features::{self, EDGE_FEATURES, NODE_FEATURES};
 use crate::contact::Proximity;
 use crate::math::Vec3;
-use crate::mesh::{Mesh, MeshCounts, NodeId};
-use crate::model::{Collider, Material, Model, Wind};
+use crate::mesh::{MeshCounts, NodeId};
+use crate::model::Model;
 use crate::probe::{NoProbe, Probe, Stage};
 use crate::state::State;
+
+/// The graph view the network reads ([`super::graph`]), here too for the
+/// callers that name it from this module.
+pub use super::graph::GraphRef;
 
 /// Version of the quantised model layout this code runs (the `weights/`
 /// file format carries it).
@@ -1163,69 +1167,6 @@ impl<const I8: usize> ScratchBuffers<I8> {
 impl<const I8: usize> Default for ScratchBuffers<I8> {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// The graph the network runs on: the rest mesh, the current state and
-/// the dynamic pairs, and what it sees around the cloth (the colliders and
-/// the wind at the state's time and the material, [`features::Surroundings`]).
-#[derive(Clone, Copy)]
-pub struct GraphRef<'g> {
-    pub mesh: &'g Mesh<'g>,
-    pub x: &'g [Vec3],
-    pub v: &'g [Vec3],
-    /// The velocities the step started from ([`State::start_velocities`]).
-    pub v_start: &'g [Vec3],
-    /// The velocities the step before started from
-    /// ([`State::previous_start_velocities`]).
-    pub v_start_prev: &'g [Vec3],
-    pub pinned: &'g [u8],
-    pub pairs: &'g [[NodeId; 2]],
-    pub colliders: &'g [Collider],
-    pub wind: Option<Wind>,
-    pub time: f32,
-    pub material: &'g Material,
-}
-
-impl<'g> GraphRef<'g> {
-    /// The graph of `state` (positions, velocities and those the step and
-    /// the step before started from, pinned flags, time and the pairs of its
-    /// last proximity search) in `model`.
-    pub fn of(model: &'g Model<'g>, state: &'g State) -> GraphRef<'g> {
-        let time = state.time() as f32;
-        let (x, v) = (state.positions(), state.velocities());
-        let starts = [state.start_velocities(), state.previous_start_velocities()];
-        GraphRef::in_model(model, [x, v, starts[0], starts[1]], state.pinned(), state.pairs(), time)
-    }
-
-    /// The graph of these positions, velocities, start velocities and
-    /// previous start velocities, pinned flags and pairs at `time` (s) in
-    /// `model`.
-    fn in_model(
-        model: &'g Model<'g>,
-        [x, v, v_start, v_start_prev]: [&'g [Vec3]; 4],
-        pinned: &'g [u8],
-        pairs: &'g [[NodeId; 2]],
-        time: f32,
-    ) -> GraphRef<'g> {
-        GraphRef {
-            mesh: &model.mesh,
-            x,
-            v,
-            v_start,
-            v_start_prev,
-            pinned,
-            pairs,
-            colliders: model.scene.colliders,
-            wind: model.scene.wind,
-            time,
-            material: &model.material,
-        }
-    }
-
-    /// What the network of radius `radius` sees around the cloth.
-    pub fn surroundings(&self, radius: f32) -> features::Surroundings<'g> {
-        features::Surroundings::new(self.colliders, self.wind.as_ref(), self.time, radius, self.material)
     }
 }
 

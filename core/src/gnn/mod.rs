@@ -6,7 +6,8 @@
 //! both directions, and every node. [`features`] turns positions,
 //! velocities and the rest mesh into the network's input features, the same
 //! code for training on a desktop and for inference on a microcontroller;
-//! [`int8`] runs the quantised network.
+//! [`graph`] is the view both networks read; [`int8`] runs the quantised
+//! network.
 //!
 //! A corrected step is [`crate::step`]: physics → dynamic edges → network
 //! → correction.
@@ -14,4 +15,5 @@
 #[cfg(all(feature = "dsp", target_arch = "arm"))]
 pub mod dsp;
 pub mod features;
+pub mod graph;
 pub mod int8;

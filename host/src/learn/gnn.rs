@@ -24,7 +24,8 @@ use weft_core::gnn::features::{
     self, historyless_column, BASE_NODE_FEATURES, EDGE_FEATURES, EDGE_VECTORS, HISTORY, HISTORYLESS_NODE_FEATURES,
     MATERIAL_NODE_FEATURES, NODE_FEATURES, NODE_VECTORS, STEP_NODE_FEATURES, WINDLESS_NODE_FEATURES,
 };
-use weft_core::gnn::int8::{GraphRef, Part, Parts};
+use weft_core::gnn::graph::GraphRef;
+use weft_core::gnn::int8::{Part, Parts};
 use weft_core::prelude::*;
 
 use crate::sim::corrector::Corrector;
