@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use weft_host::learn::dataset::{self, DatasetSpec};
 use weft_host::learn::eval;
+use weft_host::learn::gain;
 use weft_host::learn::quantize;
 use weft_host::learn::train::{self, TrainOptions};
 use weft_host::sim;
@@ -257,17 +258,17 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Gain { model, data, split, gains, horizon, steps, guard, guard_rollout, int8, clip } => {
-            let by = if horizon == 0 { eval::Selection::Rollout(steps) } else { eval::Selection::Horizon(horizon) };
+            let by = if horizon == 0 { gain::Selection::Rollout(steps) } else { gain::Selection::Horizon(horizon) };
             let guards: Vec<_> = [
-                (guard > 0).then_some(eval::Selection::Horizon(guard)),
-                (guard_rollout > 0).then_some(eval::Selection::Rollout(guard_rollout)),
+                (guard > 0).then_some(gain::Selection::Horizon(guard)),
+                (guard_rollout > 0).then_some(gain::Selection::Rollout(guard_rollout)),
             ]
             .into_iter()
             .flatten()
             .collect();
             let int8 =
                 int8.then_some((quantize::Options { clip, bias_correction: true }, quantize::CALIBRATION_SAMPLES));
-            print!("{}", eval::choose_gain_guarded(&model, &data, &split, &gains, by, &guards, int8)?);
+            print!("{}", gain::choose_gain_guarded(&model, &data, &split, &gains, by, &guards, int8)?);
         }
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
             let opts = quantize::Options { clip, bias_correction: !no_bias_correction };

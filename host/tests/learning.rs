@@ -320,7 +320,7 @@ fn the_coarse_state_interpolates_to_the_finer_grid() {
 #[test]
 fn the_gain_is_chosen_at_a_horizon() {
     use weft_host::learn::columns::Column;
-    use weft_host::learn::eval::{self, Selection};
+    use weft_host::learn::gain::{self, Selection};
     use weft_host::learn::horizons;
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 40, ..tiny() };
@@ -328,7 +328,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     let stem = dir.path().join("m/model");
     let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, ..GnnConfig::default() };
     Trained::untrained(config, &candle_core::Device::Cpu).unwrap().save(&stem).unwrap();
-    let printed = eval::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
+    let printed = gain::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
     let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
     let plain = horizons::horizon_error(&trajs[0], Column::Plain, None, 10).unwrap().unwrap();
     // "gain G: corrected C m, plain P m (…)"
@@ -352,11 +352,11 @@ fn the_gain_is_chosen_at_a_horizon() {
     assert_eq!(format!("{:.4e}", rows[0].2), format!("{plain:.4e}"), "plain at horizon 10: {printed}");
     let best = if rows[1].1 < rows[0].1 { 0.5 } else { 0.0 };
     assert_eq!(Trained::load(&stem, &candle_core::Device::Cpu).unwrap().meta.gain, best, "{printed}");
-    assert!(eval::choose_gain(&stem, dir.path(), "heldout", &[1.0], Selection::Horizon(7)).is_err());
+    assert!(gain::choose_gain(&stem, dir.path(), "heldout", &[1.0], Selection::Horizon(7)).is_err());
 
     // With a guard at horizon 10, a gain is chosen only if it is no worse
     // than plain there; else none (0, the plain step).
-    let printed = eval::choose_gain_guarded(
+    let printed = gain::choose_gain_guarded(
         &stem,
         dir.path(),
         "heldout",
@@ -379,7 +379,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     let opts = quantize::Options { clip: 0.0, bias_correction: true };
     let int8 = Some((opts, 8));
     let printed =
-        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), &[], int8)
+        gain::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), &[], int8)
             .unwrap();
     assert!(printed.lines().next().unwrap().contains("int8"), "{printed}");
     let rows = rows_of(&printed);
@@ -393,7 +393,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     assert_eq!(format!("{:.4e}", rows[1].1), format!("{at_10:.4e}"), "{printed}");
     // Over whole rollouts too: gain 0 is plain there as well.
     let printed =
-        eval::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0], Selection::Rollout(20), &[], int8).unwrap();
+        gain::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0], Selection::Rollout(20), &[], int8).unwrap();
     let rows = rows_of(&printed);
     assert_eq!(rows.len(), 1, "{printed}");
     assert_eq!(rows[0].1, rows[0].2, "int8 at gain 0 is plain over a rollout: {printed}");
