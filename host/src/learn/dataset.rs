@@ -292,14 +292,7 @@ pub fn outside_training(scn: &Scenario, spec: &DatasetSpec) -> Vec<String> {
             scn.time.substeps
         ));
     }
-    let m = &scn.material;
-    for ((key, lo, hi), v) in
-        families::MATERIAL_RANGES.into_iter().zip([m.density, m.stretch, m.poisson, m.bending, m.compression])
-    {
-        if !(lo * 0.999..=hi * 1.001).contains(&v) {
-            out.push(format!("{key} is {v}; the network was trained on {lo} to {hi}"));
-        }
-    }
+    out.extend(scn.material_outside());
     out
 }
 

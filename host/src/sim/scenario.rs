@@ -63,7 +63,25 @@ pub const COLLIDER_RADII: (f32, f32) = (0.15, 0.35);
 /// The step the network corrects (s): one a frame at 60 frames a second.
 pub const NETWORK_DT: f32 = 1.0 / 60.0;
 
+/// Whether `v` lies in `[lo, hi]`, with a thousandth of slack at each end
+/// (the ranges' own rounding).
+fn within(v: f32, lo: f32, hi: f32) -> bool {
+    (lo * 0.999..=hi * 1.001).contains(&v)
+}
+
 impl Scenario {
+    /// Why the material lies outside the training families' ranges
+    /// ([`MATERIAL_RANGES`]; none: inside).
+    pub fn material_outside(&self) -> Vec<String> {
+        let m = &self.material;
+        MATERIAL_RANGES
+            .into_iter()
+            .zip([m.density, m.stretch, m.poisson, m.bending, m.compression])
+            .filter(|&((_, lo, hi), v)| !within(v, lo, hi))
+            .map(|((key, lo, hi), v)| format!("{key} is {v}; the network was trained on {lo} to {hi}"))
+            .collect()
+    }
+
     /// Why this scene lies outside the envelope the correction network was
     /// trained in (none: inside): a material outside the families' ranges,
     /// a wind faster than theirs, a sphere or capsule thinner or thicker
@@ -73,15 +91,7 @@ impl Scenario {
     /// coarse step's fitted membrane alone was up to 5.6× plain's error at
     /// 50 frames (`docs/learning.md`), more than any correction can hide.
     pub fn outside_envelope(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let m = &self.material;
-        for ((key, lo, hi), v) in
-            MATERIAL_RANGES.into_iter().zip([m.density, m.stretch, m.poisson, m.bending, m.compression])
-        {
-            if !(lo * 0.999..=hi * 1.001).contains(&v) {
-                out.push(format!("{key} is {v}; the network was trained on {lo} to {hi}"));
-            }
-        }
+        let mut out = self.material_outside();
         if let Some(w) = &self.wind {
             let speed = Vec3::from_array(w.velocity).norm();
             if speed.is_nan() || speed > WIND_SPEED_MAX * 1.001 {
@@ -90,7 +100,7 @@ impl Scenario {
         }
         for c in &self.colliders {
             let (lo, hi) = COLLIDER_RADII;
-            if let Some(r) = c.radius.filter(|&r| !(lo * 0.999..=hi * 1.001).contains(&r)) {
+            if let Some(r) = c.radius.filter(|&r| !within(r, lo, hi)) {
                 out.push(format!("a collider of radius {r} m; the network was trained on {lo} to {hi}"));
             }
         }
