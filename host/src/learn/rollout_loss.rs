@@ -24,11 +24,10 @@
 
 use anyhow::Result;
 use candle_core::{Device, Tensor};
-use weft_core::prelude::*;
 
 use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{add_network_correction, frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
-use crate::sim::corrector::Corrector;
+use crate::learn::gnn::{frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
+use crate::learn::solver_loss::{rollout_states, Recorder};
 
 /// One rollout of the current network: the graph each of its corrections
 /// saw, and where it ended against the reference.
@@ -40,27 +39,6 @@ pub struct RolloutSample {
     pub dt: f32,
 }
 
-/// The network as it is being trained (gain 1), recording every graph.
-struct Recorder<'m> {
-    model: &'m Trained,
-    graphs: Vec<Graph>,
-}
-
-impl Corrector for Recorder<'_> {
-    fn coarse_grain(&self) -> weft_core::model::CoarseGrain {
-        self.model.meta.config.coarse_grain()
-    }
-    fn pairs(&self, nodes: usize) -> usize {
-        self.model.meta.config.pairs_per_node * nodes
-    }
-    fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
-        let (gnn, norm) = (&self.model.gnn, &self.model.meta.normalizer);
-        let g = add_network_correction(model, state, &self.model.meta.config, |g| gnn.correct(g, norm, &Device::Cpu))?;
-        self.graphs.push(g);
-        Ok(state.pairs().len())
-    }
-}
-
 /// The corrected rollout of `frames` frames from the fine state at frame
 /// `t0` of `traj`; `None` when the rollout fails (a physics step refused)
 /// or runs past the trajectory.
@@ -68,23 +46,12 @@ pub fn rollout_sample(traj: &Trajectory, t0: usize, frames: usize, model: &Train
     if frames == 0 || t0 + frames >= traj.x.len() {
         return Ok(None);
     }
-    let mut scn = traj.scenario.clone();
-    scn.time.steps = frames as u32;
-    let v0 = frame_velocity(traj, t0);
-    let v_before = (t0 > 0).then(|| frame_velocity(traj, t0 - 1));
-    let restart = crate::sim::Restart { x: &traj.x[t0], v: &v0, v_before: v_before.as_deref(), frame: t0 as u32 };
-    let mut rec = Recorder { model, graphs: Vec::with_capacity(frames) };
-    let mut end: Option<(Vec<Vec3>, Vec<Vec3>)> = None;
-    let run = crate::sim::run_from(&scn, Some(restart), false, &mut rec, |f, _, state| {
-        if f as usize == frames {
-            end = Some((state.positions().to_vec(), state.velocities().to_vec()));
-        }
-        Ok(())
-    });
-    let (Ok(_), Some((x, v))) = (run, end) else { return Ok(None) };
+    let mut rec = Recorder::new(model, frames);
+    let Some(mut states) = rollout_states(traj, t0, frames, &mut rec)? else { return Ok(None) };
     if rec.graphs.len() != frames {
         return Ok(None);
     }
+    let Some((x, v)) = states.pop() else { return Ok(None) };
     let v_ref = frame_velocity(traj, t0 + frames);
     let end_error = x
         .iter()

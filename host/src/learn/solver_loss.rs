@@ -60,11 +60,19 @@ pub struct SolverSample {
     pub adjoint_iterations: u32,
 }
 
-/// The network as it is being trained (gain 1), recording every graph.
-struct Recorder<'m> {
+/// The network as it is being trained (gain 1), recording every graph it
+/// saw and every correction it made (the rollout losses' corrector).
+pub(crate) struct Recorder<'m> {
     model: &'m Trained,
-    graphs: Vec<Graph>,
-    corrections: Vec<FrameState>,
+    pub(crate) graphs: Vec<Graph>,
+    pub(crate) corrections: Vec<FrameState>,
+}
+
+impl<'m> Recorder<'m> {
+    /// A recorder for a rollout of `frames` frames.
+    pub(crate) fn new(model: &'m Trained, frames: usize) -> Self {
+        Recorder { model, graphs: Vec::with_capacity(frames), corrections: Vec::with_capacity(frames) }
+    }
 }
 
 impl Corrector for Recorder<'_> {
@@ -124,7 +132,7 @@ pub fn solver_sample(
     if frames == 0 || t0 + frames >= traj.x.len() || traj.scenario.time.substeps != 1 {
         return Ok(None);
     }
-    let mut rec = Recorder { model, graphs: Vec::with_capacity(frames), corrections: Vec::with_capacity(frames) };
+    let mut rec = Recorder::new(model, frames);
     let Some(states) = rollout_states(traj, t0, frames, &mut rec)? else { return Ok(None) };
     if rec.graphs.len() != frames {
         return Ok(None);
