@@ -1276,7 +1276,8 @@ fn encode(
     let inputs = Inputs::new(net, g);
     let ready = net.mlps.node_enc.ready();
     let fused = net.mlps.node_enc.fused(NODE_FEATURES);
-    let read = read_columns(&net.mlps.node_enc.l1);
+    // The inputs the guard watches (none without the guard: no reach to take).
+    let read = if guard.is_some() { read_columns(&net.mlps.node_enc.l1) } else { 0 };
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let (x, reach) = inputs.node_and_reach(i, read)?;
         if let Some(factor) = guard.as_deref_mut().and_then(|f| f.get_mut(i)) {

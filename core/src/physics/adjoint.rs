@@ -19,15 +19,16 @@
 //! - `g_z = g_u − A λ` on the constrained directions `P` (`I` pinned,
 //!   `n nᵀ` held, 0 free);
 //! - `∂L/∂v = g_u − P g_z − h (αM + (β + h) K) λ`;
-//! - `∂L/∂x = ∂L/∂x′ − P g_z / h − h K λ`.
+//! - `∂L/∂x = ∂L/∂x′ − P g_z / h − h K λ` ([`Linearisation::Stable`]);
+//!   [`Linearisation::Exact`] takes `h (∂f/∂x)ᵀ λ` with the true Hessian
+//!   instead of `−h K λ` (the definite `K` differs where a triangle is
+//!   compressed) and adds the stiffness's change with the positions,
+//!   `−∂/∂x λᵀ K(x) w` (`b`'s `K v` and `A`'s `K y`; bending is linear).
 //!
 //! What the product leaves out (measured by the gradient check,
 //! `core/tests/step_vjp.rs`, and stated in `docs/learning.md`):
-//! - the change of the stiffness with the positions, `∂K/∂x` (in `b`'s
-//!   `K v` and in `A`'s `K y`), and the difference between the membrane's
-//!   definite stiffness `K` and the true `−∂f/∂x` where a triangle is
-//!   compressed (bending is linear: exact);
-//! - the wind's Jacobians;
+//! - with [`Linearisation::Stable`], the position terms just named;
+//! - the wind's velocity Jacobian (and, with `Stable`, its position one);
 //! - what acts after the solve: friction, strain limiting, self-contact's
 //!   impulses, the colliders' sweeps and push-out (identity here);
 //! - changes of the active set (a node that starts or stops touching a
@@ -264,13 +265,13 @@ fn positions_part(model: &Model, state: &mut State, k: &Coefficients, lin: Linea
     let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     let mesh = &model.mesh;
     let bend = super::bending_of(model, &ws.stencil);
-    let lambda_max = ws.dv.iter().map(|l| l.norm()).fold(0.0f32, f32::max);
     if lin == Linearisation::Stable {
         for (g, kl) in gx.iter_mut().zip(ws.p.iter()) {
             *g -= *kl * h;
         }
         return;
     }
+    let lambda_max = ws.dv.iter().map(|l| l.norm()).fold(0.0f32, f32::max);
     if lambda_max > 0.0 && lambda_max.is_finite() {
         let eps = DIFFERENCE_STEP / lambda_max;
         let (force, p, r, x_new) = (&mut *ws.force, &mut *ws.p, &mut *ws.r, &mut *ws.x_new);
