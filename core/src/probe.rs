@@ -1,6 +1,7 @@
-//! Stage marks for measuring where a step's cost goes. The physics step
-//! and the network call [`Probe::enter`] as each of their stages begins
-//! ([`crate::physics::step_probed`], [`crate::gnn::int8::infer_probed`]);
+//! Stage marks for measuring where a step's cost goes. The corrected step
+//! calls [`Probe::enter`] as each of its stages begins
+//! ([`crate::step::step_with`]: the physics step, the dynamic edges, the
+//! network and the correction);
 //! a probe reads a clock there and charges the time since its last mark to
 //! the stage that ran. [`NoProbe`] (what the unprobed calls pass) compiles
 //! to nothing.
@@ -30,6 +31,9 @@ pub enum Stage {
     Contacts,
     /// The whole step's energy audit.
     Audit,
+    /// The network's dynamic edges (proximity search on the physics
+    /// result).
+    DynamicEdges,
     /// Input features and the node and edge encoders.
     Encoders,
     /// Edge update of processor round `r`.
@@ -38,6 +42,13 @@ pub enum Stage {
     NodeUpdate(u8),
     /// Position and velocity heads.
     Heads,
+    /// The corrections added to the state.
+    Correction,
+}
+
+/// Whether `stage` is part of the network's forward pass.
+pub const fn is_network(stage: Stage) -> bool {
+    matches!(stage, Stage::Encoders | Stage::EdgeUpdate(_) | Stage::NodeUpdate(_) | Stage::Heads)
 }
 
 /// Stages of the physics step, in order.
@@ -53,7 +64,7 @@ pub const PHYSICS: [Stage; 7] = [
 
 impl Stage {
     /// Number of distinct stages ([`Stage::index`] is below it).
-    pub const COUNT: usize = 7 + 2 + 2 * MAX_ROUNDS;
+    pub const COUNT: usize = 7 + 4 + 2 * MAX_ROUNDS;
 
     /// A dense index, for per-stage tables.
     pub const fn index(self) -> usize {
@@ -65,15 +76,17 @@ impl Stage {
             Stage::Candidate => 4,
             Stage::Contacts => 5,
             Stage::Audit => 6,
-            Stage::Encoders => 7,
-            Stage::Heads => 8,
-            Stage::EdgeUpdate(r) => 9 + 2 * (r as usize % MAX_ROUNDS),
-            Stage::NodeUpdate(r) => 10 + 2 * (r as usize % MAX_ROUNDS),
+            Stage::DynamicEdges => 7,
+            Stage::Encoders => 8,
+            Stage::Heads => 9,
+            Stage::Correction => 10,
+            Stage::EdgeUpdate(r) => 11 + 2 * (r as usize % MAX_ROUNDS),
+            Stage::NodeUpdate(r) => 12 + 2 * (r as usize % MAX_ROUNDS),
         }
     }
 
-    /// The stage of a dense index, in the order physics, encoders, rounds,
-    /// heads.
+    /// The stage of a dense index, in the order physics, dynamic edges,
+    /// encoders, heads, correction, rounds.
     pub const fn at(index: usize) -> Option<Stage> {
         Some(match index {
             0 => Stage::Assembly,
@@ -83,11 +96,13 @@ impl Stage {
             4 => Stage::Candidate,
             5 => Stage::Contacts,
             6 => Stage::Audit,
-            7 => Stage::Encoders,
-            8 => Stage::Heads,
+            7 => Stage::DynamicEdges,
+            8 => Stage::Encoders,
+            9 => Stage::Heads,
+            10 => Stage::Correction,
             i if i < Stage::COUNT => {
-                let r = ((i - 9) / 2) as u8;
-                if (i - 9) % 2 == 0 {
+                let r = ((i - 11) / 2) as u8;
+                if (i - 11) % 2 == 0 {
                     Stage::EdgeUpdate(r)
                 } else {
                     Stage::NodeUpdate(r)
@@ -107,10 +122,12 @@ impl Stage {
             Stage::Candidate => "energy check and candidate",
             Stage::Contacts => "contacts and commit",
             Stage::Audit => "energy audit",
+            Stage::DynamicEdges => "dynamic edges",
             Stage::Encoders => "features and encoders",
             Stage::EdgeUpdate(_) => "edge update",
             Stage::NodeUpdate(_) => "node update",
             Stage::Heads => "heads",
+            Stage::Correction => "correction",
         }
     }
 }

@@ -303,7 +303,7 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
     cloth_state(&mut rng, |model, state| {
         let before = state.positions().to_vec();
         let mut latents = vec![0i8; 10];
-        let err = int8::correct(model, state, checked, &mut Scratch { latents: &mut latents });
+        let err = weft_core::step::step2(model, state, checked, &mut Scratch { latents: &mut latents });
         assert!(matches!(err, Err(GnnError::Scratch { what: "latents", .. })), "{err:?}");
         assert_eq!(state.positions(), &before[..], "a failed correction leaves the state");
 
@@ -330,13 +330,13 @@ fn bad_networks_and_small_scratch_are_typed_errors() {
 
         let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
         let mut latents = vec![0i8; sizes.latents];
-        let report = int8::correct(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
+        let report = weft_core::step::step2(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
         assert_eq!(report.dynamic_edges, state.pairs().len());
         assert_eq!(state.positions()[0], before[0], "pinned nodes are not corrected");
     });
 }
 
-/// The corrected step's guard: [`int8::correct`] adds the network's
+/// The corrected step's guard: [`weft_core::step::step2`] adds the network's
 /// corrections faded by the guard as derived plainly (full where a node's
 /// inputs stay within their calibrated range, none from twice it), and
 /// the guard's three regimes all occur on these states.
@@ -358,7 +358,7 @@ fn the_guard_fades_corrections_as_inputs_leave_their_range() {
             let plain = reference(&net, GraphRef::of(model, state), false);
             let sizes = ScratchSizes::new(model.mesh.counts(), 64, 4);
             let mut latents = vec![0i8; sizes.latents];
-            int8::correct(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
+            weft_core::step::step2(model, state, checked, &mut Scratch { latents: &mut latents }).unwrap();
             for (i, (x, w)) in state.positions().iter().zip(&want).enumerate() {
                 let free = state.pinned()[i] == 0;
                 let dx = if free { Vec3::new(w[0], w[1], w[2]) } else { Vec3::ZERO };
@@ -429,7 +429,7 @@ fn the_network_takes_at_most_its_pairs_per_node_and_counts_the_rest() {
         assert_eq!((found.pairs, found.dropped, state.pairs().len()), (7, all - statics - 7, 7));
         assert_eq!(state.warnings.dropped_pairs - before, (all - statics - 7) as u64);
         // The network's own cap.
-        let found = int8::dynamic_edges(model, state, checked).unwrap();
+        let found = weft_core::step::dynamic_edges(model, state, checked).unwrap();
         let cap = int8::PAIRS_PER_NODE * n;
         assert!(all - statics > cap);
         assert_eq!((found.pairs, found.dropped), (cap, all - statics - cap));

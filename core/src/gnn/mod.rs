@@ -12,8 +12,6 @@
 //! A corrected step is [`crate::step`]: physics → dynamic edges → network
 //! → correction.
 
-#[cfg(all(feature = "dsp", target_arch = "arm"))]
-pub mod dsp;
 pub mod features;
 pub mod graph;
 pub mod int8;
