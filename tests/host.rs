@@ -3,8 +3,8 @@
 
 use weft_core::mesh::Mesh;
 use weft_core::model::{Model, StepParams};
+use weft_core::physics::state::State;
 use weft_core::physics::StepReport;
-use weft_core::state::State;
 use weft_core::storage::MeshBuffers;
 use weft_tests::scene::{self, GnnMemory, Scenario, StateMemory, COUNTS};
 

@@ -14,7 +14,7 @@
 //! - [`model`]: what a run never changes — mesh, [`model::Material`],
 //!   [`model::Scene`] (gravity, pins, colliders, wind), [`model::StepParams`].
 //! - [`state`]: what a step changes — positions, velocities, time, solver
-//!   scratch, proximity pairs and counted [`state::Warnings`].
+//!   scratch, proximity pairs and counted [`physics::state::Warnings`].
 //! - [`physics`]: the step — StVK membrane and Kirchhoff plate bending
 //!   forces with their Jacobians, one linearised backward-Euler (or BDF2)
 //!   solve by PCG with contact constraints; on grids the bending Hessian is
@@ -67,7 +67,6 @@ pub mod mesh;
 pub mod model;
 pub mod physics;
 pub mod probe;
-pub mod state;
 pub mod step;
 pub mod storage;
 
@@ -79,6 +78,6 @@ pub mod prelude {
         CoarseGrain, Collider, Integrator, Material, Model, Pin, PinMotion, Scene, SelfContact, Shape, StepParams,
         Taut, Wind,
     };
+    pub use crate::physics::state::{State, StateSizes};
     pub use crate::physics::{self, StepError, StepReport};
-    pub use crate::state::{State, StateSizes};
 }

@@ -60,21 +60,6 @@ impl Material {
         (self.stretch / (2.0 * (1.0 + nu)), self.stretch * nu / (1.0 - nu * nu))
     }
 
-    /// The membrane law of this material.
-    pub fn membrane(&self) -> crate::physics::membrane::Membrane {
-        let (mu, lambda) = self.lame();
-        let (taut, taut_slope) = match self.taut {
-            Some(t) => (t.strain, libm::sqrtf(t.stiffening)),
-            None => (f32::INFINITY, 1.0),
-        };
-        crate::physics::membrane::Membrane { mu, lambda, compression: self.compression, taut, taut_slope }
-    }
-
-    /// The bending law of this material.
-    pub fn plate(&self) -> crate::physics::bending::Plate {
-        crate::physics::bending::Plate { stiffness: self.bending, poisson: self.poisson }
-    }
-
     pub fn validate(&self) -> Result<(), ParamError> {
         positive("material.density", self.density)?;
         range("material.compression", self.compression)?;
@@ -442,6 +427,42 @@ pub struct Scene<'a> {
 }
 
 impl Scene<'_> {
+    /// Checks gravity, pins (on one of `nodes` nodes, each node pinned
+    /// once, finite motion), colliders and wind.
+    pub fn validate(&self, nodes: usize) -> Result<(), ParamError> {
+        finite_vec("gravity", self.gravity)?;
+        for (k, pin) in self.pins.iter().enumerate() {
+            if pin.node as usize >= nodes {
+                return Err(ParamError::new("pin.node", Problem::NoSuchNode, pin.node as f64).at(k));
+            }
+            if self.pins[..k].iter().any(|p| p.node == pin.node) {
+                return Err(ParamError::new("pin.node", Problem::Duplicate, pin.node as f64).at(k));
+            }
+            let motion = || -> Result<(), ParamError> {
+                finite_vec("pin.anchor", pin.anchor)?;
+                match pin.motion {
+                    PinMotion::Fixed => Ok(()),
+                    PinMotion::Linear { velocity } => finite_vec("pin.velocity", velocity),
+                    PinMotion::Oscillate { amplitude, frequency } => {
+                        finite_vec("pin.amplitude", amplitude)?;
+                        non_negative("pin.frequency", frequency)
+                    }
+                }
+            };
+            motion().map_err(|e| e.at(k))?;
+        }
+        if self.colliders.len() > crate::flags::MAX_COLLIDERS {
+            return Err(ParamError::new("colliders", Problem::OutOfRange, self.colliders.len() as f64));
+        }
+        for (k, c) in self.colliders.iter().enumerate() {
+            c.validate().map_err(|e| e.at(k))?;
+        }
+        if let Some(w) = &self.wind {
+            w.validate()?;
+        }
+        Ok(())
+    }
+
     /// Sets `flags[i]` to 1 for pinned nodes and 0 for the others (pins are
     /// validated against the mesh by [`Model::new`]).
     pub fn mark_pinned(&self, flags: &mut [u8]) {
@@ -477,7 +498,7 @@ pub enum Integrator {
     /// Linearised BDF2 (second order, far less numerical damping) from the
     /// previous step's state, for references that must converge in time.
     /// Falls back to backward Euler without history storage
-    /// ([`crate::state::StateSizes::with_history`]), on the first step, after
+    /// ([`crate::physics::state::StateSizes::with_history`]), on the first step, after
     /// the state was set or corrected, and for a step the energy check split.
     Bdf2,
 }
@@ -500,7 +521,7 @@ pub struct StepParams {
     pub integrator: Integrator,
     /// Start each solve from the last one's `Δv` on the nodes a collider
     /// holds (its tangential part; every other node starts from zero), in
-    /// a state with room for it ([`crate::state::StateSizes::with_warm_start`]).
+    /// a state with room for it ([`crate::physics::state::StateSizes::with_warm_start`]).
     /// A cloth held at rest by friction then takes a few iterations a step
     /// instead of its full count at every step. For references solved to a
     /// tight tolerance; off by default: at the device's tolerance the
@@ -685,36 +706,7 @@ impl<'a> Model<'a> {
     pub fn new(mesh: Mesh<'a>, material: Material, scene: Scene<'a>, params: StepParams) -> Result<Self, ParamError> {
         material.validate()?;
         params.validate()?;
-        finite_vec("gravity", scene.gravity)?;
-        for (k, pin) in scene.pins.iter().enumerate() {
-            if pin.node as usize >= mesh.node_count() {
-                return Err(ParamError::new("pin.node", Problem::NoSuchNode, pin.node as f64).at(k));
-            }
-            if scene.pins[..k].iter().any(|p| p.node == pin.node) {
-                return Err(ParamError::new("pin.node", Problem::Duplicate, pin.node as f64).at(k));
-            }
-            let motion = || -> Result<(), ParamError> {
-                finite_vec("pin.anchor", pin.anchor)?;
-                match pin.motion {
-                    PinMotion::Fixed => Ok(()),
-                    PinMotion::Linear { velocity } => finite_vec("pin.velocity", velocity),
-                    PinMotion::Oscillate { amplitude, frequency } => {
-                        finite_vec("pin.amplitude", amplitude)?;
-                        non_negative("pin.frequency", frequency)
-                    }
-                }
-            };
-            motion().map_err(|e| e.at(k))?;
-        }
-        if scene.colliders.len() > crate::flags::MAX_COLLIDERS {
-            return Err(ParamError::new("colliders", Problem::OutOfRange, scene.colliders.len() as f64));
-        }
-        for (k, c) in scene.colliders.iter().enumerate() {
-            c.validate().map_err(|e| e.at(k))?;
-        }
-        if let Some(w) = &scene.wind {
-            w.validate()?;
-        }
+        scene.validate(mesh.node_count())?;
         Ok(Model { mesh, material, scene, params })
     }
 

@@ -22,9 +22,9 @@ use crate::gnn::graph::GraphRef;
 use crate::gnn::int8::{forward::forward_guarded, Checked, GnnError, Scratch, PAIRS_PER_NODE};
 use crate::math::Vec3;
 use crate::model::Model;
+use crate::physics::state::State;
 use crate::physics::{self, StepError, StepReport};
 use crate::probe::{NoProbe, Probe, Stage};
-use crate::state::State;
 
 /// Why a corrected step stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! Fixed-capacity storage owned by value, for `static` or stack placement on
 //! a microcontroller. Sizes are const parameters; [`crate::mesh::MeshCounts`]
-//! and [`crate::state::StateSizes`] compute them in const context:
+//! and [`crate::physics::state::StateSizes`] compute them in const context:
 //!
 //! ```
-//! use weft_core::{mesh::{MeshCounts, Grid, Mesh}, storage::{MeshBuffers, StateBuffers}, state::StateSizes};
+//! use weft_core::{mesh::{MeshCounts, Grid, Mesh}, storage::{MeshBuffers, StateBuffers}, physics::state::StateSizes};
 //! const C: MeshCounts = MeshCounts::grid(8, 8);
 //! const S: StateSizes = StateSizes::new(C, 64);
 //! let mut mb = MeshBuffers::<{ C.nodes }, { C.triangles }, { C.edges }, { C.hinges }>::new();
@@ -15,7 +15,7 @@
 
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{BendTriangle, Edge, Hinge, MeshStorage, NodeId, Triangle, NO_HINGE};
-use crate::state::StateStorage;
+use crate::physics::state::StateStorage;
 
 /// Mesh memory for `N` nodes, `T` triangles, `E` edges, `H` hinges.
 pub struct MeshBuffers<const N: usize, const T: usize, const E: usize, const H: usize> {
@@ -63,7 +63,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> Default for
     }
 }
 
-/// State memory; sizes from [`crate::state::StateSizes`] (`O` order slots =
+/// State memory; sizes from [`crate::physics::state::StateSizes`] (`O` order slots =
 /// `F` flags = nodes; `G` the solver's `f32`s).
 pub struct StateBuffers<const V: usize, const M: usize, const F: usize, const C: usize, const P: usize, const G: usize>
 {

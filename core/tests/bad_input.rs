@@ -3,9 +3,9 @@ mod common;
 use common::*;
 use weft_core::mesh::MeshStorage;
 use weft_core::model::{ParamError, Problem};
+use weft_core::physics::state::{StateError, StateStorage};
 use weft_core::physics::{step, StepError};
 use weft_core::prelude::*;
-use weft_core::state::{StateError, StateStorage};
 
 fn square() -> (Vec<Vec3>, Vec<[u16; 3]>) {
     (

@@ -10,8 +10,8 @@
 
 use weft_core::gnn::int8;
 use weft_core::model::Model;
+use weft_core::physics::state::State;
 use weft_core::probe::{self, Probe, Stage};
-use weft_core::state::State;
 
 /// What one SysTick tick is worth, and its unit.
 #[cfg(feature = "qemu")]

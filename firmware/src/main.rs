@@ -20,7 +20,7 @@ use panic_probe as _;
 use weft_core::gnn::int8;
 use weft_core::mesh::{Mesh, MeshParts};
 use weft_core::model::Model;
-use weft_core::state::State;
+use weft_core::physics::state::State;
 use weft_core::step::{step_with, Int8};
 
 use bench::{Clock, Stages, UNIT};

@@ -9,7 +9,7 @@ use weft_core::gnn::int8::ScratchSizes;
 use weft_core::math::Vec3;
 use weft_core::mesh::{Grid, MeshCounts, NodeId};
 use weft_core::model::{Collider, Material, Pin, Scene, Shape, StepParams};
-use weft_core::state::StateSizes;
+use weft_core::physics::state::StateSizes;
 use weft_core::storage::StateBuffers;
 
 /// Nodes per side.

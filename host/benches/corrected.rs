@@ -9,10 +9,12 @@ use candle_core::Device;
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
+use weft_core::model::CoarseGrain;
 use weft_core::physics::step;
 use weft_core::prelude::*;
 use weft_host::learn::families::{self, Family};
 use weft_host::learn::gnn::{graph_of, Batch, GnnConfig, Trained};
+use weft_host::sim::build::{self, ModelParts};
 use weft_host::sim::corrector::Corrector;
 use weft_host::sim::storage::VecStateStorage;
 
@@ -43,17 +45,15 @@ fn warm(
     pairs: usize,
     f: impl FnOnce(&Model, &mut State, &Snapshot),
 ) {
-    scn.with_grained_model(grain, |model| {
-        let mut ss = VecStateStorage::new(model, pairs);
-        let mut state = State::new(model, ss.storage()).unwrap();
-        for _ in 0..30 {
-            step(model, &mut state).unwrap();
-        }
-        let start = Snapshot::of(&state);
-        f(model, &mut state, &start);
-        Ok(())
-    })
-    .unwrap();
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, grain, &mut parts).unwrap();
+    let mut ss = VecStateStorage::new(model, pairs);
+    let mut state = State::new(model, ss.storage()).unwrap();
+    for _ in 0..30 {
+        step(model, &mut state).unwrap();
+    }
+    let start = Snapshot::of(&state);
+    f(model, &mut state, &start);
 }
 
 fn bench(c: &mut Criterion) {
@@ -103,27 +103,25 @@ fn bench(c: &mut Criterion) {
     let spec = weft_host::learn::dataset::DatasetSpec::default();
     let (fine, _) =
         weft_host::learn::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
-    fine.with_model(|model| {
-        let mut ss = VecStateStorage::new(model, fine.max_pairs());
-        let mut state = State::new(model, ss.storage()).unwrap();
-        let per_frame = fine.time.substeps;
-        for _ in 0..15 * per_frame {
-            step(model, &mut state).unwrap();
-        }
-        let start = Snapshot::of(&state);
-        // A restored state has no step history: the frame's first step is
-        // backward Euler, the other seven BDF2.
-        g.bench_function("fine_reference_61x61_frame", |b| {
-            b.iter(|| {
-                start.restore(&mut state);
-                for _ in 0..per_frame {
-                    black_box(step(model, &mut state).unwrap());
-                }
-            })
-        });
-        Ok(())
-    })
-    .unwrap();
+    let mut parts = ModelParts::default();
+    let model = &build::model(&fine, CoarseGrain::NONE, &mut parts).unwrap();
+    let mut ss = VecStateStorage::new(model, fine.max_pairs());
+    let mut state = State::new(model, ss.storage()).unwrap();
+    let per_frame = fine.time.substeps;
+    for _ in 0..15 * per_frame {
+        step(model, &mut state).unwrap();
+    }
+    let start = Snapshot::of(&state);
+    // A restored state has no step history: the frame's first step is
+    // backward Euler, the other seven BDF2.
+    g.bench_function("fine_reference_61x61_frame", |b| {
+        b.iter(|| {
+            start.restore(&mut state);
+            for _ in 0..per_frame {
+                black_box(step(model, &mut state).unwrap());
+            }
+        })
+    });
     g.finish();
     forward(c, &scn, cfg);
 }
@@ -138,33 +136,31 @@ fn forward(c: &mut Criterion, scn: &weft_host::sim::scenario::Scenario, cfg: Gnn
             .expect("weights/weft-gnn.{json,safetensors}");
     let net = weft_weights::NETWORK.check().expect("the baked network");
     let mut g = c.benchmark_group("gnn_forward_16x16");
-    scn.with_model(|model| {
-        let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);
-        let mut state = State::new(model, ss.storage()).unwrap();
-        for _ in 0..31 {
-            step(model, &mut state).unwrap();
-        }
-        let graph = graph_of(model, &mut state, &cfg).unwrap();
-        let n = state.node_count();
-        let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
-        let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
-        let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        let gr = GraphRef::of(model, &state);
-        println!("graph: {n} nodes, {} directed edges ({} dynamic pairs)", graph.edges.len(), state.pairs().len());
-        g.bench_function("int8_core", |b| {
-            b.iter(|| {
-                int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
-                black_box(&dx);
-            })
-        });
-        g.bench_function("float_candle", |b| {
-            b.iter(|| black_box(trained.gnn.correct(&graph, &trained.meta.normalizer, &dev).unwrap()))
-        });
-        let batch = Batch::new(std::slice::from_ref(&graph), &trained.meta.normalizer, &dev).unwrap();
-        g.bench_function("float_candle_forward_only", |b| b.iter(|| black_box(trained.gnn.forward(&batch).unwrap())));
-        Ok(())
-    })
-    .unwrap();
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, CoarseGrain::NONE, &mut parts).unwrap();
+    let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * 256);
+    let mut state = State::new(model, ss.storage()).unwrap();
+    for _ in 0..31 {
+        step(model, &mut state).unwrap();
+    }
+    let graph = graph_of(model, &mut state, &cfg).unwrap();
+    let n = state.node_count();
+    let sizes = ScratchSizes::new(model.mesh.counts(), state.pairs().len(), net.latent);
+    let (mut latents, mut sums) = (vec![0i8; sizes.latents], vec![0i32; sizes.sums]);
+    let (mut dx, mut dv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+    let gr = GraphRef::of(model, &state);
+    println!("graph: {n} nodes, {} directed edges ({} dynamic pairs)", graph.edges.len(), state.pairs().len());
+    g.bench_function("int8_core", |b| {
+        b.iter(|| {
+            int8::forward(net, gr, &mut latents, &mut sums, &mut dx, &mut dv).unwrap();
+            black_box(&dx);
+        })
+    });
+    g.bench_function("float_candle", |b| {
+        b.iter(|| black_box(trained.gnn.correct(&graph, &trained.meta.normalizer, &dev).unwrap()))
+    });
+    let batch = Batch::new(std::slice::from_ref(&graph), &trained.meta.normalizer, &dev).unwrap();
+    g.bench_function("float_candle_forward_only", |b| b.iter(|| black_box(trained.gnn.forward(&batch).unwrap())));
     g.finish();
 }
 

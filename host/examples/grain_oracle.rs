@@ -25,9 +25,11 @@
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use weft_core::mesh::{MeshParts, Triangle};
+use weft_core::model::CoarseGrain;
 use weft_core::prelude::*;
 use weft_host::learn::dataset::{self, Trajectory};
 use weft_host::learn::metrics::{mean, rmse};
+use weft_host::sim::build::{self, ModelParts};
 use weft_host::sim::storage::VecStateStorage;
 
 const STARTS: [usize; 2] = [0, 100];
@@ -203,45 +205,45 @@ fn window(t: &Trajectory, s: usize, col: usize, grain: CoarseGrain, ridge: f64) 
     if scn.time.substeps != 1 {
         bail!("the coarse scenario takes {} steps a frame; one is expected", scn.time.substeps);
     }
-    scn.with_grained_model(g, |model| {
-        let mut storage = VecStateStorage::new(model, scn.max_pairs());
-        let mut state = scn.start(model, &mut storage)?;
-        let h = model.params.dt;
-        let (mut x, mut v) = (t.x[s].clone(), t.v[s].clone());
-        let (nt, nn) = (model.mesh.triangles().len(), model.mesh.node_count());
-        let mut errs = Vec::with_capacity(FRAMES);
-        let mut chosen = Vec::new();
-        for f in 0..FRAMES.min(t.x.len() - 1 - s) {
-            let target = &t.x[s + f + 1];
-            let at = (x.as_slice(), v.as_slice(), (s + f) as u64);
-            let next = match col {
-                2 => {
-                    let (scale, next) = fit_whole(model, &mut state, at, target)?;
-                    chosen.push(scale[0]);
-                    next
-                }
-                3..=5 => {
-                    let free: Vec<usize> = match col {
-                        3 => (0..nt).collect(),
-                        4 => (nt..nt + nn).collect(),
-                        _ => (0..nt + nn).collect(),
-                    };
-                    fit_factors(model, &mut state, at, target, ridge, &free)?
-                }
-                _ => step_scaled(model, &vec![1.0; nt + nn], &mut state, at.0, at.1, at.2)?,
-            };
-            // Backward Euler with one step a frame: x' = x + h v', except
-            // where the strain limiter moved positions further than the
-            // velocities (docs/learning.md gives what that changes).
-            v = next.iter().zip(&x).map(|(a, b)| (*a - *b) * (1.0 / h)).collect();
-            x = next;
-            errs.push(rmse(&x, target));
-        }
-        if std::env::var_os("FACTORS").is_some() && !chosen.is_empty() {
-            eprintln!("factors {} {} from {s}: {chosen:?}", t.family.name(), t.seed);
-        }
-        Ok(errs)
-    })
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, g, &mut parts)?;
+    let mut storage = VecStateStorage::new(model, scn.max_pairs());
+    let mut state = build::start(scn, model, &mut storage)?;
+    let h = model.params.dt;
+    let (mut x, mut v) = (t.x[s].clone(), t.v[s].clone());
+    let (nt, nn) = (model.mesh.triangles().len(), model.mesh.node_count());
+    let mut errs = Vec::with_capacity(FRAMES);
+    let mut chosen = Vec::new();
+    for f in 0..FRAMES.min(t.x.len() - 1 - s) {
+        let target = &t.x[s + f + 1];
+        let at = (x.as_slice(), v.as_slice(), (s + f) as u64);
+        let next = match col {
+            2 => {
+                let (scale, next) = fit_whole(model, &mut state, at, target)?;
+                chosen.push(scale[0]);
+                next
+            }
+            3..=5 => {
+                let free: Vec<usize> = match col {
+                    3 => (0..nt).collect(),
+                    4 => (nt..nt + nn).collect(),
+                    _ => (0..nt + nn).collect(),
+                };
+                fit_factors(model, &mut state, at, target, ridge, &free)?
+            }
+            _ => step_scaled(model, &vec![1.0; nt + nn], &mut state, at.0, at.1, at.2)?,
+        };
+        // Backward Euler with one step a frame: x' = x + h v', except
+        // where the strain limiter moved positions further than the
+        // velocities (docs/learning.md gives what that changes).
+        v = next.iter().zip(&x).map(|(a, b)| (*a - *b) * (1.0 / h)).collect();
+        x = next;
+        errs.push(rmse(&x, target));
+    }
+    if std::env::var_os("FACTORS").is_some() && !chosen.is_empty() {
+        eprintln!("factors {} {} from {s}: {chosen:?}", t.family.name(), t.seed);
+    }
+    Ok(errs)
 }
 
 fn main() -> Result<()> {

@@ -1,4 +1,4 @@
-//! weft on the desktop, behind the `weft` command, in three floors, each
+//! weft on the desktop, behind the `weft` command, in three layers, each
 //! importing only the ones below it: [`sim`] (scenario files, the rollout
 //! loop, correctors, output) on `weft-core`; [`learn`] (families, data,
 //! the float network, training, quantisation, evaluation) on `sim`;

@@ -2,6 +2,8 @@
 //! the model file format, and a rollout with the baked weights.
 
 use std::path::Path;
+use weft_core::math::Vec3;
+use weft_host::sim::build::{self, ModelParts};
 
 use candle_core::Device;
 use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
@@ -50,7 +52,9 @@ fn record(states: usize) -> Vec<Trace> {
         .into_iter()
         .map(|(family, seed)| {
             let scn = families::scenario(family, seed, spec.coarse, spec.steps, spec.dt);
-            scn.with_model(|model| {
+            let mut parts = ModelParts::default();
+            let model = &build::model(&scn, CoarseGrain::NONE, &mut parts).unwrap();
+            {
                 let n = model.mesh.node_count();
                 let mut ss = VecStateStorage::new(model, cfg.pairs_per_node * n);
                 let mut state = State::new(model, ss.storage()).unwrap();
@@ -58,15 +62,14 @@ fn record(states: usize) -> Vec<Trace> {
                 for t in 0..states * 10 {
                     step(model, &mut state).unwrap();
                     if t % 10 == 9 {
-                        graphs.push(graph_of(model, &mut state, &cfg)?);
+                        graphs.push(graph_of(model, &mut state, &cfg).unwrap());
                         xs.push(state.positions().to_vec());
                         vs.push(state.velocities().to_vec());
                         starts.push([state.start_velocities(), state.previous_start_velocities()].map(<[_]>::to_vec));
                     }
                 }
-                Ok(Trace { family, seed, graphs, x: xs, v: vs, v_start: starts })
-            })
-            .unwrap()
+                Trace { family, seed, graphs, x: xs, v: vs, v_start: starts }
+            }
         })
         .collect()
 }
@@ -76,7 +79,9 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
     let mut out = vec![];
     for Trace { family, seed, graphs, x: xs, v: vs, v_start } in traces {
         let scn = families::scenario(*family, *seed, spec.coarse, spec.steps, spec.dt);
-        scn.with_model(|model| {
+        let mut parts = ModelParts::default();
+        let model = &build::model(&scn, CoarseGrain::NONE, &mut parts).unwrap();
+        {
             let n = model.mesh.node_count();
             let mut ss = VecStateStorage::new(model, 8 * n);
             let mut state = State::new(model, ss.storage()).unwrap();
@@ -96,9 +101,7 @@ fn run_int8(net: &NetworkData, traces: &[Trace]) -> Vec<Recorded> {
                 let int8 = dx.iter().zip(&dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
                 out.push(Recorded { graph: g.clone(), int8 });
             }
-            Ok(())
-        })
-        .unwrap();
+        }
     }
     out
 }
@@ -417,10 +420,12 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
     assert_eq!(dataset::split_of(&spec, Family::Drape, 13), "test");
     let scn = families::scenario(Family::Drape, 13, spec.coarse, spec.steps, spec.dt);
     let net = &weft_weights::NETWORK;
-    scn.with_model(|model| {
+    let mut parts = ModelParts::default();
+    let model = &build::model(&scn, CoarseGrain::NONE, &mut parts).unwrap();
+    {
         let n = model.mesh.node_count();
         let mut ss = VecStateStorage::new(model, 8 * n);
-        let mut state = scn.start(model, &mut ss).unwrap();
+        let mut state = build::start(&scn, model, &mut ss).unwrap();
         let sizes = ScratchSizes::new(model.mesh.counts(), 8 * n, net.latent);
         let mut latents = vec![0i8; sizes.latents];
         let mut frames = Vec::new();
@@ -434,9 +439,8 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
             assert!(state.positions().iter().all(|p| p.is_finite()));
             frames.push(state.positions().to_vec());
         }
-        Ok(frames)
-    })
-    .unwrap()
+        frames
+    }
 }
 
 /// 200 corrected steps of a test-split drape (drape-13): the float network

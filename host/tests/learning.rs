@@ -1,9 +1,12 @@
 //! The learning loop end to end on a tiny data set: generation is
 //! deterministic, the format round-trips, and training lowers the loss.
+use weft_core::math::Vec3;
+use weft_core::model::CoarseGrain;
 use weft_host::learn::dataset::{self, DatasetSpec};
 use weft_host::learn::families::Family;
 use weft_host::learn::gnn::{GnnConfig, Trained};
 use weft_host::learn::train::{self, TrainOptions};
+use weft_host::sim::build::{self, ModelParts};
 
 fn tiny() -> DatasetSpec {
     DatasetSpec {
@@ -35,7 +38,7 @@ fn generation_is_deterministic_and_round_trips() {
         assert_eq!(ta.x.len(), 13);
         assert_eq!(ta.x[0].len(), 25);
         // Frame 0 is the coarse rest state: the fine grid contains the coarse nodes.
-        let rest = ta.scenario.with_model(|m| Ok(m.mesh.rest().to_vec())).unwrap();
+        let rest = rest_of(&ta.scenario);
         for (p, q) in ta.x[0].iter().zip(&rest) {
             assert!((*p - *q).norm() < 1e-5);
         }
@@ -166,9 +169,11 @@ fn hanging_cloths_start_moving_with_their_pins() {
         let scn = weft_host::learn::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
         let spin = scn.cloth.spin;
         kicked += (spin != [0.0; 3]) as u32;
-        scn.with_model(|model| {
+        let mut parts = ModelParts::default();
+        let model = &build::model(&scn, CoarseGrain::NONE, &mut parts).unwrap();
+        {
             let mut storage = weft_host::sim::storage::VecStateStorage::new(model, 0);
-            let state = scn.start(model, &mut storage)?;
+            let state = build::start(&scn, model, &mut storage).unwrap();
             let (v, w, c) = (scn.cloth.velocity, spin, scn.cloth.center);
             for pin in model.scene.pins {
                 let i = pin.node as usize;
@@ -189,9 +194,7 @@ fn hanging_cloths_start_moving_with_their_pins() {
                     assert!((g - want).abs() < 1e-3 * (1.0 + want.abs()), "seed {seed}: node {g} vs pin {want}");
                 }
             }
-            Ok(())
-        })
-        .unwrap();
+        }
     }
     assert!(kicked > 4, "{kicked} of 24 hangs kicked");
 }
@@ -297,7 +300,7 @@ fn the_coarse_state_interpolates_to_the_finer_grid() {
     let spec = tiny();
     let scn = weft_host::learn::families::scenario(Family::Drape, 3, spec.coarse, spec.steps, 1.0 / 60.0);
     let (fine, map) = dataset::fine_scenario(&scn, 3, 1, spec.fine_integrator).unwrap();
-    let rest = |s: &weft_host::sim::scenario::Scenario| s.with_model(|m| Ok(m.mesh.rest().to_vec())).unwrap();
+    let rest = rest_of;
     let (coarse_rest, fine_rest) = (rest(&scn), rest(&fine));
     let [nx, ny] = scn.cloth.resolution;
     let up = prolongate(&coarse_rest, nx, ny, 3);
@@ -527,4 +530,10 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
     let net =
         Trained::untrained(GnnConfig { radius: 0.05, ..GnnConfig::default() }, &candle_core::Device::Cpu).unwrap();
     assert_eq!(horizon_errors(&trajs[0], Column::Grained, Some(&net), None).unwrap(), None);
+}
+
+/// The rest positions of a scenario's mesh.
+fn rest_of(scn: &weft_host::sim::scenario::Scenario) -> Vec<Vec3> {
+    let mut parts = ModelParts::default();
+    build::model(scn, CoarseGrain::NONE, &mut parts).unwrap().mesh.rest().to_vec()
 }

@@ -10,8 +10,8 @@
 mod host;
 use weft_tests::scene::Scenario;
 
+use weft_core::physics::state::Warnings;
 use weft_core::physics::{energy, max_strain};
-use weft_core::state::Warnings;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -24,11 +24,11 @@
 //!   (N·m), and the Poisson ratio;
 //! - the step's velocity change (3): the velocity after the physics step
 //!   less the one it started from plus the wind's push over the step
-//!   ([`crate::state::State::start_velocities`]), the step's acceleration
+//!   ([`crate::physics::state::State::start_velocities`]), the step's acceleration
 //!   times its length, which tells the forces that acted on the node
 //!   (contact, stretch, bending, gravity) apart from its motion;
 //! - the history (3): the velocity the step started from less the one the
-//!   step before started from ([`crate::state::State::previous_start_velocities`]),
+//!   step before started from ([`crate::physics::state::State::previous_start_velocities`]),
 //!   the last frame's velocity change after its correction (0 on a state's
 //!   first step and after its velocities are set without one);
 //! - the air's velocity relative to the node (3), `air(t) − v`, zero in a

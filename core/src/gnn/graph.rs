@@ -6,7 +6,7 @@ use super::features;
 use crate::math::Vec3;
 use crate::mesh::{Mesh, NodeId};
 use crate::model::{Collider, Material, Model, Wind};
-use crate::state::State;
+use crate::physics::state::State;
 
 /// The graph the network runs on: the rest mesh, the current state and
 /// the dynamic pairs, and what it sees around the cloth (the colliders and

@@ -41,16 +41,18 @@
 //! No allocation: the product runs in the state's own workspace. The
 //! state's positions, velocities, clock and history are left as they were.
 
+use super::assembly::assemble_system;
+use super::candidate::{base_positions, check_energy};
+use super::constraints::constrain;
 use super::membrane;
-use super::{
-    assemble_system, base_positions, check_energy, constrain, operator, preconditioner, solver, warm_start,
-    Coefficients, LINE_SEARCH,
-};
+use super::solver::{self, bending_of, operator, preconditioner, solve, warm_start, Coefficients};
+use super::step::LINE_SEARCH;
 use crate::flags;
 use crate::math::Vec3;
 use crate::model::{Integrator, Model};
+use crate::physics::state::State;
+use crate::physics::workspace::blocks_of;
 use crate::probe::NoProbe;
-use crate::state::{blocks_of, State};
 
 /// How the product takes the positions' part of the step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +131,7 @@ pub fn step_vjp(
     if state.x.len() != n
         || gx.len() != n
         || gv.len() != n
-        || state.ws.blocks.len() != crate::state::mat3_blocks(model.mesh.counts())
+        || state.ws.blocks.len() != crate::physics::state::mat3_blocks(model.mesh.counts())
     {
         return Err(VjpError::MeshMismatch);
     }
@@ -168,7 +170,7 @@ fn forward(model: &Model, state: &mut State, k: &Coefficients) -> Option<(solver
     assemble_system(model, x, v, ws, k);
     let held = constrain(model, v, ws, k);
     let warm = model.params.warm_start && held > 0 && ws.warm_h == k.h && warm_start(ws);
-    let (solve, work) = super::solve(model, v, ws, k, held, warm, &mut NoProbe);
+    let (solve, work) = solve(model, v, ws, k, held, warm, &mut NoProbe);
     if !(solve.residual.is_finite() && ws.dv.iter().all(|d| d.is_finite())) {
         return None;
     }
@@ -222,7 +224,7 @@ fn adjoint(
     // λ in `dv`; A λ into `q`, K λ into `p`.
     system.apply(ws.dv, ws.q);
     let mesh = &model.mesh;
-    let bend = super::bending_of(model, &ws.stencil);
+    let bend = bending_of(model, &ws.stencil);
     {
         let (diag, _, off) = blocks_of(ws.blocks, mesh.node_count(), mesh.edges().len());
         solver::matvec(mesh, diag, off, bend, ws.dv, ws.p);
@@ -264,7 +266,7 @@ fn positions_part(model: &Model, state: &mut State, k: &Coefficients, lin: Linea
     let h = k.h;
     let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     let mesh = &model.mesh;
-    let bend = super::bending_of(model, &ws.stencil);
+    let bend = bending_of(model, &ws.stencil);
     if lin == Linearisation::Stable {
         for (g, kl) in gx.iter_mut().zip(ws.p.iter()) {
             *g -= *kl * h;
@@ -280,7 +282,8 @@ fn positions_part(model: &Model, state: &mut State, k: &Coefficients, lin: Linea
                 *xn = *xi + *l * (sign * eps);
             }
             force.fill(Vec3::ZERO);
-            let (diag, _, off) = crate::state::split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
+            let (diag, _, off) =
+                crate::physics::workspace::split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
             super::assemble(model, bend, x_new, force, diag, off);
             out.copy_from_slice(force);
         }

@@ -27,6 +27,13 @@
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE};
 
+impl crate::model::Material {
+    /// The bending law of this material.
+    pub fn plate(&self) -> Plate {
+        Plate { stiffness: self.bending, poisson: self.poisson }
+    }
+}
+
 /// Plate bending parameters: stiffness `D` (N·m) and Poisson ratio ν.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plate {

@@ -107,3 +107,110 @@ impl<'a> ElasticMemo<'a> {
 fn same_bits(a: &[Vec3], b: &[Vec3]) -> bool {
     bytemuck::cast_slice::<Vec3, u32>(a) == bytemuck::cast_slice::<Vec3, u32>(b)
 }
+
+/// Energy split by source (J).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Energy {
+    pub kinetic: f32,
+    pub membrane: f32,
+    pub bending: f32,
+    /// Gravitational potential `−Σ m g·x`.
+    pub gravity: f32,
+}
+
+impl Energy {
+    pub fn total(&self) -> f32 {
+        self.kinetic + self.membrane + self.bending + self.gravity
+    }
+}
+
+/// Energy of positions `x` and velocities `v`.
+pub fn energy(model: &Model, x: &[Vec3], v: &[Vec3]) -> Energy {
+    energy_with(model, x, v, |x| elastic(model, x, &mut [])).0
+}
+
+/// [`energy`] with the elastic part from `elastic`, and the elastic
+/// energy's rounding bound ([`Elastic::noise`]).
+pub(crate) fn energy_with(
+    model: &Model,
+    x: &[Vec3],
+    v: &[Vec3],
+    elastic: impl FnOnce(&[Vec3]) -> Elastic,
+) -> (Energy, f32) {
+    let mut e = Energy::default();
+    for (i, (xi, vi)) in x.iter().zip(v).enumerate() {
+        let m = model.mass(i);
+        e.kinetic += 0.5 * m * vi.norm2();
+        e.gravity -= m * model.scene.gravity.dot(*xi);
+    }
+    let el = elastic(x);
+    (e.membrane, e.bending) = (el.membrane, el.bending);
+    (e, el.noise)
+}
+
+/// The strain `l/l₀ − 1` of every static edge (positive: stretched).
+pub fn edge_strains<'s>(model: &'s Model, x: &'s [Vec3]) -> impl Iterator<Item = f32> + 's {
+    let rest = model.mesh.rest();
+    model.mesh.edges().iter().map(move |e| {
+        let (a, b) = (e.a as usize, e.b as usize);
+        (x[b] - x[a]).norm() / (rest[b] - rest[a]).norm() - 1.0
+    })
+}
+
+/// Largest relative change of a static edge's length, `max |l/l₀ − 1|`.
+pub fn max_strain(model: &Model, x: &[Vec3]) -> f32 {
+    edge_strains(model, x).map(f32::abs).fold(0.0, f32::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{elastic, ElasticMemo};
+    use crate::math::Vec3;
+    use crate::mesh::{BendTriangle, Edge, Grid, Hinge, Mesh, MeshCounts, MeshError, MeshStorage, Triangle};
+    use crate::model::{Material, Model, ParamError, Scene, StepParams};
+
+    const C: MeshCounts = MeshCounts::grid(4, 4);
+
+    /// A mesh or model the test could not build.
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    enum Setup {
+        Mesh(MeshError),
+        Model(ParamError),
+    }
+
+    #[test]
+    fn memo_answers_only_for_the_same_placement() -> Result<(), Setup> {
+        let (mut rest, mut node_area) = ([Vec3::ZERO; C.nodes], [0.0; C.nodes]);
+        let (mut triangles, mut bending) = ([Triangle::default(); C.triangles], [BendTriangle::default(); C.triangles]);
+        let (mut edges, mut edge_start) = ([Edge::default(); C.edges], [0u16; C.nodes]);
+        let mut hinges = [Hinge::default(); C.hinges];
+        let storage = MeshStorage {
+            rest: &mut rest,
+            node_area: &mut node_area,
+            triangles: &mut triangles,
+            edges: &mut edges,
+            edge_start: &mut edge_start,
+            hinges: &mut hinges,
+            bending: &mut bending,
+        };
+        let mesh = Mesh::grid(&Grid::horizontal(4, 4, 0.3, 0.3, 0.0), storage).map_err(Setup::Mesh)?;
+        let model =
+            Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).map_err(Setup::Model)?;
+        let mut x: [Vec3; C.nodes] = core::array::from_fn(|i| model.mesh.rest()[i] * 1.05);
+        let mut copy = [Vec3::ZERO; C.nodes];
+        let mut memo = ElasticMemo::new(&mut copy);
+        let first = memo.elastic(&model, &x, None, &mut []);
+        assert_eq!(first, elastic(&model, &x, &mut []));
+        assert!(first.membrane > 0.0);
+        assert_eq!(memo.elastic(&model, &x, None, &mut []), first);
+        // One node moved: measured again, not remembered.
+        x[5].z += 0.01;
+        let moved = memo.elastic(&model, &x, None, &mut []);
+        assert_eq!(moved, elastic(&model, &x, &mut []));
+        assert_ne!(moved, first);
+        memo.forget();
+        assert_eq!(memo.elastic(&model, &x, None, &mut []), moved);
+        Ok(())
+    }
+}

@@ -27,7 +27,7 @@
 //! own forward couplings' sum), where a coupling outside the grid adds a
 //! zero term.
 //!
-//! Its storage is optional ([`crate::state::StateSizes::with_gather`]):
+//! Its storage is optional ([`crate::physics::state::StateSizes::with_gather`]):
 //! a state without it takes the scatter product.
 
 use crate::math::{Mat3, Vec3};

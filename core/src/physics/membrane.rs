@@ -28,6 +28,18 @@
 use crate::math::{Mat3, Sym2, Vec3};
 use crate::mesh::Triangle;
 
+impl crate::model::Material {
+    /// The membrane law of this material.
+    pub fn membrane(&self) -> Membrane {
+        let (mu, lambda) = self.lame();
+        let (taut, taut_slope) = match self.taut {
+            Some(t) => (t.strain, libm::sqrtf(t.stiffening)),
+            None => (f32::INFINITY, 1.0),
+        };
+        Membrane { mu, lambda, compression: self.compression, taut, taut_slope }
+    }
+}
+
 /// Membrane parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Membrane {

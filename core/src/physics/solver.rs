@@ -5,13 +5,18 @@
 //! preconditioned by the multigrid V-cycle on grids
 //! ([`crate::physics::multigrid`]) and by block Jacobi elsewhere.
 
+use crate::contact;
 use crate::flags;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Edge, Mesh};
+use crate::model::Model;
 use crate::physics::blocks::{diagonal_term, edge_terms, smooth_term};
+use crate::physics::gather;
 use crate::physics::gather::Product;
 use crate::physics::multigrid::{self, FineLevel, FineOperator, Multigrid};
-use crate::physics::stencil::Bending;
+use crate::physics::stencil::{self, Bending};
+use crate::physics::workspace::{blocks_of, split_blocks, Workspace};
+use crate::probe::{Probe, Stage};
 
 /// `out = K p`: `diag` and `off` hold the membrane's diagonal and symmetric
 /// static-edge blocks (`off[e]` is the block of row `a`, column `b` of edge
@@ -450,4 +455,238 @@ impl System<'_, '_> {
             error_energy: 0.5 * rz.max(0.0),
         }
     }
+}
+
+/// Solves a step may add to release nodes its contact constraints would
+/// otherwise hold against the collider.
+pub(super) const MAX_RELEASES: u32 = 1;
+
+/// The first solve of a step with contacts stops at this relative
+/// residual (or at the solve's tolerance, if looser), where the release
+/// check runs: the release decision then rests on the same quality of
+/// solve at every tolerance (the device's 1e-4 had it at 1000 times its
+/// tolerance; at the desktop's 1e-5 that multiple took 31.4 CG iterations
+/// a step on the 61×61 fold against 28.9 at this residual).
+pub(super) const RELEASE_CHECK: f32 = 0.1;
+
+/// The constants of one linearised solve.
+#[derive(Clone, Copy)]
+pub(super) struct Coefficients {
+    /// The (sub)step's length and its start and end times.
+    pub(super) h_step: f32,
+    pub(super) t0: f64,
+    pub(super) t1: f64,
+    /// BDF2 solves a backward-Euler-like system over `h = 2h_step/3` from
+    /// the base `x + (x − x_prev)/3` with the velocity predictor
+    /// `(4v − v_prev)/3`; backward Euler over `h = h_step`.
+    pub(super) bdf2: bool,
+    pub(super) h: f32,
+    /// `A = m_scale·M + c·K`: `M(1 + hα) + (hβ + h²) K`.
+    pub(super) m_scale: f32,
+    pub(super) c: f32,
+}
+
+impl Coefficients {
+    pub(super) fn new(model: &Model, t0: f64, h_step: f32, bdf2: bool) -> Coefficients {
+        let h = if bdf2 { h_step * (2.0 / 3.0) } else { h_step };
+        let mat = &model.material;
+        Coefficients {
+            h_step,
+            t0,
+            t1: t0 + h_step as f64,
+            bdf2,
+            h,
+            m_scale: 1.0 + h * mat.damping_mass,
+            c: h * mat.damping_stiffness + h * h,
+        }
+    }
+}
+
+/// The bending Hessian as this state applies it.
+pub(super) fn bending_of<'w>(model: &Model, stencil: &'w Option<stencil::BendingStencil<'_>>) -> Bending<'w> {
+    match stencil {
+        Some(s) => Bending::Stencil(s),
+        None => Bending::MatrixFree(model.material.plate()),
+    }
+}
+
+/// The block-Jacobi preconditioner (the multigrid's fine smoother): the
+/// inverse 3×3 diagonal blocks of A; a held node's block inverts its
+/// diagonal block on the tangent plane exactly (and keeps its normal
+/// stiffness apart). Made for the flags as they are: after the
+/// constraints, and again after a release.
+pub(super) fn preconditioner(model: &Model, ws: &mut Workspace, k: &Coefficients) {
+    let mesh = &model.mesh;
+    let bend = bending_of(model, &ws.stencil);
+    let (diag, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
+    for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
+        *pc = *d * k.c + Mat3::scale(model.mass(i) * k.m_scale);
+    }
+    bend.add_diagonal(mesh, k.c, precond);
+    for (i, pc) in precond.iter_mut().enumerate() {
+        let d = pc.diagonal();
+        *pc = pc.inverse().unwrap_or(Mat3 {
+            c: [Vec3::new(1.0 / d.x, 0.0, 0.0), Vec3::new(0.0, 1.0 / d.y, 0.0), Vec3::new(0.0, 0.0, 1.0 / d.z)],
+        });
+        if flags::on_plane(ws.flags[i]) {
+            *pc = plane_inverse(*pc, ws.normal[i]);
+        }
+    }
+}
+
+/// Starts the solve from the last one's `Δv` where that solved a step of
+/// the same length ([`crate::model::StepParams::warm_start`]): the nodes a
+/// collider holds take its tangential part beside their constrained normal
+/// part; pinned and free nodes keep theirs. Returns whether it did.
+pub(super) fn warm_start(ws: &mut Workspace) -> bool {
+    if ws.warm.len() != ws.dv.len() {
+        return false;
+    }
+    for (((d, &w), &f), &n) in ws.dv.iter_mut().zip(ws.warm.iter()).zip(ws.flags.iter()).zip(ws.normal.iter()) {
+        if flags::on_plane(f) {
+            *d += w - n * w.dot(n);
+        }
+    }
+    true
+}
+
+/// Keeps a finished solve's `Δv` as the next one's starting guess (a
+/// solve that failed leaves none).
+pub(super) fn keep_warm(ws: &mut Workspace, h: f32, ok: bool) {
+    ws.warm_h = 0.0;
+    if ok && ws.warm.len() == ws.dv.len() && ws.dv.iter().all(|d| d.is_finite()) {
+        ws.warm.copy_from_slice(ws.dv);
+        ws.warm_h = h;
+    }
+}
+
+/// The filtered CG solve for `ws.dv`, and with `held` contact nodes the
+/// release of those a collider would pull (the first solve stops early for
+/// that check; the one after it goes on to the tolerance). Returns the
+/// solve and the work the constraints may do (pushing a node out of a
+/// collider); leaves `A Δv` in `ws.q` and `b` in `ws.force` where nodes
+/// stay held.
+pub(super) fn solve(
+    model: &Model,
+    v: &[Vec3],
+    ws: &mut Workspace,
+    k: &Coefficients,
+    held: usize,
+    warm: bool,
+    probe: &mut impl Probe,
+) -> (Solve, f32) {
+    // The operator of the flags (and preconditioner) as they are then.
+    macro_rules! system {
+        () => {
+            operator(model, k, ws.blocks, &ws.stencil, ws.gather.as_ref(), ws.flags, ws.normal)
+        };
+    }
+    // Residuals are measured against the right-hand side, not against the
+    // residual of the starting guess.
+    let mut solve = Solve { reference: system!().rhs_norm(ws.force), ..Solve::default() };
+    let mut released = 0;
+    // The multigrid's coarse operators follow the constraints: assembled
+    // for the first solve and again only after a release changed them.
+    let mut constraints_changed = true;
+    for pass in 0..=MAX_RELEASES {
+        probe.enter(Stage::Solve);
+        let system = system!();
+        // r = b − A Δv: the constrained part of Δv (with the last solve's
+        // where it starts warm), and after a release the previous solution
+        // as the starting guess.
+        if pass > 0 || held > 0 || warm || !model.scene.pins.is_empty() {
+            system.apply(ws.dv, ws.q);
+            for ((r, b), q) in ws.r.iter_mut().zip(ws.force.iter()).zip(ws.q.iter()) {
+                *r = *b - *q;
+            }
+        }
+        if constraints_changed {
+            probe.enter(Stage::Multigrid);
+            system.prepare(&mut ws.mg);
+            probe.enter(Stage::Solve);
+        }
+        let early = pass == 0 && held > 0 && MAX_RELEASES > 0;
+        let tolerance = if early { RELEASE_CHECK.max(model.params.cg_tolerance) } else { model.params.cg_tolerance };
+        let stop = Stop { max_iterations: model.params.cg_max_iterations, tolerance, reference: solve.reference };
+        solve.then(system.pcg(ws.dv, ws.r, [ws.p, ws.q, ws.x_new], &mut ws.mg, stop));
+        if held == 0 || pass == MAX_RELEASES {
+            break;
+        }
+        // Constraint impulses λ = (A Δv − b)·n; a collider cannot pull.
+        system.apply(ws.dv, ws.q);
+        let newly = release(ws.flags, ws.normal, ws.q, ws.force);
+        released += newly;
+        constraints_changed = newly > 0;
+        if constraints_changed {
+            // A released node's block inverted its diagonal block on the
+            // contact plane.
+            probe.enter(Stage::Multigrid);
+            preconditioner(model, ws, k);
+        }
+        if newly == 0 && !early {
+            break;
+        }
+    }
+
+    // The held nodes' normal impulses λ = (A Δv − b)·n (from `q` = A Δv and
+    // `force` = b, kept until the candidate is made).
+    let mut work = 0.0;
+    if held > released {
+        system!().apply(ws.dv, ws.q);
+        work = constraint_work(model, v, ws);
+    }
+    (solve, work)
+}
+
+/// The step's operator `A` on the blocks of `blocks` ([`split_blocks`]),
+/// for these node flags.
+pub(super) fn operator<'s, 'm>(
+    model: &'s Model<'m>,
+    k: &Coefficients,
+    blocks: &'s [Mat3],
+    stencil: &'s Option<stencil::BendingStencil<'_>>,
+    gather: Option<&'s gather::Gather<'_>>,
+    flags: &'s [u8],
+    normal: &'s [Vec3],
+) -> System<'s, 'm> {
+    let (diag, precond, off) = blocks_of(blocks, model.mesh.node_count(), model.mesh.edges().len());
+    System {
+        mesh: &model.mesh,
+        diag,
+        off,
+        bending: bending_of(model, stencil),
+        density: model.material.density,
+        m_scale: k.m_scale,
+        c: k.c,
+        precond,
+        flags,
+        normal,
+        gather: gather.map(|g| g as &dyn gather::Product),
+    }
+}
+
+/// Releases the held nodes whose constraint impulse `(A Δv − b)·n` (`a_dv`,
+/// `b`) pulls them onto the collider; returns how many.
+pub(super) fn release(node_flags: &mut [u8], normal: &[Vec3], a_dv: &[Vec3], b: &[Vec3]) -> usize {
+    let mut newly = 0;
+    for (i, f) in node_flags.iter_mut().enumerate() {
+        if flags::in_contact(*f) && (a_dv[i] - b[i]).dot(normal[i]) < 0.0 {
+            *f = flags::without_contact(*f);
+            newly += 1;
+        }
+    }
+    newly
+}
+
+/// The work the held nodes' normal impulses (from `ws.q` = A Δv and
+/// `ws.force` = b) may do over the step: pushing a node out of a collider.
+pub(super) fn constraint_work(model: &Model, v: &[Vec3], ws: &Workspace) -> f32 {
+    let mut work = 0.0;
+    for (i, &f) in ws.flags.iter().enumerate() {
+        let Some(col) = contact::holder(model.scene.colliders, f) else { continue };
+        let n = ws.normal[i];
+        let lambda = (ws.q[i] - ws.force[i]).dot(n).max(0.0);
+        work += lambda * (v[i] + ws.dv[i] - col.velocity).dot(n).max(0.0);
+    }
+    work
 }

@@ -14,7 +14,9 @@
 //! Inputs and targets are normalised by statistics of the training data,
 //! which travel with the weights ([`Normalizer`]).
 
+use crate::sim::build::{self, ModelParts};
 use std::path::Path;
+use weft_core::model::CoarseGrain;
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
@@ -307,11 +309,10 @@ pub fn sample(
     let ahead = unroll.map_or(0, |u| u.steps.min(t));
     let t0 = t - ahead;
     // The start: the fine state at frame t0, jittered at the free nodes.
-    let pinned = scn.with_model(|model| {
-        let mut flags = vec![0u8; model.mesh.node_count()];
-        model.scene.mark_pinned(&mut flags);
-        Ok(flags)
-    })?;
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, CoarseGrain::NONE, &mut parts)?;
+    let mut pinned = vec![0u8; model.mesh.node_count()];
+    model.scene.mark_pinned(&mut pinned);
     let jitter = |p: &Vec3, &pin: &u8, s: f32, rng: &mut Rng| {
         if pin != 0 {
             *p

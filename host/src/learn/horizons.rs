@@ -11,6 +11,7 @@
 //! ([`DEVICE_PER_CG_ITERATION`], [`DEVICE_PER_STEP`], [`DEVICE_PER_NETWORK`]),
 //! beside host time.
 
+use crate::sim::build::{self, ModelParts};
 use std::path::Path;
 use std::time::Instant;
 
@@ -338,12 +339,12 @@ fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
 /// Puts the free nodes of an interpolated state of `scn` at frame `frame`
 /// that lie inside a collider on its surface (as a step's contacts do).
 fn out_of_colliders(scn: &sim::scenario::Scenario, frame: usize, x: &mut [Vec3], v: &mut [Vec3]) -> Result<()> {
-    scn.with_model(|model| {
-        let mut pinned = vec![0; x.len()];
-        model.scene.mark_pinned(&mut pinned);
-        weft_core::contact::collide(model.scene.colliders, frame as f32 * scn.time.dt, &pinned, x, v);
-        Ok(())
-    })
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, CoarseGrain::NONE, &mut parts)?;
+    let mut pinned = vec![0; x.len()];
+    model.scene.mark_pinned(&mut pinned);
+    weft_core::contact::collide(model.scene.colliders, frame as f32 * scn.time.dt, &pinned, x, v);
+    Ok(())
 }
 
 /// Adds the mean RMSE between two restricted rollouts over each horizon's

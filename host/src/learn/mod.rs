@@ -1,4 +1,4 @@
-//! The learning floor: the scenario families ([`families`]) and their
+//! The learning layer: the scenario families ([`families`]) and their
 //! fine-reference data ([`dataset`]), the float network and its samples
 //! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`], [`solver_loss`]: the solver in the loop), int8 quantisation and
 //! export ([`quantize`]), the coarse step fitted to the reference ([`calibrate`]), and evaluation ([`columns`], [`eval`], [`gain`],

@@ -20,8 +20,10 @@
 //! each correction is trained on the error of the frame it makes, in the
 //! rollout of the real step (the A/B's arm b).
 
+use crate::sim::build::{self, ModelParts};
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
+use weft_core::model::CoarseGrain;
 use weft_core::physics::{step_vjp, Linearisation};
 use weft_core::prelude::*;
 
@@ -146,36 +148,35 @@ pub fn solver_sample(
     let mut loss = 0.0f64;
     let mut lambda = vec![Vec::new(); frames];
     let (mut split, mut adjoint_iterations) = (0, 0);
-    scn.with_grained_model(model.meta.config.coarse_grain(), |m| {
-        let mut storage = VecStateStorage::new(m, scn.max_pairs().max(model.meta.config.pairs_per_node * n));
-        let mut state = scn.start(m, &mut storage)?;
-        let (mut gx, mut gv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        for f in (1..=frames).rev() {
-            if through != Through::Frames && f < frames {
-                let (x, v) = &states[f];
-                state.set_positions(x)?;
-                state.set_velocities(v)?;
-                state.set_time((t0 + f) as f64 * dt)?;
-                let lin = if through == Through::Exact { Linearisation::Exact } else { Linearisation::Stable };
-                let r = step_vjp(m, &mut state, lin, &mut gx, &mut gv)?;
-                split += usize::from(r.split);
-                adjoint_iterations += r.adjoint_iterations;
-            } else {
-                gx.fill(Vec3::ZERO);
-                gv.fill(Vec3::ZERO);
-            }
+    let mut parts = ModelParts::default();
+    let m = &build::model(&scn, model.meta.config.coarse_grain(), &mut parts)?;
+    let mut storage = VecStateStorage::new(m, scn.max_pairs().max(model.meta.config.pairs_per_node * n));
+    let mut state = build::start(&scn, m, &mut storage)?;
+    let (mut gx, mut gv) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+    for f in (1..=frames).rev() {
+        if through != Through::Frames && f < frames {
             let (x, v) = &states[f];
-            let v_ref = frame_velocity(traj, t0 + f);
-            for i in 0..n {
-                let (ex, ev) = (x[i] - traj.x[t0 + f][i], v[i] - v_ref[i]);
-                loss += (free[i] * (ex.norm2() * cx + ev.norm2() * cv)) as f64;
-                gx[i] += ex * (2.0 * cx * free[i]);
-                gv[i] += ev * (2.0 * cv * free[i]);
-            }
-            lambda[f - 1] = gx.iter().zip(&gv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
+            state.set_positions(x)?;
+            state.set_velocities(v)?;
+            state.set_time((t0 + f) as f64 * dt)?;
+            let lin = if through == Through::Exact { Linearisation::Exact } else { Linearisation::Stable };
+            let r = step_vjp(m, &mut state, lin, &mut gx, &mut gv)?;
+            split += usize::from(r.split);
+            adjoint_iterations += r.adjoint_iterations;
+        } else {
+            gx.fill(Vec3::ZERO);
+            gv.fill(Vec3::ZERO);
         }
-        Ok(())
-    })?;
+        let (x, v) = &states[f];
+        let v_ref = frame_velocity(traj, t0 + f);
+        for i in 0..n {
+            let (ex, ev) = (x[i] - traj.x[t0 + f][i], v[i] - v_ref[i]);
+            loss += (free[i] * (ex.norm2() * cx + ev.norm2() * cv)) as f64;
+            gx[i] += ex * (2.0 * cx * free[i]);
+            gv[i] += ev * (2.0 * cv * free[i]);
+        }
+        lambda[f - 1] = gx.iter().zip(&gv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
+    }
     if lambda.iter().flatten().flatten().any(|l| !l.is_finite()) {
         bail!("a rollout's gradient is not finite");
     }

@@ -1,12 +1,12 @@
 //! What corrects the coarse cloth after every physics step — nothing, the
-//! float network (`learn::gnn::Float`, a floor above) or the int8 network ([`Int8`]) —
+//! float network (`learn::gnn::Float`, a layer above) or the int8 network ([`Int8`]) —
 //! behind one trait, so that one rollout loop ([`crate::sim::run`]) serves
 //! simulation, evaluation, the demo and data generation.
 
 use anyhow::{Context, Result};
 use weft_core::gnn::int8::{Scratch, ScratchSizes};
 use weft_core::model::{CoarseGrain, Model};
-use weft_core::state::State;
+use weft_core::physics::state::State;
 use weft_weights::format::{NetworkData, Views};
 
 /// Dynamic pairs per node a network takes: the board's

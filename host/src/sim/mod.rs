@@ -1,9 +1,10 @@
-//! The simulation floor: scenario files ([`scenario`]), the state's
+//! The simulation layer: scenario files ([`scenario`]), the state's
 //! memory on the desktop ([`storage`]), what corrects a step
 //! ([`corrector`]), and the one rollout loop ([`run`]) with what it
 //! writes (OBJ frames, a JSON summary). It builds on `weft-core` only;
 //! `learn` and `view` build on it.
 
+pub mod build;
 pub mod corrector;
 pub mod scenario;
 pub mod storage;
@@ -17,9 +18,13 @@ use weft_core::mesh::Triangle;
 use weft_core::physics::{self, Energy};
 use weft_core::prelude::*;
 
+use build::ModelParts;
 use corrector::Corrector;
 use scenario::Scenario;
 use storage::VecStateStorage;
+use weft_core::physics::state::Warnings;
+use weft_core::probe::{NoProbe, Probe};
+use weft_core::step::{self, CorrectedStepError, CorrectionReport};
 
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
 pub struct EnergyOut {
@@ -154,70 +159,108 @@ pub fn run_from(
     // A guarded corrector outside the training envelope: the plain step.
     let outside = if corrector.guarded() { scn.outside_envelope() } else { Vec::new() };
     let grain = if outside.is_empty() { corrector.coarse_grain() } else { CoarseGrain::NONE };
-    scn.with_grained_model(grain, |model| {
-        let net_pairs = corrector.pairs(model.mesh.node_count());
-        let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
-        let mut state = scn.start(model, &mut storage)?;
-        if let Some(r) = restart {
-            state.set_positions(r.x).context("restart positions")?;
-            state.set_velocities(r.v).context("restart velocities")?;
-            state.set_steps(r.frame as u64 * scn.time.substeps as u64).context("restart frame")?;
-            if let Some(v) = r.v_before {
-                physics::set_velocities_before(model, &mut state, v)
-                    .context("restart's velocities of the frame before")?;
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, grain, &mut parts)?;
+    let net_pairs = corrector.pairs(model.mesh.node_count());
+    let mut storage = VecStateStorage::new(model, scn.max_pairs().max(net_pairs));
+    let mut state = build::start(scn, model, &mut storage)?;
+    if let Some(r) = restart {
+        restart_at(scn, model, &mut state, r)?;
+    }
+    let mut summary = Summary::of(scn, model, outside.clone());
+    let bar = crate::progress_bar(scn.time.steps as u64, "frames", progress && scn.time.steps >= 50);
+    summary.frames.push(frame_summary(0, model, &state, &[]));
+    on_frame(0, model, &state)?;
+    let mut correction = Correct { corrector, on: outside.is_empty() };
+    let mut reports = Vec::with_capacity(scn.time.substeps as usize);
+    let mut at = (0, 0);
+    let outcome = (|| -> Result<()> {
+        for frame in 1..=scn.time.steps {
+            reports.clear();
+            for sub in 0..scn.time.substeps {
+                at = (frame, sub);
+                let (r, c) =
+                    step::step_with(model, &mut state, &mut correction, &mut NoProbe).map_err(|e| match e {
+                        CorrectedStepError::Physics(e) => anyhow::Error::from(e),
+                        CorrectedStepError::Network(e) => e,
+                    })?;
+                reports.push(r);
+                summary.dynamic_edges += c.dynamic_edges as u64;
             }
+            summary.frames.push(frame_summary(frame, model, &state, &reports));
+            on_frame(frame, model, &state)?;
+            bar.inc(1);
         }
-        let mut summary = Summary {
+        Ok(())
+    })();
+    bar.finish_and_clear();
+    summary.close(scn, &state.warnings);
+    match outcome {
+        Ok(()) => Ok(summary),
+        Err(e) => {
+            let (frame, substep) = at;
+            summary.failure = Some(Failure { frame, substep, cause: format!("{e:#}") });
+            Err(RunFailed { summary: Box::new(summary), last_good: state.positions().to_vec() }.into())
+        }
+    }
+}
+
+/// Sets `state` to `r`: positions, velocities, the clock, and the
+/// velocities of the frame before when given.
+fn restart_at(scn: &Scenario, model: &Model, state: &mut State, r: Restart) -> Result<()> {
+    state.set_positions(r.x).context("restart positions")?;
+    state.set_velocities(r.v).context("restart velocities")?;
+    state.set_steps(r.frame as u64 * scn.time.substeps as u64).context("restart frame")?;
+    if let Some(v) = r.v_before {
+        physics::set_velocities_before(model, state, v).context("restart's velocities of the frame before")?;
+    }
+    Ok(())
+}
+
+/// A [`Corrector`] as the core's corrected step takes it; `on` is false
+/// outside the training envelope (the plain step).
+struct Correct<'c> {
+    corrector: &'c mut dyn Corrector,
+    on: bool,
+}
+
+impl step::Correction for Correct<'_> {
+    type Error = anyhow::Error;
+    fn correct<P: Probe>(&mut self, model: &Model, state: &mut State, _: &mut P) -> Result<CorrectionReport> {
+        if !self.on {
+            return Ok(CorrectionReport::default());
+        }
+        let dynamic_edges = self.corrector.correct(model, state)?;
+        Ok(CorrectionReport { dynamic_edges, dropped_pairs: 0 })
+    }
+}
+
+impl Summary {
+    /// A run's summary before its first frame.
+    fn of(scn: &Scenario, model: &Model, outside_envelope: Vec<String>) -> Summary {
+        Summary {
             name: scn.name.clone(),
             nodes: model.mesh.node_count(),
             triangles: model.mesh.triangles().len(),
             dt: scn.time.dt,
             substeps: scn.time.substeps,
-            outside_envelope: outside.clone(),
+            outside_envelope,
             ..Summary::default()
-        };
-        let bar = crate::progress_bar(scn.time.steps as u64, "frames", progress && scn.time.steps >= 50);
-        summary.frames.push(frame_summary(0, model, &state, &[]));
-        on_frame(0, model, &state)?;
-        let mut reports = Vec::with_capacity(scn.time.substeps as usize);
-        let mut at = (0, 0);
-        let outcome = (|| -> Result<()> {
-            for frame in 1..=scn.time.steps {
-                reports.clear();
-                for sub in 0..scn.time.substeps {
-                    at = (frame, sub);
-                    let r = physics::step(model, &mut state)?;
-                    reports.push(r);
-                    if outside.is_empty() {
-                        summary.dynamic_edges += corrector.correct(model, &mut state)? as u64;
-                    }
-                }
-                summary.frames.push(frame_summary(frame, model, &state, &reports));
-                on_frame(frame, model, &state)?;
-                bar.inc(1);
-            }
-            Ok(())
-        })();
-        bar.finish_and_clear();
-        let steps = (scn.time.steps as f64 * scn.time.substeps as f64).max(1.0) as f32;
-        summary.cg_iterations_mean = summary.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
-        summary.cg_not_converged = state.warnings.cg_not_converged;
-        summary.cg_stagnated = state.warnings.cg_stagnated;
-        summary.dropped_pairs = state.warnings.dropped_pairs;
-        summary.rejected_steps = state.warnings.rejected_steps;
-        summary.energy_check_failed = state.warnings.energy_check_failed;
-        summary.strain_limit_unfinished = state.warnings.strain_limit_unfinished;
-        summary.energy_rose = state.warnings.energy_rose;
-        match outcome {
-            Ok(()) => Ok(summary),
-            Err(e) => {
-                let (frame, substep) = at;
-                summary.failure = Some(Failure { frame, substep, cause: format!("{e:#}") });
-                let last_good = state.positions().to_vec();
-                Err(RunFailed { summary: Box::new(summary), last_good }.into())
-            }
         }
-    })
+    }
+
+    /// The means and counts over the whole run.
+    fn close(&mut self, scn: &Scenario, w: &Warnings) {
+        let steps = (scn.time.steps as f64 * scn.time.substeps as f64).max(1.0) as f32;
+        self.cg_iterations_mean = self.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
+        self.cg_not_converged = w.cg_not_converged;
+        self.cg_stagnated = w.cg_stagnated;
+        self.dropped_pairs = w.dropped_pairs;
+        self.rejected_steps = w.rejected_steps;
+        self.energy_check_failed = w.energy_check_failed;
+        self.strain_limit_unfinished = w.strain_limit_unfinished;
+        self.energy_rose = w.energy_rose;
+    }
 }
 
 fn frame_summary(frame: u32, model: &Model, state: &State, reports: &[StepReport]) -> FrameSummary {

@@ -6,12 +6,9 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::{Grid, MeshCounts};
 use weft_core::model::{
-    CoarseGrain, Collider, Integrator, Material, Model, ParamError, Pin, PinMotion, Scene, SelfContact, Shape,
-    StepParams, Wind,
+    Collider, Integrator, Material, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
 };
-use weft_core::prelude::{Mesh, State, Vec3};
-
-use crate::sim::storage::{VecMeshStorage, VecStateStorage};
+use weft_core::prelude::Vec3;
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -576,8 +573,14 @@ impl Scenario {
         }
         Material::from(self.material).validate().map_err(toml_key)?;
         self.params(1.0).validate().map_err(toml_key)?;
-        // Colliders, wind and pins in core terms, checked against the mesh.
-        self.with_model(|_| Ok(()))
+        // Colliders, wind and pins in core terms, checked against the mesh
+        // (the anchors are the rest positions, finite by the checks above).
+        let n = nx * ny;
+        let (pins, colliders) = (self.core_pins(&vec![Vec3::ZERO; n])?, self.core_colliders()?);
+        let wind = self.wind.map(Wind::from);
+        Scene { gravity: Vec3::from_array(self.gravity), pins: &pins, colliders: &colliders, wind }
+            .validate(n)
+            .map_err(toml_key)
     }
 
     /// Nodes held by one pin entry.
@@ -656,61 +659,25 @@ impl Scenario {
         (j * k) * ((nx - 1) * k + 1) + i * k
     }
 
-    /// The initial state of `model` (built from this scenario) in `storage`:
-    /// the rest mesh, every free node moving with the cloth's `velocity` and
-    /// `spin`, pinned nodes with their pins.
-    pub fn start<'s>(&self, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
-        let mut state = State::new(model, storage.storage()).context("state")?;
-        let (v, w) = (Vec3::from_array(self.cloth.velocity), Vec3::from_array(self.cloth.spin));
-        if v != Vec3::ZERO || w != Vec3::ZERO {
-            let c = Vec3::from_array(self.cloth.center);
-            let kick: Vec<Vec3> = state
-                .positions()
-                .iter()
-                .zip(state.velocities())
-                .zip(state.pinned())
-                .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
-                .collect();
-            state.set_velocities(&kick).context("cloth.velocity")?;
-        }
-        Ok(state)
-    }
-
-    /// Builds the mesh and model and runs `f` on them.
-    pub fn with_model<R>(&self, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
-        self.with_grained_model(CoarseGrain::NONE, f)
-    }
-
-    /// [`Scenario::with_model`] with the material's membrane coarse-grained
-    /// by `grain` (`weft_core::model::Material::coarse_grained`; a factor
-    /// out of bounds is an error).
-    pub fn with_grained_model<R>(&self, grain: CoarseGrain, f: impl FnOnce(&Model) -> Result<R>) -> Result<R> {
-        let mut material = Material::from(self.material);
-        if grain != CoarseGrain::NONE {
-            material = material.coarse_grained(grain).map_err(toml_key)?;
-        }
-        let grid = self.cloth.grid();
-        let mut storage = VecMeshStorage::for_counts(grid.counts());
-        let mesh = Mesh::grid(&grid, storage.storage()).context("cloth")?;
-        let mut pins = Vec::new();
+    /// The pins in core terms on a mesh whose rest positions are `rest`
+    /// (a node named twice is pinned once, by its first entry).
+    pub fn core_pins(&self, rest: &[Vec3]) -> Result<Vec<Pin>> {
+        let mut pins: Vec<Pin> = Vec::new();
         for p in &self.pins {
             for n in self.pin_nodes(p)? {
-                if pins.iter().any(|q: &Pin| q.node as usize == n) {
+                if pins.iter().any(|q| q.node as usize == n) {
                     continue;
                 }
-                pins.push(Pin { node: n as u16, anchor: mesh.rest()[n], motion: p.motion.into() });
+                let anchor = *rest.get(n).with_context(|| format!("pin node {n} beyond the mesh"))?;
+                pins.push(Pin { node: n as u16, anchor, motion: p.motion.into() });
             }
         }
-        let colliders = self.colliders.iter().map(|c| c.collider()).collect::<Result<Vec<Collider>>>()?;
-        let scene = Scene {
-            gravity: Vec3::from_array(self.gravity),
-            pins: &pins,
-            colliders: &colliders,
-            wind: self.wind.map(Wind::from),
-        };
-        let params = self.params(mesh.min_edge_length());
-        let model = Model::new(mesh, material, scene, params).map_err(toml_key)?;
-        f(&model)
+        Ok(pins)
+    }
+
+    /// The colliders in core terms.
+    pub fn core_colliders(&self) -> Result<Vec<Collider>> {
+        self.colliders.iter().map(|c| c.collider()).collect()
     }
 }
 

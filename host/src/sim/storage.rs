@@ -4,7 +4,7 @@
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{BendTriangle, Edge, Hinge, MeshCounts, MeshStorage, NodeId, Triangle};
 use weft_core::model::{Integrator, Model};
-use weft_core::state::{StateSizes, StateStorage};
+use weft_core::physics::state::{StateSizes, StateStorage};
 
 /// Heap storage for a mesh.
 pub struct VecMeshStorage {

@@ -1,4 +1,4 @@
-//! The viewing floor: a small raster canvas ([`canvas`]), the cloth
+//! The viewing layer: a small raster canvas ([`canvas`]), the cloth
 //! renderer and the demo ([`render`]), and the evaluation's plot
 //! ([`plot`]). It builds on `learn` and `sim`.
 

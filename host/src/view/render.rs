@@ -1,7 +1,9 @@
 //! A small software renderer for previews: flat-shaded cloth triangles
 //! (z-buffered, two-sided) over sphere-traced colliders, and GIF output.
 
+use crate::sim::build::{self, ModelParts};
 use std::path::Path;
+use weft_core::model::CoarseGrain;
 
 use anyhow::{Context, Result};
 use image::codecs::gif::{GifEncoder, Repeat};
@@ -315,13 +317,12 @@ pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &P
         })?;
         bar.inc(1);
     }
-    scn.with_model(|model| {
-        for (t, x) in fine.iter().enumerate().step_by(2) {
-            let time = t as f32 * scn.time.dt;
-            panels[2].push(render(&cam, &model.mesh, x, model.scene.colliders, time, colors[2]));
-        }
-        Ok(())
-    })?;
+    let mut parts = ModelParts::default();
+    let model = &build::model(&scn, CoarseGrain::NONE, &mut parts)?;
+    for (t, x) in fine.iter().enumerate().step_by(2) {
+        let time = t as f32 * scn.time.dt;
+        panels[2].push(render(&cam, &model.mesh, x, model.scene.colliders, time, colors[2]));
+    }
     bar.finish_and_clear();
     // Per-frame RMSE of the plain and the corrected cloth.
     let errors: Vec<Vec<f32>> =

@@ -352,9 +352,9 @@ impl ScratchSizes {
     }
     /// Whether the sums fit in the solver blocks of a state for `counts`
     /// (nine words per block; true up to latent
-    /// [`crate::state::MAX_LENT_LATENT`]).
+    /// [`crate::physics::state::MAX_LENT_LATENT`]).
     pub const fn sums_fit_in_state(&self, counts: MeshCounts) -> bool {
-        self.sums <= 9 * crate::state::mat3_blocks(counts)
+        self.sums <= 9 * crate::physics::state::mat3_blocks(counts)
     }
 }
 

@@ -2,14 +2,16 @@
 //! and the proximity pairs, all in caller-provided memory
 //! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
 
+use super::energy::ElasticMemo;
+use super::gather::{self, Gather};
+use super::multigrid::{Layout, Multigrid};
+use super::stencil::{self, BendingStencil};
+use super::workspace::Workspace;
+pub use super::workspace::{mat3_blocks, NetworkLoan, MAT3_PER_NODE, MAX_LENT_LATENT};
 use crate::contact::{self, Proximity, ProximityError};
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
-use crate::physics::energy::ElasticMemo;
-use crate::physics::gather::{self, Gather};
-use crate::physics::multigrid::{Layout, Multigrid};
-use crate::physics::stencil::{self, BendingStencil};
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal, the placement whose elastic energy the step measured
@@ -26,26 +28,6 @@ pub const HISTORY_PER_NODE: usize = 2;
 /// sixteenth ([`crate::physics::MAX_SPLIT`]), and every substep ends on a
 /// tick.
 pub const TICKS_PER_STEP: u64 = 16;
-/// Mat3 slots per node (diagonal block, preconditioner); one more per edge.
-pub const MAT3_PER_NODE: usize = 2;
-
-/// Widest network latent whose int32 sums the state's blocks hold between
-/// steps ([`State::lend_to_network`]).
-pub const MAX_LENT_LATENT: usize = 20;
-
-/// The solver's blocks, at least enough for the sums of a network of
-/// latent [`MAX_LENT_LATENT`] (`2·latent + 1` words per node; it decides
-/// only on meshes with few edges per node).
-pub const fn mat3_blocks(counts: MeshCounts) -> usize {
-    let solver = MAT3_PER_NODE * counts.nodes + counts.edges;
-    let sums = ((2 * MAX_LENT_LATENT + 1) * counts.nodes).div_ceil(9);
-    if solver > sums {
-        solver
-    } else {
-        sums
-    }
-}
-
 /// Sizes of the slices a [`StateStorage`] needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateSizes {
@@ -172,86 +154,6 @@ impl core::fmt::Display for StateError {
 }
 
 impl core::error::Error for StateError {}
-
-/// The solver's diagonal, preconditioner and edge blocks of `blocks` for
-/// `nodes` nodes and `edges` edges.
-pub(crate) fn split_blocks(blocks: &mut [Mat3], nodes: usize, edges: usize) -> (&mut [Mat3], &mut [Mat3], &mut [Mat3]) {
-    let (diag, rest) = blocks.split_at_mut(nodes.min(blocks.len()));
-    let (precond, rest) = rest.split_at_mut(nodes.min(rest.len()));
-    let (off, _) = rest.split_at_mut(edges.min(rest.len()));
-    (diag, precond, off)
-}
-
-/// [`split_blocks`] to read.
-pub(crate) fn blocks_of(blocks: &[Mat3], nodes: usize, edges: usize) -> (&[Mat3], &[Mat3], &[Mat3]) {
-    let (diag, rest) = blocks.split_at(nodes.min(blocks.len()));
-    let (precond, rest) = rest.split_at(nodes.min(rest.len()));
-    (diag, precond, &rest[..edges.min(rest.len())])
-}
-
-/// Solver and search scratch. The step's vectors hold, stage by stage
-/// ([`crate::physics`]'s `substep`):
-pub(crate) struct Workspace<'a> {
-    /// All forces while the system is assembled; then the right-hand side
-    /// `b`, kept for the constraint impulses `(A Δv − b)·n`.
-    pub force: &'a mut [Vec3],
-    /// External forces (gravity, wind), which the energy check charges.
-    pub f_ext: &'a mut [Vec3],
-    /// The right-hand side, then CG's residual; after the solve the base
-    /// positions the candidate moves from. Between steps: the network's
-    /// position corrections ([`State::lend_to_network`]).
-    pub r: &'a mut [Vec3],
-    /// CG's search direction; then the trial velocities of the energy check
-    /// and the candidate. Between steps: the velocity corrections.
-    pub p: &'a mut [Vec3],
-    /// Products `A p`; after the solve `A Δv` for the impulses.
-    pub q: &'a mut [Vec3],
-    /// The extrapolated velocity for BDF2's wind; then the velocity change
-    /// `Δv` (its constrained part, then the solution); at the end the
-    /// candidate's velocities.
-    pub dv: &'a mut [Vec3],
-    /// The extrapolated or base positions; CG's preconditioner scratch; the
-    /// trial positions; at the end the candidate's positions.
-    pub x_new: &'a mut [Vec3],
-    /// Contact normal of each node held by a collider during a step.
-    pub normal: &'a mut [Vec3],
-    /// The elastic energy a step measured last, and where.
-    pub memo: ElasticMemo<'a>,
-    /// The velocities the last step started from; the current ones before
-    /// the first step and after [`State::set_velocities`].
-    pub v_start: &'a mut [Vec3],
-    /// The velocities the step before the last started from (with the
-    /// wind's push, as `v_start`); `v_start` when a step starts from a state
-    /// whose velocities were just set.
-    pub v_start_prev: &'a mut [Vec3],
-    /// The last solve's `Δv` (empty without warm-start storage) and its
-    /// step's length `h` (0: none since the state was set): the next
-    /// solve's starting guess where its `h` is the same.
-    pub warm: &'a mut [Vec3],
-    pub warm_h: f32,
-    /// Diagonal blocks, preconditioner blocks (one each per node), then
-    /// edge blocks ([`split_blocks`]); between steps the network's int32
-    /// sums live here.
-    pub blocks: &'a mut [Mat3],
-    /// Node flags ([`crate::flags`]): pinned; the contact and its collider only
-    /// during a step (cleared when it ends).
-    pub flags: &'a mut [u8],
-    pub cells: &'a mut [u32],
-    pub order: &'a mut [NodeId],
-    pub pairs: &'a mut [[NodeId; 2]],
-    pub n_pairs: usize,
-    /// The previous step's positions and velocities (empty without history
-    /// storage) and whether they hold a step of the current length.
-    pub x_prev: &'a mut [Vec3],
-    pub v_prev: &'a mut [Vec3],
-    pub history: bool,
-    /// The assembled bending Hessian (grids only).
-    pub stencil: Option<BendingStencil<'a>>,
-    /// The solve's multigrid preconditioner (no levels on other meshes).
-    pub mg: Multigrid<'a>,
-    /// The block product as a gather (grids with its storage only).
-    pub gather: Option<Gather<'a>>,
-}
 
 /// The changing part of a simulation.
 pub struct State<'a> {
@@ -468,25 +370,15 @@ impl<'a> State<'a> {
     /// blocks as int32 sums and the residual and search vectors for the
     /// corrections, which [`State::apply_lent_correction`] then adds.
     pub fn lend_to_network(&mut self) -> NetworkLoan<'_> {
-        let ws = &mut self.ws;
-        NetworkLoan {
-            x: self.x,
-            v: self.v,
-            v_start: ws.v_start,
-            v_start_prev: ws.v_start_prev,
-            pinned: ws.flags,
-            pairs: &ws.pairs[..ws.n_pairs],
-            sums: bytemuck::cast_slice_mut(ws.blocks),
-            dx: ws.r,
-            dv: ws.p,
-        }
+        self.ws.lend(self.x, self.v)
     }
 
     /// Adds the corrections a network left in its loan
     /// ([`State::lend_to_network`]) to the free nodes; a non-finite one
     /// leaves the state as it was.
     pub fn apply_lent_correction(&mut self) -> Result<(), StateError> {
-        add_correction(self.x, self.v, self.ws.flags, self.ws.r, self.ws.p)?;
+        let (dx, dv) = self.ws.lent_corrections();
+        add_correction(self.x, self.v, self.ws.flags, dx, dv)?;
         self.ws.history = false;
         Ok(())
     }
@@ -545,27 +437,6 @@ impl<'a> State<'a> {
         self.ticks = steps.checked_mul(TICKS_PER_STEP).ok_or(StateError::NonFinite { node: 0 })?;
         Ok(())
     }
-}
-
-/// The part of a [`State`] a network borrows between steps
-/// ([`State::lend_to_network`]).
-pub struct NetworkLoan<'s> {
-    pub x: &'s [Vec3],
-    pub v: &'s [Vec3],
-    /// The velocities the last step started from ([`State::start_velocities`]).
-    pub v_start: &'s [Vec3],
-    /// The velocities the step before started from
-    /// ([`State::previous_start_velocities`]).
-    pub v_start_prev: &'s [Vec3],
-    pub pinned: &'s [u8],
-    /// The dynamic pairs of the last search ([`State::find_pairs`]).
-    pub pairs: &'s [[NodeId; 2]],
-    /// int32 scratch: the solver's matrix blocks, free between steps.
-    pub sums: &'s mut [i32],
-    /// Position and velocity corrections per node: the solver's residual and
-    /// search vectors, free between steps.
-    pub dx: &'s mut [Vec3],
-    pub dv: &'s mut [Vec3],
 }
 
 /// Adds `dx`, `dv` to the positions and velocities of the free nodes

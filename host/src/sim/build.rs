@@ -1,0 +1,60 @@
+//! From a parsed scenario to what the core steps: its model (mesh,
+//! material, scene, step parameters) and its initial state. Plain
+//! functions the rollout loop ([`crate::sim::run_from`]) calls, in that
+//! order; the model borrows its mesh, pins and colliders from a
+//! [`ModelParts`] the caller keeps.
+
+use anyhow::{Context, Result};
+use weft_core::model::{CoarseGrain, Collider, Material, Model, Pin, Scene, Wind};
+use weft_core::prelude::{Mesh, State, Vec3};
+
+use crate::sim::scenario::{toml_key, Scenario};
+use crate::sim::storage::{VecMeshStorage, VecStateStorage};
+
+/// What a [`Model`] borrows: the mesh's storage, the pins and the
+/// colliders.
+#[derive(Default)]
+pub struct ModelParts {
+    mesh: Option<VecMeshStorage>,
+    pins: Vec<Pin>,
+    colliders: Vec<Collider>,
+}
+
+/// The model of `scn`, its material's membrane coarse-grained by `grain`
+/// (`weft_core::model::Material::coarse_grained`; a factor out of bounds
+/// is an error), in `parts`.
+pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) -> Result<Model<'p>> {
+    let mut material = Material::from(scn.material);
+    if grain != CoarseGrain::NONE {
+        material = material.coarse_grained(grain).map_err(toml_key)?;
+    }
+    let grid = scn.cloth.grid();
+    let ModelParts { mesh, pins, colliders } = parts;
+    let storage = mesh.insert(VecMeshStorage::for_counts(grid.counts()));
+    let mesh = Mesh::grid(&grid, storage.storage()).context("cloth")?;
+    *pins = scn.core_pins(mesh.rest())?;
+    *colliders = scn.core_colliders()?;
+    let scene = Scene { gravity: Vec3::from_array(scn.gravity), pins, colliders, wind: scn.wind.map(Wind::from) };
+    let params = scn.params(mesh.min_edge_length());
+    Model::new(mesh, material, scene, params).map_err(toml_key)
+}
+
+/// The initial state of `model` (built from `scn`) in `storage`: the rest
+/// mesh, every free node moving with the cloth's `velocity` and `spin`,
+/// pinned nodes with their pins.
+pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
+    let mut state = State::new(model, storage.storage()).context("state")?;
+    let (v, w) = (Vec3::from_array(scn.cloth.velocity), Vec3::from_array(scn.cloth.spin));
+    if v != Vec3::ZERO || w != Vec3::ZERO {
+        let c = Vec3::from_array(scn.cloth.center);
+        let kick: Vec<Vec3> = state
+            .positions()
+            .iter()
+            .zip(state.velocities())
+            .zip(state.pinned())
+            .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
+            .collect();
+        state.set_velocities(&kick).context("cloth.velocity")?;
+    }
+    Ok(state)
+}
