@@ -129,12 +129,12 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
     println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");
 }
 
-/// `weft eval`'s device-cost model (`learn::horizons`) against the
+/// `weft eval`'s device-cost model (`learn::eval::horizons`) against the
 /// firmware's own counts of the swing: the network's part (features and
 /// forward, dynamic edges, correction) within 5 %, the physics from its CG
 /// iterations within 10 %.
 fn cost_model_holds(lines: &[String]) {
-    use weft_host::learn::horizons::{device_per_network, DEVICE_PER_CG_ITERATION, DEVICE_PER_STEP};
+    use weft_host::learn::eval::device::{device_per_network, DEVICE_PER_CG_ITERATION, DEVICE_PER_STEP};
     // The network the firmware was built with (the same `weights/` file).
     let per_network = device_per_network(weft_weights::LATENT, weft_weights::ROUNDS);
     let field = |line: &str, name: &str| -> f64 {

@@ -12,8 +12,8 @@ use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
 use weft_core::model::CoarseGrain;
 use weft_core::physics::step;
 use weft_core::prelude::*;
-use weft_host::learn::families::{self, Family};
-use weft_host::learn::gnn::{graph_of, Batch, GnnConfig, Trained};
+use weft_host::learn::data::families::{self, Family};
+use weft_host::learn::network::{graph_of, Batch, GnnConfig, Trained};
 use weft_host::sim::build::{self, ModelParts};
 use weft_host::sim::corrector::Corrector;
 use weft_host::sim::storage::VecStateStorage;
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
         });
         // The float network's corrected step as the rollout loop runs it
         // (`sim::run`: the physics step, then the corrector).
-        let mut float = weft_host::learn::gnn::Float(&model_f);
+        let mut float = weft_host::learn::network::Float(&model_f);
         g.bench_function("corrected_16x16", |b| {
             b.iter(|| {
                 start.restore(state);
@@ -100,9 +100,9 @@ fn bench(c: &mut Criterion) {
             })
         });
     });
-    let spec = weft_host::learn::dataset::DatasetSpec::default();
+    let spec = weft_host::learn::data::DatasetSpec::default();
     let (fine, _) =
-        weft_host::learn::dataset::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
+        weft_host::learn::data::fine_scenario(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     let mut parts = ModelParts::default();
     let model = &build::model(&fine, CoarseGrain::NONE, &mut parts).unwrap();
     let mut ss = VecStateStorage::new(model, fine.max_pairs());

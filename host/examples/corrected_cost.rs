@@ -12,9 +12,9 @@
 //! velocity offsets moved by the mean difference).
 //! (`cargo run --release -p weft-host --example corrected_cost -- DATA MODEL[.q8] [SPLIT] [FAMILY [GAIN]]`)
 use weft_core::prelude::*;
-use weft_host::learn::dataset;
-use weft_host::learn::gnn::{graph_of, Trained};
-use weft_host::learn::horizons::START_EVERY;
+use weft_host::learn::data;
+use weft_host::learn::eval::horizons::START_EVERY;
+use weft_host::learn::network::{graph_of, Trained};
 use weft_host::sim::{self, corrector, Restart};
 
 /// The float network's corrections with parts left out.
@@ -111,8 +111,8 @@ fn main() -> anyhow::Result<()> {
     let verbose = std::env::var_os("VERBOSE").is_some();
     // Per column: sums of h1, h10, h50 errors, their window counts, CG of the first 10 frames.
     let mut sums: Vec<([f64; 3], [usize; 3], u64, u64)> = Vec::new();
-    let net = if float { None } else { Some(weft_host::learn::quantize::load(q8)?) };
-    for t in dataset::load_split(data, Some(split))? {
+    let net = if float { None } else { Some(weft_host::learn::quantise::load(q8)?) };
+    for t in data::load_split(data, Some(split))? {
         if family.is_some_and(|f| !f.is_empty() && f != t.family.name()) {
             continue;
         }
@@ -128,13 +128,13 @@ fn main() -> anyhow::Result<()> {
                 let mut errs = Vec::new();
                 let sum = sim::run_from(&scn, Some(restart), false, c, |f, _, st| {
                     if f > 0 {
-                        errs.push(weft_host::learn::metrics::rmse(st.positions(), &t.x[s + f as usize]));
+                        errs.push(weft_host::learn::eval::metrics::rmse(st.positions(), &t.x[s + f as usize]));
                     }
                     Ok(())
                 })
                 .ok()?;
                 let f = &sum.frames[1..11.min(sum.frames.len())];
-                let m = |h: usize| weft_host::learn::metrics::mean(&errs[..h.min(errs.len())]);
+                let m = |h: usize| weft_host::learn::eval::metrics::mean(&errs[..h.min(errs.len())]);
                 Some((
                     f.iter().map(|f| f.cg_iterations).sum::<u32>(),
                     f.iter().map(|f| f.solves).sum::<u32>(),
@@ -207,9 +207,9 @@ fn bias(args: &[String], q8: &std::path::Path) -> anyhow::Result<()> {
     let (data, model) = (std::path::Path::new(&args[1]), std::path::Path::new(&args[2]));
     let split = args.get(3).map_or("val", |s| s.as_str());
     let trained = Trained::load(model, &candle_core::Device::Cpu)?;
-    let net = weft_host::learn::quantize::load(q8)?;
+    let net = weft_host::learn::quantise::load(q8)?;
     let mut c = Compare { model: &trained, net: &net, diff: [0.0; 3], sq: [0.0; 3], ref_sq: [0.0; 3], n: 0.0 };
-    for t in dataset::load_split(data, Some(split))? {
+    for t in data::load_split(data, Some(split))? {
         let frames = t.x.len() - 1;
         for s in (0..frames).step_by(START_EVERY) {
             let mut scn = t.scenario.clone();

@@ -4,10 +4,10 @@
 //! family, seed, frames).
 use weft_core::model::CoarseGrain;
 use weft_core::prelude::*;
-use weft_host::learn::dataset::fine_scenario;
+use weft_host::learn::data::fine_scenario;
 use weft_host::sim::build::{self, ModelParts};
 mod common;
-use weft_host::learn::families::Family;
+use weft_host::learn::data::families::Family;
 use weft_host::sim::storage::VecStateStorage;
 
 fn main() -> anyhow::Result<()> {

@@ -27,8 +27,8 @@ use rayon::prelude::*;
 use weft_core::mesh::{MeshParts, Triangle};
 use weft_core::model::CoarseGrain;
 use weft_core::prelude::*;
-use weft_host::learn::dataset::{self, Trajectory};
-use weft_host::learn::metrics::{mean, rmse};
+use weft_host::learn::data::{self, Trajectory};
+use weft_host::learn::eval::metrics::{mean, rmse};
 use weft_host::sim::build::{self, ModelParts};
 use weft_host::sim::storage::VecStateStorage;
 
@@ -254,7 +254,7 @@ fn main() -> Result<()> {
     let compression = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(0.4);
     let ridge = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(1e-3);
     let grain = CoarseGrain { stretch, compression, taut: None };
-    let trajs = dataset::load_split(data, Some(split))?;
+    let trajs = data::load_split(data, Some(split))?;
     let jobs: Vec<(usize, usize, usize)> = (0..trajs.len())
         .flat_map(|i| STARTS.iter().flat_map(move |&s| (0..COLUMNS.len()).map(move |c| (i, s, c))))
         .filter(|&(i, s, _)| s + FRAMES < trajs[i].x.len())

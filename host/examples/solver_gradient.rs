@@ -10,10 +10,10 @@
 //! `cargo run --release -p weft-host --example solver_gradient -- DATA MODEL [K] [ROLLOUTS]`
 use anyhow::{Context, Result};
 use weft_core::prelude::*;
-use weft_host::learn::dataset::{self, Trajectory};
-use weft_host::learn::families::Rng;
-use weft_host::learn::gnn::Trained;
-use weft_host::learn::solver_loss::{rollout_loss_value, rollout_states, solver_sample, Scales, Through};
+use weft_host::learn::data::families::Rng;
+use weft_host::learn::data::{self, Trajectory};
+use weft_host::learn::network::Trained;
+use weft_host::learn::train::solver_loss::{rollout_loss_value, rollout_states, solver_sample, Scales, Through};
 use weft_host::sim::corrector::Corrector;
 
 /// Replays recorded corrections, one moved by `eps · d` at frame `at`.
@@ -54,7 +54,7 @@ fn main() -> Result<()> {
     let model = Trained::load(std::path::Path::new(args.get(2).context("MODEL")?), &candle_core::Device::Cpu)?;
     let k: usize = args.get(3).map_or(Ok(8), |s| s.parse())?;
     let rollouts: usize = args.get(4).map_or(Ok(4), |s| s.parse())?;
-    let train: Vec<Trajectory> = dataset::load_split(&data, Some("train"))?;
+    let train: Vec<Trajectory> = data::load_split(&data, Some("train"))?;
     let scales = Scales::of(&model.meta.normalizer, 0.1);
     let mut rng = Rng::new(7);
     for r in 0..rollouts {

@@ -6,10 +6,10 @@
 //! (`cargo run --release -p weft-host --example warm_start -- fold 0 200`:
 //! family, seed, frames).
 use weft_core::math::Vec3;
-use weft_host::learn::dataset::{fine_scenario, DatasetSpec, PERTURBATION};
+use weft_host::learn::data::{fine_scenario, DatasetSpec, PERTURBATION};
 mod common;
-use weft_host::learn::families::Family;
-use weft_host::learn::metrics::{mean, rmse};
+use weft_host::learn::data::families::Family;
+use weft_host::learn::eval::metrics::{mean, rmse};
 use weft_host::sim::{self, corrector::Plain, scenario::Scenario};
 
 type Frames = Vec<Vec<Vec3>>;

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use weft_host::learn::dataset::{self, DatasetSpec};
+use weft_host::learn::data::{self, DatasetSpec};
 use weft_host::learn::eval;
-use weft_host::learn::gain;
-use weft_host::learn::quantize;
+use weft_host::learn::eval::gain;
+use weft_host::learn::quantise;
 use weft_host::learn::train::{self, TrainOptions};
 use weft_host::sim;
 use weft_host::sim::corrector::{self, Corrector};
@@ -44,7 +44,7 @@ enum Command {
     /// scenario family, restricted to the coarse nodes).
     Generate {
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         out: PathBuf,
         #[command(flatten)]
         spec: DatasetSpec,
@@ -53,7 +53,7 @@ enum Command {
         /// `index.json` (its spec is what lets the files be kept) into one
         /// folder and running the same command there without `--shard`.
         #[arg(long, default_value = "0/1")]
-        shard: dataset::Shard,
+        shard: data::Shard,
         /// Only the trajectories of this split (repeatable: `--split val
         /// --split test --split heldout`); a later run without it adds the
         /// rest to the same folder.
@@ -80,7 +80,7 @@ enum Command {
         #[arg(long, default_value = "test")]
         split: String,
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Trained model stem; without it only the plain columns are filled.
         #[arg(short, long, default_value = "weights/weft-gnn")]
@@ -111,7 +111,7 @@ enum Command {
     /// horizon. The last line holds the `weft train` flags that use them.
     Calibrate {
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
         #[arg(long, default_value = "val")]
         split: String,
@@ -136,7 +136,7 @@ enum Command {
     /// the index; resumable).
     Floors {
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
     },
     /// Choose the factor on the network's corrections that gives the
@@ -148,7 +148,7 @@ enum Command {
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
         #[arg(long, default_value = "val")]
         split: String,
@@ -187,7 +187,7 @@ enum Command {
         baseline: PathBuf,
         /// Arms as NAME=RUN,RUN… (run folders holding gain.txt).
         #[arg(required = true)]
-        arms: Vec<weft_host::learn::select::Arm>,
+        arms: Vec<weft_host::learn::eval::select::Arm>,
     },
     /// Quantise a trained float model to int8 (calibrated on training
     /// samples) and write the model file that weft-weights bakes in.
@@ -195,10 +195,10 @@ enum Command {
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
         /// Calibration graphs drawn from the training split.
-        #[arg(long, default_value_t = quantize::CALIBRATION_SAMPLES)]
+        #[arg(long, default_value_t = quantise::CALIBRATION_SAMPLES)]
         samples: usize,
         /// Clip every hidden and latent channel's scale at this many times
         /// its RMS over the calibration (0: at its largest magnitude).
@@ -225,7 +225,7 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
         /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-        #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+        #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
         data: PathBuf,
     },
 }
@@ -246,7 +246,7 @@ fn run(cli: Cli) -> Result<()> {
             simulate(&scenario, out, corrected, &int8, quiet)?
         }
         Command::Generate { out, spec, shard, split, quiet } => {
-            let index = dataset::generate_splits(&spec, shard, &split, &out, !quiet)?;
+            let index = data::generate_splits(&spec, shard, &split, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }
         Command::Train { opts, export } => {
@@ -267,20 +267,20 @@ fn run(cli: Cli) -> Result<()> {
             .flatten()
             .collect();
             let int8 =
-                int8.then_some((quantize::Options { clip, bias_correction: true }, quantize::CALIBRATION_SAMPLES));
+                int8.then_some((quantise::Options { clip, bias_correction: true }, quantise::CALIBRATION_SAMPLES));
             print!("{}", gain::choose_gain_guarded(&model, &data, &split, &gains, by, &guards, int8)?);
         }
         Command::Quantize { model, data, samples, clip, no_bias_correction, out } => {
-            let opts = quantize::Options { clip, bias_correction: !no_bias_correction };
-            println!("{}", quantize::command(&model, &data, samples, opts, &out)?);
+            let opts = quantise::Options { clip, bias_correction: !no_bias_correction };
+            println!("{}", quantise::command(&model, &data, samples, opts, &out)?);
         }
         Command::Calibrate { data, split, stretch, compression, taut, horizon, guard } => {
-            use weft_host::learn::calibrate::{calibrate, Candidates};
+            use weft_host::learn::train::calibrate::{calibrate, Candidates};
             let candidates = Candidates { stretch: &stretch, compression: &compression, taut: &taut };
             let fit = calibrate(&data, &split, &candidates, horizon, guard)?;
             print!("{}", fit.report());
         }
-        Command::Floors { data } => print!("{}", weft_host::learn::horizons::floors(&data)?),
+        Command::Floors { data } => print!("{}", weft_host::learn::eval::floors::floors(&data)?),
         Command::Eval { scenario, split, data, model, int8, steps, horizons, no_guard, out } => {
             if no_guard {
                 weft_host::sim::corrector::unguarded();
@@ -297,11 +297,11 @@ fn run(cli: Cli) -> Result<()> {
             print!("{text}");
         }
         Command::Select { baseline, arms } => {
-            let (text, _) = weft_host::learn::select::select(&baseline, &arms)?;
+            let (text, _) = weft_host::learn::eval::select::select(&baseline, &arms)?;
             print!("{text}");
         }
         Command::Demo { out, int8, seed, data } => {
-            let net = quantize::load(&int8)?;
+            let net = quantise::load(&int8)?;
             let case = render::demo_case(&net, seed, &data)?;
             println!("{}", render::demo(&net, case, &out)?);
         }
@@ -313,7 +313,7 @@ fn run(cli: Cli) -> Result<()> {
 /// prints what it counted.
 fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: &Path, quiet: bool) -> Result<()> {
     let scn = Scenario::load(scenario)?;
-    let net = if corrected { Some(quantize::load(int8)?) } else { None };
+    let net = if corrected { Some(quantise::load(int8)?) } else { None };
     let out = out.unwrap_or_else(|| {
         PathBuf::from("out").join(scenario.file_stem().map(|s| s.to_os_string()).unwrap_or_default())
     });

@@ -9,10 +9,10 @@ use candle_core::Device;
 use weft_core::gnn::int8::{self, GraphRef, Scratch, ScratchSizes};
 use weft_core::physics::step;
 use weft_core::prelude::*;
-use weft_host::learn::dataset::{self, DatasetSpec};
-use weft_host::learn::families::{self, Family};
-use weft_host::learn::gnn::{graph_of, Graph, Trained};
-use weft_host::learn::quantize::{self, FloatNet};
+use weft_host::learn::data::families::{self, Family};
+use weft_host::learn::data::{self, DatasetSpec};
+use weft_host::learn::network::{graph_of, Graph, Trained};
+use weft_host::learn::quantise::{self, FloatNet};
 use weft_host::sim::storage::VecStateStorage;
 use weft_weights::format::{FormatError, NetworkData};
 
@@ -130,11 +130,11 @@ fn plain_float_forward_matches_candle() {
 
 /// The committed float network, `states` recorded states of each scenario
 /// of [`record`], and the network's activation ranges calibrated on them.
-fn calibrated(states: usize) -> (FloatNet, Vec<Trace>, quantize::Ranges) {
+fn calibrated(states: usize) -> (FloatNet, Vec<Trace>, quantise::Ranges) {
     let float = FloatNet::from_trained(&trained()).unwrap();
     let rec = record(states);
     let graphs: Vec<Graph> = rec.iter().flat_map(|r| r.graphs.iter().cloned()).collect();
-    let ranges = quantize::calibrate(&float, &graphs);
+    let ranges = quantise::calibrate(&float, &graphs);
     (float, rec, ranges)
 }
 
@@ -142,8 +142,8 @@ fn calibrated(states: usize) -> (FloatNet, Vec<Trace>, quantize::Ranges) {
 fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
     // Calibrated on the same inputs, so none saturates (the bound's premise).
     let (float, rec, ranges) = calibrated(4);
-    let q = quantize::quantize(&float, &ranges).unwrap();
-    let sigma = quantize::noise_estimate(&float, &ranges).unwrap();
+    let q = quantise::quantize(&float, &ranges).unwrap();
+    let sigma = quantise::noise_estimate(&float, &ranges).unwrap();
     let results = run_int8(&q, &rec);
     let (mut worst, mut err2, mut count) = ([0f32; 6], [0f64; 6], 0usize);
     // Errors and float outputs where the float correction stands above
@@ -187,9 +187,9 @@ fn int8_forward_error_matches_the_noise_predicted_from_its_scales() {
 #[test]
 fn clipped_scales_engage_only_below_the_largest_magnitude() {
     let (float, _, ranges) = calibrated(2);
-    let plain = quantize::quantize(&float, &ranges).unwrap();
-    assert_eq!(quantize::quantize_clipped(&float, &ranges, 1e9).unwrap().to_bytes(), plain.to_bytes());
-    let clipped = quantize::quantize_clipped(&float, &ranges, 2.0).unwrap();
+    let plain = quantise::quantize(&float, &ranges).unwrap();
+    assert_eq!(quantise::quantize_clipped(&float, &ranges, 1e9).unwrap().to_bytes(), plain.to_bytes());
+    let clipped = quantise::quantize_clipped(&float, &ranges, 2.0).unwrap();
     assert_ne!(clipped.to_bytes(), plain.to_bytes());
     assert_eq!(clipped.with_network(|n| n.validate()), Ok(()));
     // The inputs keep their scales.
@@ -217,9 +217,9 @@ fn mean_error(q: &NetworkData, float: &FloatNet, rec: &[Trace]) -> [f64; 6] {
 #[test]
 fn bias_correction_takes_the_rounded_weights_mean_error_back() {
     let (float, rec, ranges) = calibrated(4);
-    let plain = quantize::quantize_clipped(&float, &ranges, 12.0).unwrap();
-    let opts = quantize::Options { clip: 12.0, bias_correction: true };
-    let corrected = quantize::quantize_with(&float, &ranges, opts).unwrap();
+    let plain = quantise::quantize_clipped(&float, &ranges, 12.0).unwrap();
+    let opts = quantise::Options { clip: 12.0, bias_correction: true };
+    let corrected = quantise::quantize_with(&float, &ranges, opts).unwrap();
     assert_eq!(corrected.with_network(|n| n.validate()), Ok(()));
     // Only the biases move.
     for ((_, a), (_, b)) in plain.mlps.iter().zip(corrected.mlps.iter()) {
@@ -417,7 +417,7 @@ fn baked_network_is_the_committed_file() {
 /// corrected by the baked int8 network; every state must stay finite.
 fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
     let spec = DatasetSpec::default();
-    assert_eq!(dataset::split_of(&spec, Family::Drape, 13), "test");
+    assert_eq!(data::split_of(&spec, Family::Drape, 13), "test");
     let scn = families::scenario(Family::Drape, 13, spec.coarse, spec.steps, spec.dt);
     let net = &weft_weights::NETWORK;
     let mut parts = ModelParts::default();
@@ -456,15 +456,15 @@ fn drape_rollout(corrected: bool) -> Vec<Vec<Vec3>> {
 fn corrected_rollouts_on_a_test_scenario() {
     let spec = DatasetSpec::default();
     let scn = families::scenario(Family::Drape, 13, spec.coarse, spec.steps, spec.dt);
-    let (fine, v, secs) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
+    let (fine, v, secs) = data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     let mean_rmse = |frames: Vec<Vec<Vec3>>| -> f32 {
         let per_frame: Vec<f32> =
-            frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::learn::metrics::rmse(a, b)).collect();
-        weft_host::learn::metrics::mean(&per_frame)
+            frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::learn::eval::metrics::rmse(a, b)).collect();
+        weft_host::learn::eval::metrics::mean(&per_frame)
     };
     let (plain, int8) = (mean_rmse(drape_rollout(false)), mean_rmse(drape_rollout(true)));
     let trained = trained();
-    let traj = dataset::Trajectory {
+    let traj = data::Trajectory {
         scenario: scn,
         family: Family::Drape,
         seed: 13,
@@ -473,7 +473,7 @@ fn corrected_rollouts_on_a_test_scenario() {
         v,
         fine_seconds: secs,
     };
-    let float = weft_host::learn::gnn::corrected_error(&traj, &trained, spec.steps as usize).unwrap();
+    let float = weft_host::learn::network::corrected_error(&traj, &trained, spec.steps as usize).unwrap();
     println!(
         "drape-13: mean position RMSE plain {plain:.4} m, float corrected {float:.4} m, int8 corrected {int8:.4} m"
     );
@@ -482,7 +482,7 @@ fn corrected_rollouts_on_a_test_scenario() {
 }
 
 /// A layer's weight scale under requantisation by shifts
-/// (`quantize::shift_scale`): its activation's scale over a power of two,
+/// (`quantise::shift_scale`): its activation's scale over a power of two,
 /// never below the best scale (no weight saturates) and under twice it
 /// (the weights keep at least half the int8 range), except where the
 /// shift is at its bounds.
@@ -494,7 +494,7 @@ fn shift_scales_keep_the_weights_within_one_bit() {
     for _ in 0..10_000 {
         let best = 10f64.powf(-8.0 + 8.0 * next());
         let out = best * 2f64.powf(-2.0 + 36.0 * next());
-        let (s, k) = quantize::shift_scale(best, out);
+        let (s, k) = quantise::shift_scale(best, out);
         assert!(k <= weft_core::gnn::int8::MAX_SHIFT);
         assert_eq!(s, out / 2f64.powi(k as i32), "{best} {out}");
         if k == 0 && out < best {

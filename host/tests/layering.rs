@@ -197,7 +197,7 @@ fn the_checks_find_a_circle() {
     .collect();
     assert_eq!(circle(&g), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
     let host = imports(&modules(&src("host")));
-    assert!(host["learn::eval"].contains("learn::dataset"), "{:?}", host["learn::eval"]);
+    assert!(host["learn::eval::command"].contains("learn::data"), "{:?}", host["learn::eval::command"]);
 }
 
 /// Lines of each function (outside `#[cfg(test)]` modules): from its `fn`

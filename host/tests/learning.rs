@@ -2,9 +2,9 @@
 //! deterministic, the format round-trips, and training lowers the loss.
 use weft_core::math::Vec3;
 use weft_core::model::CoarseGrain;
-use weft_host::learn::dataset::{self, DatasetSpec};
-use weft_host::learn::families::Family;
-use weft_host::learn::gnn::{GnnConfig, Trained};
+use weft_host::learn::data::families::Family;
+use weft_host::learn::data::{self, DatasetSpec};
+use weft_host::learn::network::{GnnConfig, Trained};
 use weft_host::learn::train::{self, TrainOptions};
 use weft_host::sim::build::{self, ModelParts};
 
@@ -24,14 +24,14 @@ fn tiny() -> DatasetSpec {
 fn generation_is_deterministic_and_round_trips() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    let ia = dataset::generate(&spec, dataset::Shard::ALL, a.path(), false).unwrap();
-    dataset::generate(&spec, dataset::Shard::ALL, b.path(), false).unwrap();
+    let ia = data::generate(&spec, data::Shard::ALL, a.path(), false).unwrap();
+    data::generate(&spec, data::Shard::ALL, b.path(), false).unwrap();
     assert_eq!(ia.trajectories.len(), Family::ALL.len());
     assert!(ia.failed.is_empty(), "{:?}", ia.failed);
     for e in &ia.trajectories {
         let (ta, tb) = (
-            dataset::read_trajectory(&a.path().join(&e.file)).unwrap(),
-            dataset::read_trajectory(&b.path().join(&e.file)).unwrap(),
+            data::read_trajectory(&a.path().join(&e.file)).unwrap(),
+            data::read_trajectory(&b.path().join(&e.file)).unwrap(),
         );
         assert_eq!(ta.x, tb.x, "{} differs between runs", e.file);
         assert_eq!(ta.v, tb.v);
@@ -49,7 +49,7 @@ fn generation_is_deterministic_and_round_trips() {
 #[test]
 fn training_lowers_the_loss() {
     let dir = tempfile::tempdir().unwrap();
-    let idx = dataset::generate(&tiny(), dataset::Shard::ALL, dir.path(), false).unwrap();
+    let idx = data::generate(&tiny(), data::Shard::ALL, dir.path(), false).unwrap();
     assert_eq!(idx.trajectories.len(), 2 * Family::ALL.len());
     let opts = TrainOptions {
         data: dir.path().into(),
@@ -92,8 +92,8 @@ fn training_lowers_the_loss() {
 fn eval_columns_follow_their_scenarios() {
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
-    let traj = dataset::load_split(dir.path(), Some("train")).unwrap().remove(0);
+    data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
+    let traj = data::load_split(dir.path(), Some("train")).unwrap().remove(0);
     let r = weft_host::learn::eval::evaluate(&traj, None, None, 12).unwrap();
     assert!(r.failures.is_empty(), "{:?}", r.failures);
     // The dt/2 column is the coarse scenario with twice the substeps, run
@@ -112,13 +112,13 @@ fn eval_columns_follow_their_scenarios() {
         Ok(())
     })
     .unwrap();
-    let rmse = |c: weft_host::learn::columns::Column| r.run(c).map(|r| r.rmse.clone()).unwrap_or_default();
-    let half_dt = rmse(weft_host::learn::columns::Column::HalfDt);
+    let rmse = |c: weft_host::learn::eval::columns::Column| r.run(c).map(|r| r.rmse.clone()).unwrap_or_default();
+    let half_dt = rmse(weft_host::learn::eval::columns::Column::HalfDt);
     assert_eq!(half_dt.len(), 12);
     for (got, want) in half_dt.iter().zip(&want) {
         assert!((got - want).abs() <= 1e-6 * (1.0 + want), "{got} vs {want}");
     }
-    assert_ne!(half_dt, rmse(weft_host::learn::columns::Column::Plain), "two step sizes, two trajectories");
+    assert_ne!(half_dt, rmse(weft_host::learn::eval::columns::Column::Plain), "two step sizes, two trajectories");
 }
 
 #[test]
@@ -126,11 +126,11 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     // Halving a step of 1/480 s changes the fine reference less than
     // halving one of 1/60 s; the plain coarse error does not depend on it.
     let (family, seed) = (Family::Drape, 0);
-    let scn = weft_host::learn::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
+    let scn = weft_host::learn::data::families::scenario(family, seed, 5, 24, 1.0 / 60.0);
     let check = |time_substeps: u32| {
         let spec = DatasetSpec { time_substeps, ..tiny() };
-        let (x, _, _) = dataset::fine_reference(&scn, spec.k, time_substeps, spec.fine_integrator).unwrap();
-        dataset::convergence(&scn, &spec, family, seed, &x).unwrap()
+        let (x, _, _) = data::fine_reference(&scn, spec.k, time_substeps, spec.fine_integrator).unwrap();
+        data::convergence(&scn, &spec, family, seed, &x).unwrap()
     };
     let (coarse, fine) = (check(1), check(8));
     println!(
@@ -143,13 +143,13 @@ fn the_convergence_check_sees_the_fine_step_converge() {
     // The run from a start moved 1 µm is a run of its own. A drape
     // magnifies it (a node held by the ground one step earlier or later);
     // a hanging cloth, without contact, does not.
-    let hang = weft_host::learn::families::scenario(Family::Hang, 1, 5, 24, 1.0 / 60.0);
+    let hang = weft_host::learn::data::families::scenario(Family::Hang, 1, 5, 24, 1.0 / 60.0);
     let spec = DatasetSpec { time_substeps: 8, ..tiny() };
-    let (x, _, _) = dataset::fine_reference(&hang, spec.k, 8, spec.fine_integrator).unwrap();
-    let smooth = dataset::convergence(&hang, &spec, Family::Hang, 1, &x).unwrap();
+    let (x, _, _) = data::fine_reference(&hang, spec.k, 8, spec.fine_integrator).unwrap();
+    let smooth = data::convergence(&hang, &spec, Family::Hang, 1, &x).unwrap();
     println!(
         "start moved {} m: change {:.2e} m (drape), {:.2e} m (hang; half step {:.2e} m)",
-        dataset::PERTURBATION,
+        data::PERTURBATION,
         fine.perturbed_change,
         smooth.perturbed_change,
         smooth.half_step_change
@@ -166,7 +166,7 @@ fn hanging_cloths_start_moving_with_their_pins() {
     // nodes move with the rigid field, so the start has no velocity jump.
     let mut kicked = 0;
     for seed in 0..24 {
-        let scn = weft_host::learn::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
+        let scn = weft_host::learn::data::families::scenario(Family::Hang, seed, 9, 1, 1.0 / 60.0);
         let spin = scn.cloth.spin;
         kicked += (spin != [0.0; 3]) as u32;
         let mut parts = ModelParts::default();
@@ -205,11 +205,11 @@ fn hanging_cloths_start_moving_with_their_pins() {
 fn generation_of_some_splits_is_completed_later() {
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    let only = dataset::generate_splits(&spec, dataset::Shard::ALL, &["heldout".into()], dir.path(), false).unwrap();
+    let only = data::generate_splits(&spec, data::Shard::ALL, &["heldout".into()], dir.path(), false).unwrap();
     let splits: Vec<_> =
-        only.trajectories.iter().map(|t| (t.family, dataset::split_of(&spec, t.family, t.seed))).collect();
+        only.trajectories.iter().map(|t| (t.family, data::split_of(&spec, t.family, t.seed))).collect();
     assert_eq!(splits, [(Family::Flag, "heldout")]);
-    let all = dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    let all = data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
     assert_eq!((all.trajectories.len(), all.reused), (Family::ALL.len(), 1));
 }
 
@@ -217,8 +217,8 @@ fn generation_of_some_splits_is_completed_later() {
 /// seeds above the split range all train.
 #[test]
 fn generation_jobs_shard_and_split() {
-    use weft_host::learn::dataset::{jobs, split_of, DatasetSpec, Shard};
-    use weft_host::learn::families::Family;
+    use weft_host::learn::data::families::Family;
+    use weft_host::learn::data::{jobs, split_of, DatasetSpec, Shard};
     let spec =
         DatasetSpec { per_family: 100, heldout: Some(Family::Flag), heldout_count: 20, ..DatasetSpec::default() };
     let all = jobs(&spec, Shard::ALL);
@@ -244,14 +244,14 @@ fn generation_jobs_shard_and_split() {
 /// kept beside the index.
 #[test]
 fn horizons_start_every_twenty_frames_beside_their_floors() {
-    use weft_host::learn::columns::Column;
-    use weft_host::learn::horizons;
+    use weft_host::learn::eval::columns::Column;
+    use weft_host::learn::eval::{device, floors, horizons};
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
-    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
-    let printed = horizons::floors(dir.path()).unwrap();
+    data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
+    let printed = floors::floors(dir.path()).unwrap();
     assert!(dir.path().join("floors.json").exists() && printed.contains("flag"), "{printed}");
-    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let trajs = data::load_split(dir.path(), Some("heldout")).unwrap();
     let rep = horizons::report(&trajs, None, dir.path(), None, None, false).unwrap();
     let row = |fam: &str, col: Column| rep.rows.iter().find(|r| r.0 == fam && r.1 == col).map(|r| r.2.clone());
     let plain = row("flag", Column::Plain).unwrap();
@@ -266,7 +266,7 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
     // The finer mesh's steps are priced by its nodes: 9 × 9 against 5 × 5.
     let fine2 = row("flag", Column::Fine2).unwrap();
     let scale =
-        fine2.device_per_frame / (fine2.cg_per_frame * horizons::DEVICE_PER_CG_ITERATION + horizons::DEVICE_PER_STEP);
+        fine2.device_per_frame / (fine2.cg_per_frame * device::DEVICE_PER_CG_ITERATION + device::DEVICE_PER_STEP);
     assert!((scale - 81.0 / 25.0).abs() < 1e-9, "{scale}");
     // No network given: no network columns.
     assert!(row("flag", Column::Int8).is_none() && row("flag", Column::Float).is_none());
@@ -296,10 +296,10 @@ fn horizons_start_every_twenty_frames_beside_their_floors() {
 /// rest grid, gives the finer grid's own rest positions.
 #[test]
 fn the_coarse_state_interpolates_to_the_finer_grid() {
-    use weft_host::learn::horizons::prolongate;
+    use weft_host::learn::eval::horizons::prolongate;
     let spec = tiny();
-    let scn = weft_host::learn::families::scenario(Family::Drape, 3, spec.coarse, spec.steps, 1.0 / 60.0);
-    let (fine, map) = dataset::fine_scenario(&scn, 3, 1, spec.fine_integrator).unwrap();
+    let scn = weft_host::learn::data::families::scenario(Family::Drape, 3, spec.coarse, spec.steps, 1.0 / 60.0);
+    let (fine, map) = data::fine_scenario(&scn, 3, 1, spec.fine_integrator).unwrap();
     let rest = rest_of;
     let (coarse_rest, fine_rest) = (rest(&scn), rest(&fine));
     let [nx, ny] = scn.cloth.resolution;
@@ -322,17 +322,17 @@ fn the_coarse_state_interpolates_to_the_finer_grid() {
 /// horizon's, and the gain with the lowest error is the one written.
 #[test]
 fn the_gain_is_chosen_at_a_horizon() {
-    use weft_host::learn::columns::Column;
-    use weft_host::learn::gain::{self, Selection};
-    use weft_host::learn::horizons;
+    use weft_host::learn::eval::columns::Column;
+    use weft_host::learn::eval::gain::{self, Selection};
+    use weft_host::learn::eval::horizons;
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 40, ..tiny() };
-    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
     let stem = dir.path().join("m/model");
     let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, ..GnnConfig::default() };
     Trained::untrained(config, &candle_core::Device::Cpu).unwrap().save(&stem).unwrap();
     let printed = gain::choose_gain(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10)).unwrap();
-    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let trajs = data::load_split(dir.path(), Some("heldout")).unwrap();
     let plain = horizons::horizon_error(&trajs[0], Column::Plain, None, 10).unwrap().unwrap();
     // "gain G: corrected C m, plain P m (…)"
     let rows_of = |printed: &str| -> Vec<(f32, f32, f32)> {
@@ -378,8 +378,8 @@ fn the_gain_is_chosen_at_a_horizon() {
 
     // Judged in int8 (`weft gain --int8`): gain 0 is plain again, and the
     // error at 0.5 is that of the network `weft quantize` makes at 0.5.
-    use weft_host::learn::quantize;
-    let opts = quantize::Options { clip: 0.0, bias_correction: true };
+    use weft_host::learn::quantise;
+    let opts = quantise::Options { clip: 0.0, bias_correction: true };
     let int8 = Some((opts, 8));
     let printed =
         gain::choose_gain_guarded(&stem, dir.path(), "heldout", &[0.0, 0.5], Selection::Horizon(10), &[], int8)
@@ -390,8 +390,8 @@ fn the_gain_is_chosen_at_a_horizon() {
     assert_eq!(rows[0].1, rows[0].2, "int8 at gain 0 is plain: {printed}");
     let mut half = Trained::load(&stem, &candle_core::Device::Cpu).unwrap();
     half.meta.gain = 0.5;
-    let (float, ranges, _) = quantize::calibration(&half, dir.path(), 8).unwrap();
-    let q = quantize::quantize_with(&float, &ranges, opts).unwrap();
+    let (float, ranges, _) = quantise::calibration(&half, dir.path(), 8).unwrap();
+    let q = quantise::quantize_with(&float, &ranges, opts).unwrap();
     let at_10 = horizons::horizon_error_with(&trajs[0], Column::Int8, Some(&half), Some(&q), 10).unwrap().unwrap();
     assert_eq!(format!("{:.4e}", rows[1].1), format!("{at_10:.4e}"), "{printed}");
     // Over whole rollouts too: gain 0 is plain there as well.
@@ -402,7 +402,7 @@ fn the_gain_is_chosen_at_a_horizon() {
     assert_eq!(rows[0].1, rows[0].2, "int8 at gain 0 is plain over a rollout: {printed}");
 }
 
-/// The rollout loss at the rollout it was made from (`learn::rollout_loss`):
+/// The rollout loss at the rollout it was made from (`learn::train::rollout_loss`):
 /// its value is the end error in its scales (`K` times the targets'
 /// deviations), and its gradient on the heads' output biases is the
 /// free-particle lever's — each position correction moves the end by
@@ -410,11 +410,11 @@ fn the_gain_is_chosen_at_a_horizon() {
 /// by itself in velocity — summed over the free nodes.
 #[test]
 fn the_rollout_loss_pushes_every_correction_against_the_end_error() {
-    use weft_host::learn::rollout_loss::{rollout_loss, rollout_sample};
+    use weft_host::learn::train::rollout_loss::{rollout_loss, rollout_sample};
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
-    let trajs = dataset::load_split(dir.path(), Some("train")).unwrap();
+    data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
+    let trajs = data::load_split(dir.path(), Some("train")).unwrap();
     let config = GnnConfig { latent: 8, rounds: 1, radius: 0.05, pairs_per_node: 8, ..GnnConfig::default() };
     let dev = candle_core::Device::Cpu;
     let mut m = Trained::untrained(config, &dev).unwrap();
@@ -467,7 +467,7 @@ fn the_rollout_loss_pushes_every_correction_against_the_end_error() {
 /// within 1 %, and an estimated width lies between its neighbours.
 #[test]
 fn device_network_cost_fits_every_measured_size() {
-    use weft_host::learn::horizons::{device_per_network, DEVICE_PER_NETWORK};
+    use weft_host::learn::eval::device::{device_per_network, DEVICE_PER_NETWORK};
     let measured = [(8, 1, 3.18e6), (8, 2, 4.30e6), (8, 3, 5.41e6), (16, 1, 4.19e6), (16, 2, 6.03e6), (16, 3, 7.86e6)];
     for (l, r, count) in measured {
         let model = device_per_network(l, r);
@@ -487,12 +487,12 @@ fn device_network_cost_fits_every_measured_size() {
 #[test]
 fn calibration_chooses_the_grain_by_its_horizon_errors() {
     use weft_core::model::CoarseGrain;
-    use weft_host::learn::calibrate;
-    use weft_host::learn::columns::Column;
-    use weft_host::learn::horizons::horizon_errors;
+    use weft_host::learn::eval::columns::Column;
+    use weft_host::learn::eval::horizons::horizon_errors;
+    use weft_host::learn::train::calibrate;
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, steps: 60, ..tiny() };
-    dataset::generate(&spec, dataset::Shard::ALL, dir.path(), false).unwrap();
+    data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
     let candidates = calibrate::Candidates { stretch: &[1.0, 0.3], compression: &[1.0, 0.2], taut: &[0.0, 0.002] };
     let fit = calibrate::calibrate(dir.path(), "heldout", &candidates, 10, 50).unwrap();
     let grains: Vec<CoarseGrain> = fit.table.iter().map(|r| r.0).collect();
@@ -500,7 +500,7 @@ fn calibration_chooses_the_grain_by_its_horizon_errors() {
     // A taut strain at the material's own stretch stiffness is the same
     // step as none, and is not tried.
     assert_eq!(grains.len(), 6, "the material as it is once, then every other triple: {grains:?}");
-    let trajs = dataset::load_split(dir.path(), Some("heldout")).unwrap();
+    let trajs = data::load_split(dir.path(), Some("heldout")).unwrap();
     let plain = horizon_errors(&trajs[0], Column::Plain, None, None).unwrap().unwrap();
     assert_eq!(fit.table[0].1, plain);
     for &(grain, errors) in &fit.table[1..] {

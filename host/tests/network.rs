@@ -1,6 +1,6 @@
 //! The network's shape and cost.
 use candle_core::Device;
-use weft_host::learn::gnn::{GnnConfig, Trained};
+use weft_host::learn::network::{GnnConfig, Trained};
 
 fn model(cfg: GnnConfig) -> Trained {
     Trained::untrained(cfg, &Device::Cpu).unwrap()
@@ -50,7 +50,7 @@ mod turning {
     use proptest::prelude::*;
     use weft_core::gnn::features::{self, EDGE_FEATURES, NODE_FEATURES};
     use weft_core::math::Vec3;
-    use weft_host::learn::gnn::Graph;
+    use weft_host::learn::network::Graph;
 
     fn turned(p: Vec3, a: f32) -> Vec3 {
         let (c, s) = (a.cos(), a.sin());
@@ -114,7 +114,7 @@ mod turning {
 
 #[test]
 fn relative_weights_even_out_quiet_and_violent_states() {
-    use weft_host::learn::gnn::{Batch, Graph, Normalizer, Stats};
+    use weft_host::learn::network::{Batch, Graph, Normalizer, Stats};
     let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
     let norm = Normalizer {
         node: unit(weft_core::gnn::features::NODE_FEATURES),
@@ -153,8 +153,8 @@ fn relative_weights_even_out_quiet_and_violent_states() {
 #[test]
 fn base_input_networks_ignore_the_added_features() {
     use weft_core::gnn::features::{EDGE_FEATURES, HISTORY, NODE_FEATURES, WINDLESS_NODE_FEATURES};
-    use weft_host::learn::gnn::Graph;
-    use weft_host::learn::quantize::FloatNet;
+    use weft_host::learn::network::Graph;
+    use weft_host::learn::quantise::FloatNet;
     let history = GnnConfig { history_inputs: true, ..GnnConfig::default() };
     let configs = [
         (GnnConfig { base_inputs: true, ..GnnConfig::default() }, 7),
@@ -194,7 +194,7 @@ fn base_input_networks_ignore_the_added_features() {
 fn models_before_the_history_load_their_air_where_it_is_now() {
     use candle_core::Tensor;
     use weft_core::gnn::features::{HISTORY, NODE_FEATURES};
-    use weft_host::learn::gnn::Stats;
+    use weft_host::learn::network::Stats;
     let dir = tempfile::tempdir().unwrap();
     let mut m = model(GnnConfig { history_inputs: true, ..GnnConfig::default() });
     let k = NODE_FEATURES;

@@ -53,7 +53,7 @@ fn scenario_files() -> Vec<std::path::PathBuf> {
 /// that only move faster or land otherwise inside (the per-node guard's).
 #[test]
 fn the_envelope_holds_the_families_and_names_what_leaves_it() {
-    use weft_host::learn::families::{scenario, Family};
+    use weft_host::learn::data::families::{scenario, Family};
     for family in [Family::Hang, Family::Drape, Family::Fold, Family::Line] {
         for seed in 0..40 {
             let scn = scenario(family, seed, 16, 10, 1.0 / 60.0);

@@ -2,8 +2,8 @@
 //! count from the command line, and that family's coarse scenario under
 //! the data set's default spec.
 use clap::ValueEnum;
-use weft_host::learn::dataset::DatasetSpec;
-use weft_host::learn::families::{scenario, Family};
+use weft_host::learn::data::families::{scenario, Family};
+use weft_host::learn::data::DatasetSpec;
 use weft_host::sim::scenario::Scenario;
 
 /// `FAMILY SEED FRAMES` from the arguments (each with its default) and the

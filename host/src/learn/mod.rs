@@ -1,22 +1,14 @@
-//! The learning layer: the scenario families ([`families`]) and their
-//! fine-reference data ([`dataset`]), the float network and its samples
-//! ([`gnn`], [`samples`]), training ([`train`], [`rollout_loss`], [`solver_loss`]: the solver in the loop), int8 quantisation and
-//! export ([`quantize`]), the coarse step fitted to the reference ([`calibrate`]), and evaluation ([`columns`], [`eval`], [`gain`],
-//! [`horizons`], [`metrics`]). It builds on `sim` and `weft-core`; nothing below it
-//! imports it.
+//! The learning layer, in rooms by job: the scenario families and their
+//! fine-reference data ([`data`]), the float network ([`network`]),
+//! training ([`train`]: the one-step, rollout and solver-in-the-loop
+//! losses, and the coarse step fitted to the reference), evaluation
+//! ([`eval`]: rollouts, horizons and floors, the gain and the shipped
+//! network's selection) and int8 quantisation ([`quantise`]). Each command
+//! of `weft` has a file of its own. It builds on `sim` and `weft-core`;
+//! nothing below it imports it.
 
-pub mod calibrate;
-pub mod columns;
-pub mod dataset;
+pub mod data;
 pub mod eval;
-pub mod families;
-pub mod gain;
-pub mod gnn;
-pub mod horizons;
-pub mod metrics;
-pub mod quantize;
-pub mod rollout_loss;
-pub mod samples;
-pub mod select;
-pub mod solver_loss;
+pub mod network;
+pub mod quantise;
 pub mod train;

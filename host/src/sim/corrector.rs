@@ -1,5 +1,5 @@
 //! What corrects the coarse cloth after every physics step — nothing, the
-//! float network (`learn::gnn::Float`, a layer above) or the int8 network ([`Int8`]) —
+//! float network (`learn::network::Float`, a layer above) or the int8 network ([`Int8`]) —
 //! behind one trait, so that one rollout loop ([`crate::sim::run`]) serves
 //! simulation, evaluation, the demo and data generation.
 

@@ -37,7 +37,7 @@ pub struct Scenario {
 }
 
 /// The training families' material ranges, `(key, low, high)`
-/// (`learn::families` draws within them).
+/// (`learn::data::families` draws within them).
 pub const MATERIAL_RANGES: [(&str, f32, f32); 5] = [
     ("material.density", 0.1, 0.5),
     ("material.stretch", 500.0, 3000.0),

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use image::{Rgb, RgbImage};
 
-use crate::learn::columns::Column;
+use crate::learn::eval::columns::Column;
 use crate::learn::eval::Report;
 
 /// Line plot of the per-frame mean position RMSE of every column, with

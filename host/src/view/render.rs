@@ -12,9 +12,9 @@ use weft_core::model::{Collider, Shape};
 use weft_core::prelude::*;
 use weft_weights::format::NetworkData;
 
-use crate::learn::dataset::{self, DatasetSpec};
-use crate::learn::families::Family;
-use crate::learn::metrics;
+use crate::learn::data::families::Family;
+use crate::learn::data::{self, DatasetSpec};
+use crate::learn::eval::metrics;
 use crate::sim;
 use crate::sim::corrector::{self, Corrector};
 use crate::sim::scenario::Scenario;
@@ -246,14 +246,14 @@ pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: 
 pub fn demo_case(net: &NetworkData, seed: Option<u64>, data: &Path) -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
     let spec = DatasetSpec::default();
     let simulated = |seed: u64, why: String| -> Result<(Scenario, Vec<Vec<Vec3>>, String)> {
-        let scn = crate::learn::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
-        let (fine, _, _) = dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+        let scn = crate::learn::data::families::scenario(Family::Drape, seed, spec.coarse, spec.steps, spec.dt);
+        let (fine, _, _) = data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
         Ok((scn, fine, why))
     };
     if let Some(seed) = seed {
         return simulated(seed, format!("drape {seed}, as asked"));
     }
-    let Ok(trajs) = dataset::load_split(data, Some("test")) else {
+    let Ok(trajs) = data::load_split(data, Some("test")) else {
         return simulated(13, format!("drape 13 (no test split in {})", data.display()));
     };
     let mut ratios = Vec::new();

@@ -25,9 +25,9 @@
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 
-use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
-use crate::learn::solver_loss::{rollout_states, Recorder};
+use crate::learn::data::Trajectory;
+use crate::learn::network::{frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
+use crate::learn::train::solver_loss::{rollout_states, Recorder};
 
 /// One rollout of the current network: the graph each of its corrections
 /// saw, and where it ended against the reference.

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use weft_weights::format::NetworkData;
 
-use crate::learn::gnn::{self, Trained};
+use crate::learn::network::{self, Trained};
 use weft_core::model::CoarseGrain;
 
 use crate::sim::corrector::{Corrector, Grained, Int8, Plain};
@@ -42,7 +42,7 @@ pub enum Column {
 impl Column {
     /// Every column, in the tables' order; every one is measured at
     /// horizons too ([`Column::Fine2`] starts from the reference's coarse
-    /// nodes interpolated onto its finer mesh, `learn::horizons::prolongate`).
+    /// nodes interpolated onto its finer mesh, `learn::eval::horizons::prolongate`).
     pub const ALL: [Column; 8] = [
         Column::Plain,
         Column::Float,
@@ -108,7 +108,7 @@ impl Column {
         int8: Option<&'m NetworkData>,
     ) -> Option<Box<dyn Corrector + 'm>> {
         match self {
-            Column::Float => float.map(|m| Box::new(gnn::Float(m)) as Box<dyn Corrector>),
+            Column::Float => float.map(|m| Box::new(network::Float(m)) as Box<dyn Corrector>),
             Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
             Column::Grained => {
                 let grain = float.map(|m| m.meta.config.coarse_grain()).or(int8.map(|n| n.coarse))?;

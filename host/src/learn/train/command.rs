@@ -7,11 +7,11 @@ use candle_core::Device;
 use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
-use crate::learn::dataset::{self, Trajectory};
-use crate::learn::families::Rng;
-use crate::learn::gnn::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
-use crate::learn::samples::{draw, picks, samples};
-use crate::learn::{rollout_loss, solver_loss};
+use crate::learn::data::families::Rng;
+use crate::learn::data::{self, Trajectory};
+use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
+use crate::learn::train::samples::{draw, picks, samples};
+use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
 fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
@@ -27,7 +27,7 @@ fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
 #[derive(Clone, Debug, clap::Args)]
 pub struct TrainOptions {
     /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
-    #[arg(short, long, default_value_os_t = dataset::default_dir(), hide_default_value = true)]
+    #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
     pub data: PathBuf,
     /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
     #[arg(short, long, default_value = "checkpoints/weft-gnn")]
@@ -91,7 +91,7 @@ pub struct TrainOptions {
     /// Frames per validation rollout with `--select-horizon 0`.
     #[arg(long, default_value_t = 200)]
     pub rollout_frames: usize,
-    /// The rollout loss ([`crate::learn::rollout_loss`]): rollouts of
+    /// The rollout loss ([`crate::learn::train::rollout_loss`]): rollouts of
     /// this many corrected frames from the fine state, whose end error
     /// every correction of the rollout is trained against (0: off).
     #[arg(long, default_value_t = 0)]
@@ -105,7 +105,7 @@ pub struct TrainOptions {
     /// Training steps before the rollout loss starts.
     #[arg(long, default_value_t = 0)]
     pub rollout_after: usize,
-    /// The solver in the loop ([`crate::learn::solver_loss`]): corrected
+    /// The solver in the loop ([`crate::learn::train::solver_loss`]): corrected
     /// rollouts of up to this many frames of the real coarse step, the
     /// error at every frame trained against (0: off). Starts after
     /// `--rollout-after`, with `--rollout-samples` rollouts a step.
@@ -158,7 +158,7 @@ pub struct TrainLog {
     #[serde(default)]
     pub rollouts: Vec<(usize, f32)>,
     /// `(step, mean rollout loss since the last entry)` with the rollout
-    /// loss on ([`crate::learn::rollout_loss`]).
+    /// loss on ([`crate::learn::train::rollout_loss`]).
     #[serde(default)]
     pub rollout_losses: Vec<(usize, f32)>,
     pub seconds: f32,
@@ -277,7 +277,7 @@ fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: 
     let meta = ModelMeta {
         format: MODEL_FORMAT.into(),
         config: opts.config,
-        normalizer: gnn::normalizer(&graphs),
+        normalizer: network::normalizer(&graphs),
         noise: opts.noise,
         steps: 0,
         train_loss: f32::NAN,
@@ -410,27 +410,27 @@ fn solver_batch(
 /// training rather than at the first validation.
 fn splits(opts: &TrainOptions) -> Result<(Vec<Trajectory>, Vec<Trajectory>)> {
     let h = opts.select_horizon;
-    if h != 0 && !crate::learn::horizons::HORIZONS.contains(&h) {
+    if h != 0 && !crate::learn::eval::horizons::HORIZONS.contains(&h) {
         bail!("--select-horizon {h} is not one of weft eval's horizons (1, 10, 50), nor 0");
     }
-    let train = dataset::load_split(&opts.data, Some("train"))?;
+    let train = data::load_split(&opts.data, Some("train"))?;
     if train.is_empty() {
         bail!("no training trajectories in {}", opts.data.display());
     }
-    Ok((train, dataset::load_split(&opts.data, Some("val"))?))
+    Ok((train, data::load_split(&opts.data, Some("val"))?))
 }
 
 /// Mean corrected rollout error over the validation trajectories.
 fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Result<f32> {
-    use crate::learn::{columns::Column, horizons};
+    use crate::learn::eval::{columns::Column, horizons};
     let h = opts.select_horizon;
     let one = |t: &Trajectory| match h {
-        0 => gnn::corrected_error(t, model, opts.rollout_frames),
+        0 => network::corrected_error(t, model, opts.rollout_frames),
         _ => horizons::horizon_error(t, Column::Float, Some(model), h)?
             .context("a horizon of weft eval's (checked before training)"),
     };
     let errs = val.iter().map(one).collect::<Result<Vec<_>>>()?;
-    Ok(crate::learn::metrics::mean(&errs))
+    Ok(crate::learn::eval::metrics::mean(&errs))
 }
 
 /// Appends this run's log to `out.log.json` (a fresh log unless resuming).

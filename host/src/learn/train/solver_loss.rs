@@ -27,8 +27,8 @@ use weft_core::model::CoarseGrain;
 use weft_core::physics::{step_vjp, Linearisation};
 use weft_core::prelude::*;
 
-use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{add_network_correction, frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
+use crate::learn::data::Trajectory;
+use crate::learn::network::{add_network_correction, frame_velocity, Batch, Gnn, Graph, Normalizer, Trained};
 use crate::sim::corrector::Corrector;
 use crate::sim::storage::VecStateStorage;
 

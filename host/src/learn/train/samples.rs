@@ -1,13 +1,13 @@
 //! Training samples: graphs drawn from the trajectories, each starting
 //! from the fine state or from a short corrected or plain rollout
-//! ([`gnn::sample`]).
+//! ([`network::sample`]).
 
 use anyhow::Result;
 use rayon::prelude::*;
 
-use crate::learn::dataset::Trajectory;
-use crate::learn::families::Rng;
-use crate::learn::gnn::{self, GnnConfig, Graph, Noise, Unroll};
+use crate::learn::data::families::Rng;
+use crate::learn::data::Trajectory;
+use crate::learn::network::{self, GnnConfig, Graph, Noise, Unroll};
 
 /// A random trajectory and one of its frames (not the last).
 pub fn draw(trajs: &[Trajectory], rng: &mut Rng) -> (usize, usize) {
@@ -27,7 +27,7 @@ pub fn picks(trajs: &[Trajectory], n: usize, rng: &mut Rng, first_seed: u64) -> 
         .collect()
 }
 
-/// The training graph of every pick ([`gnn::sample`]); with `unroll`,
+/// The training graph of every pick ([`network::sample`]); with `unroll`,
 /// some start from a corrected (and, with `plain_unroll`, a plain) rollout.
 pub fn samples(
     trajs: &[Trajectory],
@@ -53,7 +53,7 @@ pub fn samples(
                     _ => Some(Unroll { steps: 1 + (s as usize / 3) % p, gnn: None, ..*u }),
                 },
             };
-            gnn::sample(&trajs[k], t, cfg, noise, &mut rng, u.as_ref())
+            network::sample(&trajs[k], t, cfg, noise, &mut rng, u.as_ref())
         })
         .collect()
 }

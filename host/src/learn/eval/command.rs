@@ -9,10 +9,10 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::learn::columns::Column;
-use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::Trained;
-use crate::learn::metrics::{frame_errors, mean};
+use crate::learn::data::Trajectory;
+use crate::learn::eval::columns::Column;
+use crate::learn::eval::metrics::{frame_errors, mean};
+use crate::learn::network::Trained;
 use crate::sim::rollout;
 use crate::sim::scenario::Scenario;
 use weft_weights::format::NetworkData;
@@ -95,20 +95,20 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) 
             if let Some(s) = steps {
                 scn.time.steps = s as u32;
             }
-            let spec = crate::learn::dataset::load_index(data).map(|i| i.spec).unwrap_or_default();
-            for w in crate::learn::dataset::outside_training(&scn, &spec) {
+            let spec = crate::learn::data::load_index(data).map(|i| i.spec).unwrap_or_default();
+            for w in crate::learn::data::outside_training(&scn, &spec) {
                 eprintln!("warning: {}: {w}", path.display());
             }
             let cache = out.join("reference.safetensors");
-            let cached = crate::learn::dataset::read_trajectory(&cache).ok().filter(|t| t.scenario == scn);
+            let cached = crate::learn::data::read_trajectory(&cache).ok().filter(|t| t.scenario == scn);
             let t = match cached {
                 Some(t) => t,
                 None => {
                     let (x, v, secs) =
-                        crate::learn::dataset::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+                        crate::learn::data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
                     let t = Trajectory {
                         scenario: scn,
-                        family: crate::learn::families::Family::Hang,
+                        family: crate::learn::data::families::Family::Hang,
                         seed: 0,
                         split: "scenario".into(),
                         x,
@@ -116,13 +116,13 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) 
                         fine_seconds: secs,
                     };
                     std::fs::create_dir_all(out)?;
-                    crate::learn::dataset::write_trajectory(&cache, &t, &spec)?;
+                    crate::learn::data::write_trajectory(&cache, &t, &spec)?;
                     t
                 }
             };
             vec![t]
         }
-        Source::Split(split) => crate::learn::dataset::load_split(data, Some(split))?,
+        Source::Split(split) => crate::learn::data::load_split(data, Some(split))?,
     };
     if trajs.is_empty() {
         anyhow::bail!("nothing to evaluate in {} of {}", source.name(), data.display());
@@ -156,11 +156,11 @@ pub fn command(
         eprintln!("no model at {} — plain columns only", model.display());
         None
     };
-    let int8 = int8.map(crate::learn::quantize::load).transpose()?;
+    let int8 = int8.map(crate::learn::quantise::load).transpose()?;
     let trajs = trajectories(source, data, steps, out)?;
     if horizons {
         let name = matches!(source, Source::Scenario(_)).then_some("scenario");
-        let rep = crate::learn::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
+        let rep = crate::learn::eval::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
         std::fs::create_dir_all(out)?;
         std::fs::write(out.join("horizons.json"), serde_json::to_string_pretty(&rep)?)?;
         return Ok((rep.table(), None));

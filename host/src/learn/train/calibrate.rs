@@ -15,8 +15,8 @@ use anyhow::{bail, Result};
 use rayon::prelude::*;
 use weft_core::model::CoarseGrain;
 
-use crate::learn::dataset::{self, Trajectory};
-use crate::learn::horizons::{grained_horizon_errors, HORIZONS};
+use crate::learn::data::{self, Trajectory};
+use crate::learn::eval::horizons::{grained_horizon_errors, HORIZONS};
 
 /// What `weft calibrate` chose and its table.
 pub struct Calibration {
@@ -60,7 +60,7 @@ pub fn calibrate(
     } else {
         Some(at(guard).ok_or_else(|| anyhow::anyhow!("guard {guard}: 0 or one of {HORIZONS:?}"))?)
     };
-    let trajs = dataset::load_split(data, Some(split))?;
+    let trajs = data::load_split(data, Some(split))?;
     if trajs.is_empty() || stretch.is_empty() || compression.is_empty() || taut.is_empty() {
         bail!(
             "nothing to fit: split {split:?} of {} and {}×{}×{} candidates",

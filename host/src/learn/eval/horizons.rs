@@ -10,22 +10,24 @@
 //! per-stage model calibrated on the firmware's QEMU counts
 //! ([`DEVICE_PER_CG_ITERATION`], [`DEVICE_PER_STEP`], [`DEVICE_PER_NETWORK`]),
 //! beside host time.
-
+use crate::learn::data::families::Family;
+use crate::learn::eval::device::device_per_network;
+use crate::learn::eval::device::DEVICE_PER_CG_ITERATION;
+use crate::learn::eval::device::DEVICE_PER_NETWORK;
+use crate::learn::eval::device::DEVICE_PER_STEP;
 use crate::sim::build::{self, ModelParts};
 use std::path::Path;
 use std::time::Instant;
+use weft_core::math::Vec3;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use weft_core::prelude::Vec3;
 
-use crate::learn::columns::Column;
-use crate::learn::dataset::{self, Frames, Trajectory, PERTURBATION};
-use crate::learn::families::Family;
-use crate::learn::gnn::Trained;
-use crate::learn::metrics::{mean, rmse};
-use crate::sim::corrector::{Corrector, Grained, Plain};
-use weft_core::gnn::int8::forward_macs;
+use crate::learn::data::{Frames, Trajectory};
+use crate::learn::eval::columns::Column;
+use crate::learn::eval::metrics::{mean, rmse};
+use crate::learn::network::Trained;
+use crate::sim::corrector::{Corrector, Grained};
 use weft_core::model::CoarseGrain;
 
 use crate::sim::{self, Restart};
@@ -33,50 +35,12 @@ use weft_weights::format::NetworkData;
 
 /// Frames per rollout.
 pub const HORIZONS: [usize; 3] = [1, 10, 50];
+
 /// Frames between the starts of the rollouts.
 pub const START_EVERY: usize = 20;
+
 /// A cell is unmeasurable when its floor exceeds this share of plain's error.
 pub const MEASURABLE: f32 = 1.0 / 3.0;
-
-/// Device instructions per CG iteration of the 16×16 step and per step
-/// outside its CG iterations (assembly, multigrid set-up, energy check and
-/// audit, contacts): fitted to two firmware QEMU counts of the corrected
-/// swing (`cd firmware && cargo qemu`), 9.763 M instructions of physics per
-/// step at 19.7 CG iterations (tolerance 1e-4) and 12.320 M at 28.8 (1e-5,
-/// `cg_tolerance` in `firmware/src/scene.rs`).
-pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
-pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
-/// Device instructions per corrected step for the network: features and
-/// forward, dynamic edges and correction (the firmware's QEMU run of the
-/// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
-/// to the firmware's counts).
-pub const DEVICE_PER_NETWORK: f64 = 5.73e6 + 0.27e6 + 0.02e6;
-
-/// [`DEVICE_PER_NETWORK`] for a network of latent width `latent` and
-/// `rounds` processor rounds: a fixed part (features, dynamic edges,
-/// encoders, heads, correction) and a part per round, fitted per latent to
-/// the firmware's QEMU counts of the corrected swing with each size's
-/// weights baked in (`weights/sweep.sh report`: latent 8 × 1 / 2 / 3 rounds
-/// 3.18 / 4.30 / 5.41 M, latent 16 × 1 / 2 / 3 rounds 4.19 / 6.03 / 7.86 M).
-/// Other latent widths scale latent 16's part per round with the
-/// multiply-accumulates of a round (`weft_core::gnn::int8::forward_macs`)
-/// and keep its fixed part: an estimate, not a count.
-pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
-    const LATENT_8: (f64, f64) = (3.18e6 - 1.115e6, 1.115e6);
-    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * 1.835e6, 1.835e6);
-    let (fixed, per_round) = match latent {
-        8 => LATENT_8,
-        16 => LATENT_16,
-        l => {
-            let round = |l: usize| (forward_macs(l, 2, NODES, EDGES) - forward_macs(l, 1, NODES, EDGES)) as f64;
-            (LATENT_16.0, LATENT_16.1 * round(l) / round(16))
-        }
-    };
-    fixed + per_round * rounds as f64
-}
-/// Nodes and directed static edges of the device's 16×16 cloth.
-const NODES: usize = 256;
-const EDGES: usize = 1410;
 
 /// Per horizon, the mean RMSE over the first `h` frames of every window.
 pub type Windows = [Vec<f32>; 3];
@@ -205,198 +169,15 @@ fn run_with<'m>(
     Ok(Some(run))
 }
 
-/// The floor of a family: per horizon, the reference's own change over the
-/// horizon between two fine rollouts restarted from the same fine state,
-/// one of them moved [`PERTURBATION`], averaged over the starts.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Floor {
-    pub family: Family,
-    pub seed: u64,
-    /// Per horizon of [`HORIZONS`] (m).
-    pub floor: [f32; 3],
-    /// Per horizon (m), the coarse state's floor: the reference restarted
-    /// from its own state restricted to the coarse nodes and interpolated
-    /// back ([`prolongate`]), against the reference. What the fine
-    /// physics itself gets wrong when it knows only what a corrector of
-    /// the coarse state sees (an estimate, not a bound: a corrector may
-    /// guess the nodes between better than an interpolation does).
-    #[serde(default)]
-    pub coarse: Option<[f32; 3]>,
-    pub seconds: f32,
-}
-
-/// The fine grid's state from the coarse grid's (`nx` × `ny` nodes, the
-/// fine grid `k` times finer): Catmull–Rom in each grid direction, so that
-/// the interpolated cloth has no kinks at the coarse edges (a bilinear one
-/// would, and its bending forces would move it in the first step); the
-/// grid's edges extend their last cells linearly. The coarse nodes keep
-/// their values (restricting the result gives `coarse` back) and a coarse
-/// grid's affine state interpolates to the fine grid's.
-pub fn prolongate(coarse: &[Vec3], nx: usize, ny: usize, k: usize) -> Vec<Vec3> {
-    let (fx, fy) = ((nx - 1) * k + 1, (ny - 1) * k + 1);
-    // Along one direction of `n` nodes: node `c`'s value at `c + t`.
-    let along = |n: usize, at: &dyn Fn(usize) -> Vec3, c: usize, t: f32| {
-        let p = |i: isize| -> Vec3 {
-            if i < 0 {
-                at(0) * 2.0 - at(1)
-            } else if i as usize >= n {
-                at(n - 1) * 2.0 - at(n - 2)
-            } else {
-                at(i as usize)
-            }
-        };
-        let c = c as isize;
-        let (t2, t3) = (t * t, t * t * t);
-        p(c - 1) * (0.5 * (-t + 2.0 * t2 - t3))
-            + p(c) * (0.5 * (2.0 - 5.0 * t2 + 3.0 * t3))
-            + p(c + 1) * (0.5 * (t + 4.0 * t2 - 3.0 * t3))
-            + p(c + 2) * (0.5 * (t3 - t2))
-    };
-    // The cell and the parameter in it of fine node `f`.
-    let cell = |f: usize, n: usize| {
-        let c = (f / k).min(n - 2);
-        (c, f as f32 / k as f32 - c as f32)
-    };
-    // Every coarse row interpolated along x, then every fine column along y.
-    let rows: Vec<Vec<Vec3>> = (0..ny)
-        .map(|j| {
-            (0..fx)
-                .map(|i| {
-                    let (c, t) = cell(i, nx);
-                    along(nx, &|a| coarse[j * nx + a], c, t)
-                })
-                .collect()
-        })
-        .collect();
-    let mut out = vec![Vec3::ZERO; fx * fy];
-    for j in 0..fy {
-        let (c, t) = cell(j, ny);
-        for i in 0..fx {
-            out[j * fx + i] = along(ny, &|b| rows[b][i], c, t);
-        }
-    }
-    out
-}
-
-/// The floors of a data set, kept in `floors.json` beside its index.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Floors {
-    pub families: Vec<Floor>,
-}
-
-/// Computes the floor of `traj`'s scenario on its fine mesh.
-fn floor_of(traj: &Trajectory, spec: &dataset::DatasetSpec) -> Result<Floor> {
-    let t0 = Instant::now();
-    let (fine, map) = dataset::fine_scenario(&traj.scenario, spec.k, spec.time_substeps, spec.fine_integrator)?;
-    let frames = traj.x.len() - 1;
-    // The fine state at every start, from one continuous run.
-    let mut snapshots: Vec<(Vec<Vec3>, Vec<Vec3>)> = Vec::new();
-    let mut fine_all = fine.clone();
-    fine_all.time.steps = frames as u32;
-    sim::run(&fine_all, false, &mut Plain, |f, _, st| {
-        if (f as usize).is_multiple_of(START_EVERY) && (f as usize) < frames {
-            snapshots.push((st.positions().to_vec(), st.velocities().to_vec()));
-        }
-        Ok(())
-    })?;
-    let (mut windows, mut coarse): (Windows, Windows) = Default::default();
-    for (k, (x, v)) in snapshots.iter().enumerate() {
-        let s = k * START_EVERY;
-        let len = HORIZONS[2].min(frames - s);
-        let mut branch = fine.clone();
-        branch.time.steps = len as u32;
-        let moved: Vec<Vec3> = x.iter().map(|p| *p + Vec3::new(PERTURBATION, 0.0, 0.0)).collect();
-        let restricted = |x: &[Vec3], v: &[Vec3]| -> Result<Frames> {
-            let mut out = Vec::new();
-            let restart = Restart { x, v, v_before: None, frame: s as u32 };
-            sim::run_from(&branch, Some(restart), false, &mut Plain, |f, _, st| {
-                if f > 0 {
-                    out.push(map.iter().map(|&i| st.positions()[i]).collect());
-                }
-                Ok(())
-            })?;
-            Ok(out)
-        };
-        let (a, b) = (restricted(x, v)?, restricted(&moved, v)?);
-        push_windows(&mut windows, &a, &b);
-        // What the coarse nodes know: the state restricted and interpolated
-        // back, its nodes inside a collider put on its surface.
-        let [nx, ny] = traj.scenario.cloth.resolution;
-        let only = |f: &[Vec3]| prolongate(&map.iter().map(|&i| f[i]).collect::<Vec<_>>(), nx, ny, spec.k);
-        let (mut xc, mut vc) = (only(x), only(v));
-        out_of_colliders(&fine, s, &mut xc, &mut vc)?;
-        push_windows(&mut coarse, &a, &restricted(&xc, &vc)?);
-    }
-    Ok(Floor {
-        family: traj.family,
-        seed: traj.seed,
-        floor: [0, 1, 2].map(|k| mean(&windows[k])),
-        coarse: Some([0, 1, 2].map(|k| mean(&coarse[k]))),
-        seconds: t0.elapsed().as_secs_f32(),
-    })
-}
-
-/// Puts the free nodes of an interpolated state of `scn` at frame `frame`
-/// that lie inside a collider on its surface (as a step's contacts do).
-fn out_of_colliders(scn: &sim::scenario::Scenario, frame: usize, x: &mut [Vec3], v: &mut [Vec3]) -> Result<()> {
-    let mut parts = ModelParts::default();
-    let model = &build::model(scn, CoarseGrain::NONE, &mut parts)?;
-    let mut pinned = vec![0; x.len()];
-    model.scene.mark_pinned(&mut pinned);
-    weft_core::contact::collide(model.scene.colliders, frame as f32 * scn.time.dt, &pinned, x, v);
-    Ok(())
-}
-
 /// Adds the mean RMSE between two restricted rollouts over each horizon's
 /// first frames to that horizon's windows.
-fn push_windows(windows: &mut Windows, a: &Frames, b: &Frames) {
+pub(crate) fn push_windows(windows: &mut Windows, a: &Frames, b: &Frames) {
     let errs: Vec<f32> = a.iter().zip(b).map(|(p, q)| rmse(p, q)).collect();
     for (k, &h) in HORIZONS.iter().enumerate() {
         if h <= errs.len() {
             windows[k].push(mean(&errs[..h]));
         }
     }
-}
-
-/// `weft floors`: the floor of every family of the data set in `data`,
-/// from its first test (or held-out) trajectory, into `floors.json`;
-/// families already there with both floors are kept (resumable).
-pub fn floors(data: &Path) -> Result<String> {
-    let index = dataset::load_index(data)?;
-    let path = data.join("floors.json");
-    let mut floors: Floors =
-        std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
-    // Families measured before the coarse state's floor existed run again.
-    floors.families.retain(|f| f.coarse.is_some());
-    for family in Family::ALL {
-        if floors.families.iter().any(|f| f.family == family) {
-            continue;
-        }
-        let Some(entry) =
-            index.trajectories.iter().find(|e| e.family == family && (e.split == "test" || e.split == "heldout"))
-        else {
-            continue;
-        };
-        let traj = dataset::read_trajectory(&data.join(&entry.file))?;
-        let floor = floor_of(&traj, &index.spec).with_context(|| format!("floor of {}", entry.file))?;
-        floors.families.push(floor);
-        std::fs::write(&path, serde_json::to_string_pretty(&floors)?)?;
-    }
-    let mut out = String::from(
-        "family   seed   floor (1 µm) at 1 / 10 / 50 frames (m)   floor (coarse state) at 1 / 10 / 50 (m)   seconds\n",
-    );
-    let three = |f: [f32; 3]| format!("{:.2e} / {:.2e} / {:.2e}", f[0], f[1], f[2]);
-    for f in &floors.families {
-        out += &format!(
-            "{:<8} {:>4}   {:<38}   {:<39}   {:>7.0}\n",
-            f.family.name(),
-            f.seed,
-            three(f.floor),
-            f.coarse.map_or("–".into(), three),
-            f.seconds
-        );
-    }
-    Ok(out)
 }
 
 /// One column's cell of a family: mean error per horizon and cost.
@@ -597,4 +378,99 @@ impl Report {
         out += "\n* the floor exceeds a third of plain's error: unmeasurable, left out of the overall rows\n";
         out
     }
+}
+
+/// The floor of a family: per horizon, the reference's own change over the
+/// horizon between two fine rollouts restarted from the same fine state,
+/// one of them moved [`PERTURBATION`], averaged over the starts.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Floor {
+    pub family: Family,
+    pub seed: u64,
+    /// Per horizon of [`HORIZONS`] (m).
+    pub floor: [f32; 3],
+    /// Per horizon (m), the coarse state's floor: the reference restarted
+    /// from its own state restricted to the coarse nodes and interpolated
+    /// back ([`prolongate`]), against the reference. What the fine
+    /// physics itself gets wrong when it knows only what a corrector of
+    /// the coarse state sees (an estimate, not a bound: a corrector may
+    /// guess the nodes between better than an interpolation does).
+    #[serde(default)]
+    pub coarse: Option<[f32; 3]>,
+    pub seconds: f32,
+}
+
+/// The fine grid's state from the coarse grid's (`nx` × `ny` nodes, the
+/// fine grid `k` times finer): Catmull–Rom in each grid direction, so that
+/// the interpolated cloth has no kinks at the coarse edges (a bilinear one
+/// would, and its bending forces would move it in the first step); the
+/// grid's edges extend their last cells linearly. The coarse nodes keep
+/// their values (restricting the result gives `coarse` back) and a coarse
+/// grid's affine state interpolates to the fine grid's.
+pub fn prolongate(coarse: &[Vec3], nx: usize, ny: usize, k: usize) -> Vec<Vec3> {
+    let (fx, fy) = ((nx - 1) * k + 1, (ny - 1) * k + 1);
+    // Along one direction of `n` nodes: node `c`'s value at `c + t`.
+    let along = |n: usize, at: &dyn Fn(usize) -> Vec3, c: usize, t: f32| {
+        let p = |i: isize| -> Vec3 {
+            if i < 0 {
+                at(0) * 2.0 - at(1)
+            } else if i as usize >= n {
+                at(n - 1) * 2.0 - at(n - 2)
+            } else {
+                at(i as usize)
+            }
+        };
+        let c = c as isize;
+        let (t2, t3) = (t * t, t * t * t);
+        p(c - 1) * (0.5 * (-t + 2.0 * t2 - t3))
+            + p(c) * (0.5 * (2.0 - 5.0 * t2 + 3.0 * t3))
+            + p(c + 1) * (0.5 * (t + 4.0 * t2 - 3.0 * t3))
+            + p(c + 2) * (0.5 * (t3 - t2))
+    };
+    // The cell and the parameter in it of fine node `f`.
+    let cell = |f: usize, n: usize| {
+        let c = (f / k).min(n - 2);
+        (c, f as f32 / k as f32 - c as f32)
+    };
+    // Every coarse row interpolated along x, then every fine column along y.
+    let rows: Vec<Vec<Vec3>> = (0..ny)
+        .map(|j| {
+            (0..fx)
+                .map(|i| {
+                    let (c, t) = cell(i, nx);
+                    along(nx, &|a| coarse[j * nx + a], c, t)
+                })
+                .collect()
+        })
+        .collect();
+    let mut out = vec![Vec3::ZERO; fx * fy];
+    for j in 0..fy {
+        let (c, t) = cell(j, ny);
+        for i in 0..fx {
+            out[j * fx + i] = along(ny, &|b| rows[b][i], c, t);
+        }
+    }
+    out
+}
+
+/// The floors of a data set, kept in `floors.json` beside its index.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Floors {
+    pub families: Vec<Floor>,
+}
+
+/// Puts the free nodes of an interpolated state of `scn` at frame `frame`
+/// that lie inside a collider on its surface (as a step's contacts do).
+pub(crate) fn out_of_colliders(
+    scn: &sim::scenario::Scenario,
+    frame: usize,
+    x: &mut [Vec3],
+    v: &mut [Vec3],
+) -> Result<()> {
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, CoarseGrain::NONE, &mut parts)?;
+    let mut pinned = vec![0; x.len()];
+    model.scene.mark_pinned(&mut pinned);
+    weft_core::contact::collide(model.scene.colliders, frame as f32 * scn.time.dt, &pinned, x, v);
+    Ok(())
 }

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::learn::columns::Column;
-use crate::learn::dataset::Trajectory;
-use crate::learn::gnn::{corrected_error, Trained};
-use crate::learn::horizons;
-use crate::learn::metrics::{frame_errors, mean, rollout_mean};
+use crate::learn::data::Trajectory;
+use crate::learn::eval::columns::Column;
+use crate::learn::eval::horizons;
+use crate::learn::eval::metrics::{frame_errors, mean, rollout_mean};
+use crate::learn::network::{corrected_error, Trained};
 use crate::sim::corrector::Plain;
 use crate::sim::rollout;
 use weft_weights::format::NetworkData;
@@ -59,18 +59,18 @@ pub fn choose_gain_guarded(
     gains: &[f32],
     by: Selection,
     guards: &[Selection],
-    int8: Option<(crate::learn::quantize::Options, usize)>,
+    int8: Option<(crate::learn::quantise::Options, usize)>,
 ) -> Result<String> {
     use std::fmt::Write;
     let mut out = String::new();
     let mut trained = Trained::load(model, &candle_core::Device::Cpu)?;
-    let trajs = crate::learn::dataset::load_split(data, Some(split))?;
+    let trajs = crate::learn::data::load_split(data, Some(split))?;
     if trajs.is_empty() || gains.is_empty() {
         anyhow::bail!("nothing to choose from: split {split:?} of {} and {} gains", data.display(), gains.len());
     }
     let calibrated = match int8 {
         Some((opts, samples)) => {
-            let (float, ranges, _) = crate::learn::quantize::calibration(&trained, data, samples)?;
+            let (float, ranges, _) = crate::learn::quantise::calibration(&trained, data, samples)?;
             Some((float, ranges, opts))
         }
         None => None,
@@ -78,8 +78,8 @@ pub fn choose_gain_guarded(
     // The int8 network at gain `g` (none: the float one is judged).
     let int8_at = |g: f32| -> Result<Option<NetworkData>> {
         let Some((float, ranges, opts)) = &calibrated else { return Ok(None) };
-        let float = crate::learn::quantize::FloatNet { gain: g, ..float.clone() };
-        crate::learn::quantize::quantize_with(&float, ranges, *opts).map(Some)
+        let float = crate::learn::quantise::FloatNet { gain: g, ..float.clone() };
+        crate::learn::quantise::quantize_with(&float, ranges, *opts).map(Some)
     };
     let mean_of = |by: Selection, m: Option<&Trained>, q: Option<&NetworkData>| -> Result<f32> {
         Ok(mean(&trajs.iter().map(|t| selection_error(by, t, m, q)).collect::<Result<Vec<_>>>()?))

@@ -1,0 +1,48 @@
+//! The board's cost per frame as `weft eval` charges it: physics by its
+//! CG iterations, the network by its size.
+
+use weft_core::gnn::int8::forward_macs;
+
+/// Device instructions per CG iteration of the 16×16 step and per step
+/// outside its CG iterations (assembly, multigrid set-up, energy check and
+/// audit, contacts): fitted to two firmware QEMU counts of the corrected
+/// swing (`cd firmware && cargo qemu`), 9.763 M instructions of physics per
+/// step at 19.7 CG iterations (tolerance 1e-4) and 12.320 M at 28.8 (1e-5,
+/// `cg_tolerance` in `firmware/src/scene.rs`).
+pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
+
+pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
+
+/// Device instructions per corrected step for the network: features and
+/// forward, dynamic edges and correction (the firmware's QEMU run of the
+/// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
+/// to the firmware's counts).
+pub const DEVICE_PER_NETWORK: f64 = 5.73e6 + 0.27e6 + 0.02e6;
+
+/// [`DEVICE_PER_NETWORK`] for a network of latent width `latent` and
+/// `rounds` processor rounds: a fixed part (features, dynamic edges,
+/// encoders, heads, correction) and a part per round, fitted per latent to
+/// the firmware's QEMU counts of the corrected swing with each size's
+/// weights baked in (`weights/sweep.sh report`: latent 8 × 1 / 2 / 3 rounds
+/// 3.18 / 4.30 / 5.41 M, latent 16 × 1 / 2 / 3 rounds 4.19 / 6.03 / 7.86 M).
+/// Other latent widths scale latent 16's part per round with the
+/// multiply-accumulates of a round (`weft_core::gnn::int8::forward_macs`)
+/// and keep its fixed part: an estimate, not a count.
+pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
+    const LATENT_8: (f64, f64) = (3.18e6 - 1.115e6, 1.115e6);
+    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * 1.835e6, 1.835e6);
+    let (fixed, per_round) = match latent {
+        8 => LATENT_8,
+        16 => LATENT_16,
+        l => {
+            let round = |l: usize| (forward_macs(l, 2, NODES, EDGES) - forward_macs(l, 1, NODES, EDGES)) as f64;
+            (LATENT_16.0, LATENT_16.1 * round(l) / round(16))
+        }
+    };
+    fixed + per_round * rounds as f64
+}
+
+/// Nodes and directed static edges of the device's 16×16 cloth.
+const NODES: usize = 256;
+
+const EDGES: usize = 1410;

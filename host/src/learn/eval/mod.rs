@@ -1,0 +1,17 @@
+//! Evaluation: `weft eval` ([`command`]) over the ways to step the coarse
+//! cloth ([`columns`]) with the shared error measures ([`metrics`]), the
+//! errors at horizons ([`horizons`]) beside the reference's floors
+//! (`weft floors`, [`floors`]) and the board's cost model ([`device`]);
+//! `weft gain` ([`gain`]) and `weft select` ([`select`]), which choose
+//! what ships.
+
+pub mod columns;
+pub mod command;
+pub mod device;
+pub mod floors;
+pub mod gain;
+pub mod horizons;
+pub mod metrics;
+pub mod select;
+
+pub use command::*;

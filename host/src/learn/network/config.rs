@@ -1,0 +1,162 @@
+//! The network's configuration and its input/target normaliser.
+use weft_core::model::CoarseGrain;
+
+use serde::{Deserialize, Serialize};
+use weft_core::gnn::features::{BASE_NODE_FEATURES, HISTORY, NODE_FEATURES, WINDLESS_NODE_FEATURES};
+
+/// Shape of the network and of its graph (`weft train`'s options).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, clap::Args)]
+pub struct GnnConfig {
+    /// Latent width `L`.
+    #[arg(long, default_value_t = 16)]
+    pub latent: usize,
+    /// Processor rounds (edge update + node update each).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Dynamic-edge radius `r` (m).
+    #[arg(long, default_value_t = 0.03)]
+    pub radius: f32,
+    /// Dynamic pairs stored per node (more are dropped and counted).
+    #[arg(skip = GnnConfig::DEFAULT_PAIRS_PER_NODE)]
+    pub pairs_per_node: usize,
+    /// `--base-inputs`: the network sees the first node features only
+    /// (velocity, position, pinned); the collider and material features
+    /// read as 0 in training and get zero weights when quantised (for
+    /// measuring what they buy).
+    #[arg(long)]
+    #[serde(default)]
+    pub base_inputs: bool,
+    /// `--windless-inputs`: the network does not see the air's velocity;
+    /// it reads as 0 in training and gets zero weights when quantised (for
+    /// measuring what it buys).
+    #[arg(long)]
+    #[serde(default)]
+    pub windless_inputs: bool,
+    /// `--history-inputs`: the network sees the history, the last frame's
+    /// velocity change (`weft_core::gnn::features`); without it the history
+    /// reads as 0 in training and gets zero weights when quantised.
+    #[arg(long)]
+    #[serde(default)]
+    pub history_inputs: bool,
+    /// `--velocity-only`: the network corrects velocities only: its
+    /// position target and output are zero wherever it is used (float,
+    /// rollouts, int8), and the step carries a velocity correction into the
+    /// positions from the next frame on. A corrected state is then one the
+    /// step itself could have reached, and the next step's solve costs what
+    /// a plain one does (a position correction moves nodes against the
+    /// stiff membrane, and the next linearised step then fails its energy
+    /// check and is split: `examples/corrected_cost.rs`).
+    #[arg(long)]
+    #[serde(default)]
+    pub velocity_only: bool,
+    /// `--coarse-stretch`: factor on the material's stretch stiffness in
+    /// the coarse step the network corrects (`weft calibrate` fits it;
+    /// `weft_core::model::CoarseGrain`).
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "unit_factor")]
+    pub coarse_stretch: f32,
+    /// `--coarse-compression`: factor on the material's compression factor
+    /// in the coarse step the network corrects.
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "unit_factor")]
+    pub coarse_compression: f32,
+    /// `--coarse-taut`: the principal strain from which the coarse step's
+    /// tension counts at the material's own stiffness (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    #[serde(default)]
+    pub coarse_taut: f32,
+}
+
+fn unit_factor() -> f32 {
+    1.0
+}
+
+impl Default for GnnConfig {
+    /// The command line's defaults.
+    fn default() -> Self {
+        crate::defaults()
+    }
+}
+
+impl GnnConfig {
+    pub const DEFAULT_PAIRS_PER_NODE: usize = crate::sim::corrector::PAIRS_PER_NODE;
+
+    /// The coarse step's membrane factors this network corrects.
+    pub fn coarse_grain(&self) -> CoarseGrain {
+        let taut = CoarseGrain::taut_from(self.coarse_taut);
+        CoarseGrain { stretch: self.coarse_stretch, compression: self.coarse_compression, taut }
+    }
+
+    /// Whether this network reads node feature `k`
+    /// ([`GnnConfig::base_inputs`], [`GnnConfig::windless_inputs`],
+    /// [`GnnConfig::history_inputs`]); the others read as 0.
+    pub fn reads_node_input(&self, k: usize) -> bool {
+        let first = match (self.base_inputs, self.windless_inputs) {
+            (true, _) => BASE_NODE_FEATURES,
+            (false, true) => WINDLESS_NODE_FEATURES,
+            (false, false) => NODE_FEATURES,
+        };
+        k < first && (self.history_inputs || !(HISTORY..HISTORY + 3).contains(&k))
+    }
+
+    /// Multiply-accumulates of one forward pass on `nodes` nodes and
+    /// `edges` directed edges, with the processor's first edge layer
+    /// factorised (`W[e, h_s, h_r] = W_e e + W_s h_s + W_r h_r`, the node
+    /// terms computed once per node).
+    pub fn macs(&self, nodes: usize, edges: usize) -> usize {
+        weft_core::gnn::int8::forward_macs(self.latent, self.rounds, nodes, edges)
+    }
+}
+
+/// Mean and standard deviation per feature.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Stats {
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+}
+
+impl Stats {
+    pub(crate) fn from_rows<const K: usize>(rows: &[[f32; K]]) -> Stats {
+        let n = rows.len().max(1) as f64;
+        let mut mean = [0f64; K];
+        for r in rows {
+            for k in 0..K {
+                mean[k] += r[k] as f64 / n;
+            }
+        }
+        let mut var = [0f64; K];
+        for r in rows {
+            for k in 0..K {
+                var[k] += (r[k] as f64 - mean[k]).powi(2) / n;
+            }
+        }
+        Stats {
+            mean: mean.iter().map(|&m| m as f32).collect(),
+            // Constant features (e.g. no pins in the data) keep unit scale.
+            std: var.iter().map(|&v| if v > 1e-12 { v.sqrt() as f32 } else { 1.0 }).collect(),
+        }
+    }
+    pub(crate) fn apply(&self, x: f32, k: usize) -> f32 {
+        (x - self.mean[k]) / self.std[k]
+    }
+}
+
+/// Normalisation of inputs and targets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Normalizer {
+    pub node: Stats,
+    pub edge: Stats,
+    /// Δx (3) then Δv (3).
+    pub target: Stats,
+}
+
+/// Input noise of training samples (m and m/s), as in MeshGraphNets.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, clap::Args)]
+pub struct Noise {
+    /// Input noise on positions (m).
+    #[arg(long = "noise-position", default_value_t = 1e-3)]
+    pub position: f32,
+    /// Input noise on velocities (m/s).
+    #[arg(long = "noise-velocity", default_value_t = 0.03)]
+    pub velocity: f32,
+}

@@ -1,0 +1,170 @@
+//! A trained network on disk: its meta-data, weights and format versions.
+use crate::learn::network::config::GnnConfig;
+use crate::learn::network::config::Noise;
+use crate::learn::network::config::Normalizer;
+use crate::learn::network::config::Stats;
+use crate::learn::network::graph::Graph;
+use crate::learn::network::model::Gnn;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{VarBuilder, VarMap};
+use serde::{Deserialize, Serialize};
+use weft_core::gnn::features::{
+    historyless_column, BASE_NODE_FEATURES, EDGE_FEATURES, HISTORYLESS_NODE_FEATURES, MATERIAL_NODE_FEATURES,
+    NODE_FEATURES, STEP_NODE_FEATURES,
+};
+use weft_core::prelude::*;
+
+/// A trained network with everything needed to use it.
+pub struct Trained {
+    pub varmap: VarMap,
+    pub gnn: Gnn,
+    pub meta: ModelMeta,
+}
+
+/// What travels with the weights (`*.json` beside `*.safetensors`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ModelMeta {
+    pub format: String,
+    pub config: GnnConfig,
+    pub normalizer: Normalizer,
+    pub noise: Noise,
+    /// Adam steps taken.
+    pub steps: usize,
+    pub train_loss: f32,
+    pub val_loss: f32,
+    pub parameters: usize,
+    /// Factor on the network's corrections when it is used (chosen on
+    /// validation rollouts by `weft gain`; 1 = as trained). Training does
+    /// not use it.
+    #[serde(default = "unit_gain")]
+    pub gain: f32,
+    /// Mean corrected position RMSE (m) of rollouts on the validation
+    /// trajectories when this model was saved (training keeps the model
+    /// with the lowest).
+    #[serde(default)]
+    pub val_rollout: Option<f32>,
+}
+
+fn unit_gain() -> f32 {
+    1.0
+}
+
+pub const MODEL_FORMAT: &str = "weft-gnn-f32-5";
+
+/// The earlier formats, still read, with the node features their networks
+/// know, in the layout before the history ([`historyless_column`]): the
+/// first [`BASE_NODE_FEATURES`], then the material's
+/// [`MATERIAL_NODE_FEATURES`], then the step's velocity change
+/// [`STEP_NODE_FEATURES`], then the air's [`HISTORYLESS_NODE_FEATURES`]; loaded with zero weights
+/// (and unit statistics) on the others, which computes what they computed.
+pub const EARLIER_MODEL_FORMATS: [(&str, usize); 4] = [
+    ("weft-gnn-f32-1", BASE_NODE_FEATURES),
+    ("weft-gnn-f32-2", MATERIAL_NODE_FEATURES),
+    ("weft-gnn-f32-3", STEP_NODE_FEATURES),
+    ("weft-gnn-f32-4", HISTORYLESS_NODE_FEATURES),
+];
+
+impl Trained {
+    pub fn new(meta: ModelMeta, dev: &Device) -> Result<Trained> {
+        let varmap = VarMap::new();
+        let vb = VarBuilder::from_varmap(&varmap, DType::F32, dev);
+        let gnn = Gnn::new(vb, meta.config)?;
+        Ok(Trained { varmap, gnn, meta })
+    }
+
+    /// Loads `stem.safetensors` and `stem.json`.
+    pub fn load(stem: &Path, dev: &Device) -> Result<Trained> {
+        let json = stem.with_extension("json");
+        let meta: ModelMeta = serde_json::from_str(
+            &std::fs::read_to_string(&json)
+                .with_context(|| format!("reading {} (train a model first)", json.display()))?,
+        )?;
+        let known = match EARLIER_MODEL_FORMATS.iter().find(|(f, _)| *f == meta.format) {
+            Some(&(_, k)) => Some(k),
+            None if meta.format == MODEL_FORMAT => None,
+            None => bail!("{}: format {} is not {MODEL_FORMAT}", json.display(), meta.format),
+        };
+        let mut meta = meta;
+        if let Some(known) = known {
+            let node = &mut meta.normalizer.node;
+            if node.mean.len() != known || node.std.len() != known {
+                bail!("{}: {} node statistics, format {} has {known}", json.display(), node.mean.len(), meta.format);
+            }
+            let (mut mean, mut std) = (vec![0.0; NODE_FEATURES], vec![1.0; NODE_FEATURES]);
+            for k in 0..known {
+                (mean[historyless_column(k)], std[historyless_column(k)]) = (node.mean[k], node.std[k]);
+            }
+            (node.mean, node.std) = (mean, std);
+            meta.format = MODEL_FORMAT.into();
+        }
+        let mut t = Trained::new(meta, dev)?;
+        let weights = stem.with_extension("safetensors");
+        match known {
+            Some(known) => {
+                for (name, w) in candle_core::safetensors::load(&weights, dev)? {
+                    let w = if name == "node_enc.l1.weight" {
+                        let rows = w.dim(0)?;
+                        let old = w.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+                        let mut new = vec![0f32; rows * NODE_FEATURES];
+                        for (row, out) in old.iter().zip(new.chunks_exact_mut(NODE_FEATURES)) {
+                            for (k, &v) in row.iter().enumerate().take(known) {
+                                out[historyless_column(k)] = v;
+                            }
+                        }
+                        Tensor::from_vec(new, (rows, NODE_FEATURES), dev)?
+                    } else {
+                        w
+                    };
+                    t.varmap.set_one(&name, w).with_context(|| format!("{}: {name}", weights.display()))?;
+                }
+            }
+            None => t.varmap.load(weights)?,
+        }
+        Ok(t)
+    }
+
+    pub fn save(&self, stem: &Path) -> Result<()> {
+        if let Some(dir) = stem.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        self.varmap.save(stem.with_extension("safetensors"))?;
+        std::fs::write(stem.with_extension("json"), serde_json::to_string_pretty(&self.meta)?)?;
+        Ok(())
+    }
+
+    /// A freshly initialised network with identity normalisation (for
+    /// measuring cost and shape; its outputs mean nothing).
+    pub fn untrained(config: GnnConfig, dev: &Device) -> Result<Trained> {
+        let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
+        let meta = ModelMeta {
+            format: MODEL_FORMAT.into(),
+            config,
+            normalizer: Normalizer { node: unit(NODE_FEATURES), edge: unit(EDGE_FEATURES), target: unit(6) },
+            noise: Noise { position: 0.0, velocity: 0.0 },
+            steps: 0,
+            train_loss: 0.0,
+            val_loss: 0.0,
+            parameters: 0,
+            gain: 1.0,
+            val_rollout: None,
+        };
+        Trained::new(meta, dev)
+    }
+
+    /// The corrections `(Δx, Δv)` as used: the network's, times
+    /// [`ModelMeta::gain`].
+    pub fn correct(&self, g: &Graph, dev: &Device) -> Result<(Vec<Vec3>, Vec<Vec3>)> {
+        let (mut dx, mut dv) = self.gnn.correct(g, &self.meta.normalizer, dev)?;
+        for d in dx.iter_mut().chain(dv.iter_mut()) {
+            *d = *d * self.meta.gain;
+        }
+        Ok((dx, dv))
+    }
+
+    pub fn parameters(&self) -> usize {
+        self.varmap.all_vars().iter().map(|v| v.elem_count()).sum()
+    }
+}

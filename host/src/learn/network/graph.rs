@@ -1,0 +1,182 @@
+//! A graph sample as the float network reads it, made from a state, and
+//! graphs batched for training.
+use crate::learn::network::config::GnnConfig;
+use crate::learn::network::config::{Normalizer, Stats};
+
+use anyhow::{Context, Result};
+use candle_core::{Device, Tensor};
+use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
+use weft_core::gnn::graph::GraphRef;
+use weft_core::prelude::*;
+
+/// One graph: inputs in physical units, and (for training) targets.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub nodes: Vec<[f32; NODE_FEATURES]>,
+    pub edges: Vec<[f32; EDGE_FEATURES]>,
+    pub endpoints: Vec<[NodeId; 2]>,
+    /// 1 for free nodes, 0 for pinned ones (not corrected).
+    pub free: Vec<f32>,
+    /// Δx then Δv per node.
+    pub targets: Vec<[f32; 6]>,
+    pub dropped_pairs: usize,
+}
+
+fn rotate_rows<const K: usize>(rows: &mut [[f32; K]], slots: &[usize], (c, s): (f32, f32)) {
+    for r in rows {
+        for &k in slots {
+            let (x, z) = (r[k], r[k + 2]);
+            r[k] = c * x + s * z;
+            r[k + 2] = c * z - s * x;
+        }
+    }
+}
+
+impl Graph {
+    /// The same graph with the scene turned by `angle` (rad) about the
+    /// vertical (y) axis: every vector input and target rotated, scalars
+    /// kept. Gravity is vertical, so this is an exact symmetry of the
+    /// cloth's physics (colliders, pins and wind turn with it); training on
+    /// turned copies keeps the network from learning a preferred horizontal
+    /// direction from a few dozen scenes.
+    pub fn rotate_about_vertical(&mut self, angle: f32) {
+        let cs = (angle.cos(), angle.sin());
+        rotate_rows(&mut self.nodes, &NODE_VECTORS, cs);
+        rotate_rows(&mut self.edges, &EDGE_VECTORS, cs);
+        rotate_rows(&mut self.targets, &[0, 3], cs);
+    }
+}
+
+/// The graph of the current state of `state` (after a physics step): finds
+/// the dynamic edges and computes features.
+pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Graph> {
+    let found = state
+        .find_pairs(&model.mesh, cfg.radius, cfg.pairs_per_node * model.mesh.node_count())
+        .context("dynamic edges")?;
+    let pairs = state.pairs();
+    let ne = features::edge_count(&model.mesh, pairs.len());
+    let mut g = Graph {
+        nodes: vec![[0.0; NODE_FEATURES]; state.node_count()],
+        edges: vec![[0.0; EDGE_FEATURES]; ne],
+        endpoints: vec![[0; 2]; ne],
+        free: state.pinned().iter().map(|&p| if p != 0 { 0.0 } else { 1.0 }).collect(),
+        targets: Vec::new(),
+        dropped_pairs: found.dropped,
+    };
+    features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
+    features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
+    let r = GraphRef::of(model, state);
+    features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
+    for f in &mut g.nodes {
+        for (k, f) in f.iter_mut().enumerate() {
+            if !cfg.reads_node_input(k) {
+                *f = 0.0;
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// Tensors of a batch of graphs (node indices offset per graph).
+pub struct Batch {
+    pub nodes: Tensor,
+    pub edges: Tensor,
+    pub senders: Tensor,
+    pub receivers: Tensor,
+    pub free: Tensor,
+    /// Weight of each node in the loss, `[nodes, 1]`: 0 on pinned nodes;
+    /// 1 on the others, or per graph with [`Batch::weighted`].
+    pub weight: Tensor,
+    /// `1 / max(1, incoming edges)` per node, `[nodes, 1]`.
+    pub inv_degree: Tensor,
+    pub targets: Option<Tensor>,
+    pub n_nodes: usize,
+}
+
+impl Batch {
+    pub fn new(graphs: &[Graph], norm: &Normalizer, dev: &Device) -> Result<Batch> {
+        Batch::weighted(graphs, norm, dev, 0.0)
+    }
+
+    /// With `floor > 0`, the loss weighs each graph's free nodes by
+    /// `1 / (m + floor)`, where `m` is the graph's mean squared target in
+    /// units of the target's standard deviation (weights scaled to a mean
+    /// of 1): every state counts by its *relative* error. Quiet states — a
+    /// cloth at rest, a slow swing — have targets hundreds of times smaller
+    /// than an impact's, so a plain mean squared error lets the network err
+    /// there by more than the whole correction, and a rollout spends most
+    /// of its steps in such states.
+    pub fn weighted(graphs: &[Graph], norm: &Normalizer, dev: &Device, floor: f32) -> Result<Batch> {
+        let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut offset = 0u32;
+        for g in graphs {
+            for r in &g.nodes {
+                nodes.extend(r.iter().enumerate().map(|(k, &x)| norm.node.apply(x, k)));
+            }
+            for r in &g.edges {
+                edges.extend(r.iter().enumerate().map(|(k, &x)| norm.edge.apply(x, k)));
+            }
+            for &[s, r] in &g.endpoints {
+                snd.push(s as u32 + offset);
+                rcv.push(r as u32 + offset);
+            }
+            free.extend_from_slice(&g.free);
+            for r in &g.targets {
+                tgt.extend(r.iter().enumerate().map(|(k, &x)| norm.target.apply(x, k)));
+            }
+            offset += g.nodes.len() as u32;
+        }
+        let (n, e) = (offset as usize, snd.len());
+        let mut weight = free.clone();
+        if floor > 0.0 {
+            let (mut start, mut total, mut count) = (0, 0.0f64, 0.0f64);
+            for g in graphs {
+                let nodes = start..start + g.nodes.len();
+                let free_here: f32 = g.free.iter().sum();
+                let ms = g
+                    .targets
+                    .iter()
+                    .zip(&g.free)
+                    .map(|(t, f)| f * t.iter().zip(&norm.target.std).map(|(x, s)| (x / s).powi(2)).sum::<f32>())
+                    .sum::<f32>()
+                    / (6.0 * free_here.max(1.0));
+                let w = 1.0 / (ms + floor);
+                for k in nodes {
+                    weight[k] *= w;
+                }
+                total += (w * free_here) as f64;
+                count += free_here as f64;
+                start += g.nodes.len();
+            }
+            let scale = if total > 0.0 { (count / total) as f32 } else { 1.0 };
+            weight.iter_mut().for_each(|w| *w *= scale);
+        }
+
+        let mut deg = vec![0f32; n];
+        for &r in &rcv {
+            deg[r as usize] += 1.0;
+        }
+        let inv_degree: Vec<f32> = deg.iter().map(|&d| 1.0 / d.max(1.0)).collect();
+        Ok(Batch {
+            inv_degree: Tensor::from_vec(inv_degree, (n, 1), dev)?,
+            nodes: Tensor::from_vec(nodes, (n, NODE_FEATURES), dev)?,
+            edges: Tensor::from_vec(edges, (e, EDGE_FEATURES), dev)?,
+            senders: Tensor::from_vec(snd, e, dev)?,
+            receivers: Tensor::from_vec(rcv, e, dev)?,
+            free: Tensor::from_vec(free, (n, 1), dev)?,
+            weight: Tensor::from_vec(weight, (n, 1), dev)?,
+            targets: if tgt.len() == n * 6 { Some(Tensor::from_vec(tgt, (n, 6), dev)?) } else { None },
+            n_nodes: n,
+        })
+    }
+}
+
+/// Normalisation statistics from a set of samples.
+pub fn normalizer(samples: &[Graph]) -> Normalizer {
+    let nodes: Vec<_> = samples.iter().flat_map(|g| g.nodes.iter().copied()).collect();
+    let edges: Vec<_> = samples.iter().flat_map(|g| g.edges.iter().copied()).collect();
+    let targets: Vec<_> =
+        samples.iter().flat_map(|g| g.targets.iter().zip(&g.free).filter(|(_, &f)| f > 0.0).map(|(t, _)| *t)).collect();
+    Normalizer { node: Stats::from_rows(&nodes), edge: Stats::from_rows(&edges), target: Stats::from_rows(&targets) }
+}

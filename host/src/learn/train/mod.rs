@@ -1,0 +1,13 @@
+//! Training: `weft train` ([`command`]: Adam, checkpoints, resume) on the
+//! one-step loss, the rollout loss ([`rollout_loss`]) and the solver in
+//! the loop ([`solver_loss`]), from samples drawn from the data
+//! ([`samples`]); and `weft calibrate` ([`calibrate`]), the coarse step's
+//! membrane fitted to the reference.
+
+pub mod calibrate;
+pub mod command;
+pub mod rollout_loss;
+pub mod samples;
+pub mod solver_loss;
+
+pub use command::*;
