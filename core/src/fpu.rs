@@ -16,7 +16,7 @@
 //! (`VMOV`), and the block kernels load and store their blocks and vectors
 //! themselves (`VLDM`/`VSTM`) through pointers made from references.
 //! Measured in QEMU, the block kernels take the firmware's physics from
-//! 12.31 M to 10.82 M instructions a step (docs/device.md).
+//! 12.31 M to 10.82 M instructions a step (docs/results/2026-12-06-device.md).
 #![allow(unsafe_code)]
 
 use core::arch::asm;

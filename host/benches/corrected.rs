@@ -15,7 +15,6 @@ use weft_core::prelude::*;
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::network::{graph_of, Batch, GnnConfig, Trained};
 use weft_host::sim::build::{self, ModelParts};
-use weft_host::sim::corrector::Corrector;
 use weft_host::sim::storage::VecStateStorage;
 
 /// A state's positions, velocities and time, to restart every iteration
@@ -90,13 +89,12 @@ fn bench(c: &mut Criterion) {
             })
         });
         // The float network's corrected step as the rollout loop runs it
-        // (`sim::run`: the physics step, then the corrector).
+        // (`sim::corrected_step`: the core's step with the corrector).
         let mut float = weft_host::learn::network::Float(&model_f);
         g.bench_function("corrected_16x16", |b| {
             b.iter(|| {
                 start.restore(state);
-                step(model, state).unwrap();
-                black_box(float.correct(model, state).unwrap())
+                black_box(weft_host::sim::corrected_step(model, state, &mut float).unwrap())
             })
         });
     });

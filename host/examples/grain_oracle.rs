@@ -235,7 +235,7 @@ fn window(t: &Trajectory, s: usize, col: usize, grain: CoarseGrain, ridge: f64) 
         };
         // Backward Euler with one step a frame: x' = x + h v', except
         // where the strain limiter moved positions further than the
-        // velocities (docs/learning.md gives what that changes).
+        // velocities (docs/results/2026-12-06-learning.md gives what that changes).
         v = next.iter().zip(&x).map(|(a, b)| (*a - *b) * (1.0 / h)).collect();
         x = next;
         errs.push(rmse(&x, target));

@@ -26,7 +26,7 @@
 //!   `−∂/∂x λᵀ K(x) w` (`b`'s `K v` and `A`'s `K y`; bending is linear).
 //!
 //! What the product leaves out (measured by the gradient check,
-//! `core/tests/step_vjp.rs`, and stated in `docs/learning.md`):
+//! `core/tests/step_vjp.rs`, and stated in `docs/results/2026-12-06-learning.md`):
 //! - with [`Linearisation::Stable`], the position terms just named;
 //! - the wind's velocity Jacobian (and, with `Stable`, its position one);
 //! - what acts after the solve: friction, strain limiting, self-contact's
@@ -67,7 +67,7 @@ pub enum Linearisation {
     /// The step's own definite stiffness for `∂f/∂x` (`−K`) and no `∂K/∂x`:
     /// the product of the linearised step itself (`A = M(1 + hα) + cK`
     /// with `K` definite), which stays bounded over rollouts where
-    /// `Exact` grows (`docs/learning.md`).
+    /// `Exact` grows (`docs/results/2026-12-06-learning.md`).
     Stable,
 }
 

@@ -224,6 +224,26 @@ struct Correct<'c> {
     on: bool,
 }
 
+impl Correct<'_> {
+    /// The core's corrected step ([`step::step_with`]) with this corrector.
+    fn step(&mut self, model: &Model, state: &mut State) -> Result<(StepReport, CorrectionReport)> {
+        step::step_with(model, state, self, &mut NoProbe).map_err(|e| match e {
+            CorrectedStepError::Physics(e) => anyhow::Error::from(e),
+            CorrectedStepError::Network(e) => e,
+        })
+    }
+}
+
+/// One corrected step on the desktop: the core's
+/// ([`weft_core::step::step_with`]), `corrector` after the physics step.
+pub fn corrected_step(
+    model: &Model,
+    state: &mut State,
+    corrector: &mut dyn Corrector,
+) -> Result<(StepReport, CorrectionReport)> {
+    Correct { corrector, on: true }.step(model, state)
+}
+
 impl step::Correction for Correct<'_> {
     type Error = anyhow::Error;
     fn correct<P: Probe>(&mut self, model: &Model, state: &mut State, _: &mut P) -> Result<CorrectionReport> {

@@ -86,7 +86,7 @@ impl Scenario {
     /// time step other than the network's or more than one step a frame.
     /// A guarded corrector runs such a scene as the plain step: there the
     /// coarse step's fitted membrane alone was up to 5.6× plain's error at
-    /// 50 frames (`docs/learning.md`), more than any correction can hide.
+    /// 50 frames (`docs/results/2026-12-06-learning.md`), more than any correction can hide.
     pub fn outside_envelope(&self) -> Vec<String> {
         let mut out = self.material_outside();
         if let Some(w) = &self.wind {
