@@ -108,8 +108,10 @@ impl Probe for Stages<'_> {
 }
 
 /// Logs a scene's cost per step: physics, dynamic edges, network,
-/// correction, total and the worst steps; then every stage that ran.
-pub fn report(name: &str, stages: &Stages, steps: u32) {
+/// correction, total and the worst steps; the network's
+/// multiply-accumulates (`macs` over all steps) and its instructions per
+/// multiply-accumulate; then every stage that ran.
+pub fn report(name: &str, stages: &Stages, steps: u32, macs: u64) {
     let per = |ticks: u64| ticks * PER_TICK / steps as u64;
     let physics = stages.sum(|s| probe::PHYSICS.contains(&s));
     let edges = stages.ticks[Stage::DynamicEdges.index()];
@@ -126,6 +128,15 @@ pub fn report(name: &str, stages: &Stages, steps: u32) {
         per(physics + edges + gnn + correction),
         stages.worst_step * PER_TICK,
         stages.worst_physics * PER_TICK
+    );
+    let milli = (gnn * PER_TICK * 1000).checked_div(macs).unwrap_or(0);
+    defmt::info!(
+        "{}: network {} multiply-accumulates a step, {}.{=u64:03} {} each",
+        name,
+        macs / steps as u64,
+        milli / 1000,
+        milli % 1000,
+        UNIT
     );
     for (i, &ticks) in stages.ticks.iter().enumerate() {
         match Stage::at(i) {

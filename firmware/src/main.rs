@@ -131,13 +131,15 @@ fn run(
     let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");
     let mut stages = Stages::new(clock);
     let mut network = Int8 { net, scratch: int8::Scratch { latents: &mut *scratch.latents } };
-    let (mut pairs, mut dropped, mut cg) = (0usize, 0usize, 0u32);
+    let (mut pairs, mut dropped, mut cg, mut macs) = (0usize, 0usize, 0u32, 0u64);
     for step in 0..scene::STEPS {
         let result = step_with(&model, &mut state, &mut network, &mut stages);
         stages.end_step();
         match result {
             Ok((physics, correction)) => {
                 pairs += correction.dynamic_edges;
+                let edges = weft_core::gnn::features::edge_count(&model.mesh, correction.dynamic_edges);
+                macs += net.macs(model.mesh.node_count(), edges) as u64;
                 dropped += correction.dropped_pairs;
                 cg += physics.cg_iterations;
             }
@@ -147,7 +149,7 @@ fn run(
             }
         }
     }
-    bench::report(name, &stages, scene::STEPS);
+    bench::report(name, &stages, scene::STEPS, macs);
     defmt::info!(
         "{}: mean dynamic edges {}, pairs dropped {}, mean CG iterations {}",
         name,

@@ -508,3 +508,25 @@ fn shift_scales_keep_the_weights_within_one_bit() {
     }
     assert!(interior > 5_000, "{interior} draws inside the shift's range");
 }
+
+/// The committed network corrects velocities only: its position head's
+/// outputs have scale and offset 0, so the forward does not run it, its
+/// multiply-accumulates are not counted, and every position correction is
+/// +0 exactly (what `acc · 0 + 0` gives for any accumulator).
+#[test]
+fn a_velocity_only_network_skips_its_position_head() {
+    use weft_core::gnn::int8::{forward_macs, Part};
+    let net = &weft_weights::NETWORK;
+    assert!(trained().meta.config.velocity_only);
+    assert!(!net.head_runs(0) && net.head_runs(1));
+    let (n, e) = (256, 2820);
+    let skipped = n * Part::PositionHead.macs(net.latent);
+    assert_eq!(net.macs(n, e) + skipped, forward_macs(net.latent, net.rounds(), n, e));
+    let data = NetworkData::from_bytes(&committed_file()).unwrap();
+    let recorded = run_int8(&data, &record(1));
+    assert!(!recorded.is_empty());
+    for r in &recorded {
+        assert!(r.int8.iter().all(|c| c[..3].iter().all(|d| d.to_bits() == 0)));
+        assert!(r.int8.iter().any(|c| c[3..].iter().any(|d| *d != 0.0)));
+    }
+}

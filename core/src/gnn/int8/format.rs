@@ -305,9 +305,24 @@ impl<'a> Network<'a> {
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and
-    /// `edges` directed edges ([`forward_macs`]).
+    /// `edges` directed edges ([`forward_macs`]), less those of a head
+    /// that is not run ([`Network::head_runs`]).
     pub fn macs(&self, nodes: usize, edges: usize) -> usize {
-        forward_macs(self.latent, self.rounds(), nodes, edges)
+        let silent = [Part::PositionHead, Part::VelocityHead]
+            .into_iter()
+            .enumerate()
+            .filter(|&(k, _)| !self.head_runs(k))
+            .map(|(_, part)| part.macs(self.latent))
+            .sum::<usize>();
+        forward_macs(self.latent, self.rounds(), nodes, edges) - nodes * silent
+    }
+
+    /// Whether head `k` (0: position, 1: velocity) is run: not where every
+    /// output has scale and offset 0 (the position head of a
+    /// velocity-only network), which gives +0 whatever its accumulators
+    /// hold (`acc · 0 + 0`).
+    pub fn head_runs(&self, k: usize) -> bool {
+        self.out[3 * k.min(1)..][..3].iter().any(|q| q.scale != 0.0 || q.offset != 0.0)
     }
 
     pub fn rounds(&self) -> usize {

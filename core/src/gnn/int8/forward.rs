@@ -330,9 +330,11 @@ fn node_update(
 /// accumulators of each node's latent.
 fn decode(net: &Network, h: &[i8], dx: &mut [Vec3], dv: &mut [Vec3], guarded: bool, w: &mut Rows) {
     let ready = [Shifts::of(net.mlps.head_x.l1.shift), Shifts::of(net.mlps.head_v.l1.shift)];
+    let heads = [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)];
+    let live = [net.head_runs(0), net.head_runs(1)];
     for (i, hi) in h.chunks_exact(net.latent).enumerate() {
         let mut out = [0f32; 6];
-        for ((head, part), ready) in [(&net.mlps.head_x, 0), (&net.mlps.head_v, 3)].into_iter().zip(&ready) {
+        for (((head, part), ready), _) in heads.into_iter().zip(&ready).zip(live).filter(|(_, on)| *on) {
             head.head(ready, hi, w);
             for k in 0..3 {
                 let q = net.out[part + k];
