@@ -214,6 +214,21 @@ enum Command {
     },
     /// A test-split drape over a sphere as an animated GIF: plain coarse,
     /// int8-corrected coarse and the fine reference side by side.
+    /// Build the browser page (the core and the baked network in
+    /// WebAssembly) into a folder anyone can host, and serve it on
+    /// 127.0.0.1.
+    Web {
+        #[arg(short, long, default_value = "target/web/site")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 8000)]
+        port: u16,
+        /// Only build the page.
+        #[arg(long)]
+        no_serve: bool,
+        /// Also save a screenshot of the page (headless Chromium) here.
+        #[arg(long)]
+        screenshot: Option<PathBuf>,
+    },
     Demo {
         #[arg(short, long, default_value = "weft-demo.gif")]
         out: PathBuf,
@@ -299,6 +314,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Select { baseline, arms } => {
             let (text, _) = weft_host::learn::eval::select::select(&baseline, &arms)?;
             print!("{text}");
+        }
+        Command::Web { out, port, no_serve, screenshot } => {
+            weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref())?
         }
         Command::Demo { out, int8, seed, data } => {
             let net = quantise::load(&int8)?;

@@ -5,3 +5,4 @@
 pub mod canvas;
 pub mod plot;
 pub mod render;
+pub mod web;

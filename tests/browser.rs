@@ -1,0 +1,97 @@
+//! The page in a real browser against the desktop: `weft web` builds the
+//! WebAssembly module and page, a server on 127.0.0.1 serves it, and
+//! headless Chromium runs it in test mode (`?test=60`: every scene 60
+//! frames from rest, plain and corrected; then a scene index out of range
+//! and a NaN drag target; then the speed). Every checksum must be the
+//! desktop's, bit for bit (the same `weft-web` code run here), the board's
+//! two scenes also the firmware path's; each bad input must come back as
+//! its typed error on the page, with the simulation still stepping. Saves
+//! a screenshot (`target/browser/web.png`) and prints the speed.
+//!
+//! Needs Chromium (`/usr/bin/chromium`, or `WEFT_CHROMIUM`) and the
+//! `wasm32-unknown-unknown` target (`.ci/setup` installs both). Without
+//! them the test says what is missing and passes, unless
+//! `WEFT_REQUIRE_BROWSER` is set (as in `.ci/run`): then it fails.
+
+use std::path::Path;
+use std::process::Command;
+
+use weft_host::view::web;
+use weft_tests::scene::{self, Scenario};
+
+#[path = "host.rs"]
+mod host;
+
+const FRAMES: u32 = 60;
+
+/// What the browser test needs and this machine lacks.
+fn missing() -> Vec<String> {
+    let mut missing = Vec::new();
+    if web::chromium().is_none() {
+        missing.push("Chromium (/usr/bin/chromium)".to_string());
+    }
+    let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output();
+    let wasm = sysroot
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .is_some_and(|root| Path::new(&root).join("lib/rustlib/wasm32-unknown-unknown").is_dir());
+    if !wasm {
+        missing.push("the wasm32-unknown-unknown target".to_string());
+    }
+    missing
+}
+
+/// The value after `key` on the results line that starts with `lead`.
+fn field<'a>(results: &'a str, lead: &str, key: &str) -> &'a str {
+    let line =
+        results.lines().find(|l| l.starts_with(lead)).unwrap_or_else(|| panic!("no `{lead}` line in:\n{results}"));
+    let mut words = line.split_whitespace().skip_while(|w| *w != key);
+    words.nth(1).unwrap_or_else(|| panic!("no {key} in `{line}`"))
+}
+
+#[test]
+fn the_page_in_chromium_matches_the_desktop_bit_for_bit() {
+    let missing = missing();
+    if !missing.is_empty() {
+        let why = format!("browser test needs {}: run .ci/setup", missing.join(", "));
+        assert!(std::env::var_os("WEFT_REQUIRE_BROWSER").is_none(), "{why}");
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+        return;
+    }
+    let chromium = web::chromium().unwrap();
+    let site = tempfile::tempdir().unwrap();
+    let bytes = web::build_site(site.path()).unwrap();
+    let port = web::serve_in_background(site.path()).unwrap();
+    let dom = web::headless(&chromium, &format!("http://127.0.0.1:{port}/index.html?test={FRAMES}"), &["--dump-dom"])
+        .unwrap();
+    let start = dom.find("<pre id=\"results\">").expect("the results element") + "<pre id=\"results\">".len();
+    let results = &dom[start..start + dom[start..].find("</pre>").expect("its end")];
+    println!("{results}\n(module: {bytes} bytes)");
+    assert!(!results.trim().is_empty(), "the page wrote no results:\n{dom}");
+
+    for (i, s) in weft_web::SCENES.iter().enumerate() {
+        let [plain, corrected] = weft_web::checksums(i, FRAMES).unwrap();
+        let lead = format!("scene {} ", s.name());
+        assert_eq!(field(results, &lead, "plain"), format!("{plain:08x}"), "{}: plain", s.name());
+        assert_eq!(field(results, &lead, "corrected"), format!("{corrected:08x}"), "{}: corrected", s.name());
+    }
+    // The board's scenes: the page's corrected cloth is the firmware's.
+    for scenario in Scenario::ALL {
+        let (sum, _) = host::run(scenario, scene::params(), true, FRAMES, |_, _, _, _| {});
+        let lead = format!("scene {} ", scenario.name());
+        assert_eq!(field(results, &lead, "corrected"), format!("{sum:08x}"), "{}: the board's", scenario.name());
+    }
+    assert_eq!(field(results, "error load(99)", "load(99)"), "1");
+    assert_eq!(field(results, "error drag(NaN)", "drag(NaN)"), "2");
+    assert!(results.contains("shown drag: error 2: the drag target is not a finite position"), "{results}");
+    assert_eq!(field(results, "after-errors", "kept"), "true");
+    assert_eq!(field(results, "after-errors", "stepped"), "true");
+
+    let png = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser/web.png");
+    std::fs::create_dir_all(png.parent().unwrap()).unwrap();
+    web::screenshot(&chromium, port, 90, &png).unwrap();
+    let head = std::fs::read(&png).unwrap();
+    assert!(head.starts_with(b"\x89PNG") && head.len() > 10_000, "{}: not a picture", png.display());
+    println!("screenshot: {}", png.display());
+}
