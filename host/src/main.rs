@@ -214,6 +214,14 @@ enum Command {
     },
     /// A test-split drape over a sphere as an animated GIF: plain coarse,
     /// int8-corrected coarse and the fine reference side by side.
+    /// Write a cloth shape that is not a rectangle as an OBJ file (for
+    /// `[cloth] mesh = "…"`).
+    Mesh {
+        #[arg(value_enum)]
+        shape: weft_host::sim::shapes::Shape,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
     /// Build the browser page (the core and the baked network in
     /// WebAssembly) into a folder anyone can host, and serve it on
     /// 127.0.0.1.
@@ -314,6 +322,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::Select { baseline, arms } => {
             let (text, _) = weft_host::learn::eval::select::select(&baseline, &arms)?;
             print!("{text}");
+        }
+        Command::Mesh { shape, out } => {
+            let (x, t) = shape.mesh();
+            std::fs::write(&out, weft_host::sim::obj::write(&x, &t))?;
+            println!("wrote {}: {} nodes, {} triangles", out.display(), x.len(), t.len());
         }
         Command::Web { out, port, no_serve, screenshot } => {
             weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref())?

@@ -142,7 +142,7 @@ fn bad_values_are_named() {
 fn regions_select_the_documented_nodes() {
     let scn = Scenario::parse(MINIMAL).unwrap();
     let pin = |r: &str| {
-        let p = weft_host::sim::scenario::PinSpec { nodes: None, region: Some(r.into()), motion: Default::default() };
+        let p = weft_host::sim::scenario::PinSpec { region: Some(r.into()), ..Default::default() };
         scn.pin_nodes(&p).unwrap()
     };
     // 5 × 4 nodes, node (i, j) = 5 j + i; top is j = 3.

@@ -28,10 +28,18 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
     if grain != CoarseGrain::NONE {
         material = material.coarse_grained(grain).map_err(toml_key)?;
     }
-    let grid = scn.cloth.grid();
     let ModelParts { mesh, pins, colliders } = parts;
-    let storage = mesh.insert(VecMeshStorage::for_counts(grid.counts()));
-    let mesh = Mesh::grid(&grid, storage.storage()).context("cloth")?;
+    let mesh = match &scn.mesh {
+        None => {
+            let grid = scn.cloth.grid();
+            let storage = mesh.insert(VecMeshStorage::for_counts(grid.counts()));
+            Mesh::grid(&grid, storage.storage()).context("cloth")?
+        }
+        Some(m) => {
+            let storage = mesh.insert(VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len()));
+            Mesh::from_triangles(&scn.rest_positions(), &m.triangles, storage.storage()).context("cloth.mesh")?
+        }
+    };
     *pins = scn.core_pins(mesh.rest())?;
     *colliders = scn.core_colliders()?;
     let scene = Scene { gravity: Vec3::from_array(scn.gravity), pins, colliders, wind: scn.wind.map(Wind::from) };
@@ -40,21 +48,28 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
 }
 
 /// The initial state of `model` (built from `scn`) in `storage`: the rest
-/// mesh, every free node moving with the cloth's `velocity` and `spin`,
-/// pinned nodes with their pins.
+/// mesh, every free node moving with the cloth's `velocity` and `spin`
+/// and then its `[[kick]]`s, pinned nodes with their pins.
 pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
     let mut state = State::new(model, storage.storage()).context("state")?;
     let (v, w) = (Vec3::from_array(scn.cloth.velocity), Vec3::from_array(scn.cloth.spin));
-    if v != Vec3::ZERO || w != Vec3::ZERO {
+    if v != Vec3::ZERO || w != Vec3::ZERO || !scn.kicks.is_empty() {
         let c = Vec3::from_array(scn.cloth.center);
-        let kick: Vec<Vec3> = state
+        let mut kick: Vec<Vec3> = state
             .positions()
             .iter()
             .zip(state.velocities())
             .zip(state.pinned())
             .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
             .collect();
-        state.set_velocities(&kick).context("cloth.velocity")?;
+        for k in &scn.kicks {
+            for i in scn.select(k.selector())? {
+                if state.pinned()[i] == 0 {
+                    kick[i] = Vec3::from_array(k.velocity);
+                }
+            }
+        }
+        state.set_velocities(&kick).context("cloth.velocity / kick")?;
     }
     Ok(state)
 }

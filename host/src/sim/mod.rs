@@ -6,7 +6,9 @@
 
 pub mod build;
 pub mod corrector;
+pub mod obj;
 pub mod scenario;
+pub mod shapes;
 pub mod storage;
 
 use std::io::Write;

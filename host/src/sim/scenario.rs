@@ -10,6 +10,9 @@ use weft_core::model::{
 };
 use weft_core::prelude::Vec3;
 
+use crate::sim::obj::{self, ObjMesh};
+use crate::sim::storage::VecMeshStorage;
+
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +37,13 @@ pub struct Scenario {
     pub self_contact: SelfContactSpec,
     #[serde(default)]
     pub output: OutputSpec,
+    /// `[[kick]]`: initial velocities of chosen nodes (after the cloth's
+    /// `velocity` and `spin`).
+    #[serde(default, rename = "kick")]
+    pub kicks: Vec<KickSpec>,
+    /// The mesh file's contents (`cloth.mesh`), read when the scenario is.
+    #[serde(skip)]
+    pub mesh: Option<std::sync::Arc<ObjMesh>>,
 }
 
 /// The training families' material ranges, `(key, low, high)`
@@ -102,9 +112,14 @@ impl Scenario {
             }
         }
         for p in &self.pins {
-            if !p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)) || p.nodes.is_some() {
-                out.push("a pin set no training family has (pins by node, or another region)".into());
+            if !p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)) {
+                out.push(
+                    "a pin set no training family has (pins by node, box, sphere or group, or another region)".into(),
+                );
             }
+        }
+        if self.cloth.mesh.is_some() {
+            out.push("a cloth from a mesh file; the network was trained on rectangles".into());
         }
         if (self.time.dt - NETWORK_DT).abs() > 1e-6 * NETWORK_DT || self.time.substeps != 1 {
             out.push(format!(
@@ -132,13 +147,24 @@ pub enum Orientation {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClothSpec {
+    /// A triangle mesh (Wavefront OBJ, relative to the scenario's folder)
+    /// instead of the rectangle below, scaled by `scale`, then turned by
+    /// `rotation` and placed at `center`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<std::path::PathBuf>,
+    /// Metres per unit of the mesh file.
+    #[serde(default = "one")]
+    pub scale: f32,
     /// Metres along the grid's columns (x).
+    #[serde(default)]
     pub width: f32,
     /// Metres along the grid's rows (z for horizontal, y for vertical).
+    #[serde(default)]
     pub height: f32,
-    /// Nodes `[nx, ny]`.
-    #[serde(deserialize_with = "pair")]
+    /// Nodes `[nx, ny]` of the rectangle.
+    #[serde(default, deserialize_with = "pair")]
     pub resolution: [usize; 2],
+    #[serde(default = "horizontal")]
     pub orientation: Orientation,
     /// Centre of the cloth at rest.
     #[serde(default)]
@@ -154,7 +180,20 @@ pub struct ClothSpec {
     pub spin: [f32; 3],
 }
 
+fn one() -> f32 {
+    1.0
+}
+
+fn horizontal() -> Orientation {
+    Orientation::Horizontal
+}
+
 impl ClothSpec {
+    /// A mesh file's vertex `p` placed: scaled, turned, moved to `center`.
+    pub fn place(&self, p: Vec3) -> Vec3 {
+        Vec3::from_array(self.center) + rotate(p * self.scale, self.rotation)
+    }
+
     pub fn grid(&self) -> Grid {
         let [nx, ny] = self.resolution;
         let c = Vec3::from_array(self.center);
@@ -309,19 +348,92 @@ impl Default for SolverSpec {
     }
 }
 
-/// Which nodes a pin holds: exactly one of `nodes` or `region`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+/// Which nodes a pin holds: exactly one of `nodes`, `region`, `box`,
+/// `sphere` or `group`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PinSpec {
-    /// Explicit node indices (`j·nx + i`).
+    /// Explicit node indices (`j·nx + i` on the rectangle; from 0 in the
+    /// mesh file's order).
     pub nodes: Option<Vec<usize>>,
-    /// A named region: `corners`, `corners:top`, `corners:bottom`,
-    /// `corner:top-left` (also `top-right`, `bottom-left`, `bottom-right`),
-    /// `edge:top` (`bottom`, `left`, `right`), `row:J`, `column:I`. Top is
-    /// the last row (j = ny−1).
+    /// A named region of the rectangle: `corners`, `corners:top`,
+    /// `corners:bottom`, `corner:top-left` (also `top-right`,
+    /// `bottom-left`, `bottom-right`), `edge:top` (`bottom`, `left`,
+    /// `right`), `row:J`, `column:I`. Top is the last row (j = ny−1).
     pub region: Option<String>,
+    /// The nodes whose rest positions lie in a box.
+    #[serde(rename = "box")]
+    pub bbox: Option<BoxSpec>,
+    /// The nodes whose rest positions lie in a ball.
+    pub sphere: Option<BallSpec>,
+    /// A vertex group of the mesh file (`g` or `o`).
+    pub group: Option<String>,
     #[serde(default)]
     pub motion: MotionSpec,
+}
+
+/// `box = { min = [x, y, z], max = [x, y, z] }`, in rest coordinates (m).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BoxSpec {
+    pub min: [f32; 3],
+    pub max: [f32; 3],
+}
+
+/// `sphere = { center = [x, y, z], radius = r }`, in rest coordinates (m).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BallSpec {
+    pub center: [f32; 3],
+    pub radius: f32,
+}
+
+/// `[[kick]]`: the chosen nodes start with `velocity` (m/s), chosen as a
+/// pin's are (exactly one of `nodes`, `region`, `box`, `sphere`, `group`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct KickSpec {
+    pub velocity: [f32; 3],
+    pub nodes: Option<Vec<usize>>,
+    pub region: Option<String>,
+    #[serde(rename = "box")]
+    pub bbox: Option<BoxSpec>,
+    pub sphere: Option<BallSpec>,
+    pub group: Option<String>,
+}
+
+/// Which nodes a pin or a kick names.
+#[derive(Clone, Copy)]
+pub struct Selector<'a> {
+    pub nodes: &'a Option<Vec<usize>>,
+    pub region: &'a Option<String>,
+    pub bbox: &'a Option<BoxSpec>,
+    pub sphere: &'a Option<BallSpec>,
+    pub group: &'a Option<String>,
+}
+
+impl PinSpec {
+    pub fn selector(&self) -> Selector<'_> {
+        Selector {
+            nodes: &self.nodes,
+            region: &self.region,
+            bbox: &self.bbox,
+            sphere: &self.sphere,
+            group: &self.group,
+        }
+    }
+}
+
+impl KickSpec {
+    pub fn selector(&self) -> Selector<'_> {
+        Selector {
+            nodes: &self.nodes,
+            region: &self.region,
+            bbox: &self.bbox,
+            sphere: &self.sphere,
+            group: &self.group,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Default)]
@@ -514,43 +626,76 @@ impl Default for OutputSpec {
 }
 
 impl Scenario {
+    /// A scenario from TOML text; a mesh file is read relative to the
+    /// current folder.
     pub fn parse(text: &str) -> Result<Scenario> {
-        let s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Scenario::parse_in(text, std::path::Path::new("."))
+    }
+
+    /// A scenario from TOML text whose mesh file is relative to `dir`.
+    pub fn parse_in(text: &str, dir: &std::path::Path) -> Result<Scenario> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some(file) = &s.cloth.mesh {
+            s.mesh = Some(std::sync::Arc::new(obj::load(&dir.join(file)).context("cloth.mesh")?));
+        }
         s.check()?;
         Ok(s)
     }
 
     pub fn load(path: &std::path::Path) -> Result<Scenario> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Scenario::parse(&text).with_context(|| format!("in scenario {}", path.display()))
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        Scenario::parse_in(&text, dir).with_context(|| format!("in scenario {}", path.display()))
+    }
+
+    /// Nodes of the cloth.
+    pub fn node_count(&self) -> usize {
+        match &self.mesh {
+            Some(m) => m.positions.len(),
+            None => self.cloth.resolution[0] * self.cloth.resolution[1],
+        }
+    }
+
+    /// The cloth's rest positions: the rectangle's grid nodes, or the mesh
+    /// file's vertices placed ([`ClothSpec::place`]).
+    pub fn rest_positions(&self) -> Vec<Vec3> {
+        match &self.mesh {
+            Some(m) => m.positions.iter().map(|&p| self.cloth.place(p)).collect(),
+            None => {
+                let g = self.cloth.grid();
+                let [nx, ny] = self.cloth.resolution;
+                (0..nx * ny).map(|n| g.position(n % nx, n / nx)).collect()
+            }
+        }
     }
 
     /// Checks what the core's validation cannot name in TOML terms.
     fn check(&self) -> Result<()> {
-        let [nx, ny] = self.cloth.resolution;
-        if nx < 2 || ny < 2 || nx.checked_mul(ny).is_none_or(|n| n > u16::MAX as usize) {
-            bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
+        match &self.mesh {
+            None => self.check_rectangle()?,
+            Some(m) => {
+                if self.cloth.resolution != [0, 0] || self.cloth.width != 0.0 || self.cloth.height != 0.0 {
+                    bail!("cloth.mesh and cloth.width / height / resolution: give the mesh or the rectangle");
+                }
+                if !(self.cloth.scale.is_finite() && self.cloth.scale > 0.0) {
+                    bail!("cloth.scale must be a positive number, got {}", self.cloth.scale);
+                }
+                // What the core checks (degenerate triangles, edges of
+                // more than two), named now rather than at the first run.
+                let mut storage = VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len());
+                weft_core::mesh::Mesh::from_triangles(&self.rest_positions(), &m.triangles, storage.storage())
+                    .context("cloth.mesh")?;
+            }
         }
-        let most = MAX_PAIRS_PER_NODE * nx * ny;
+        let most = MAX_PAIRS_PER_NODE * self.node_count();
         if self.self_contact.max_pairs > most {
             bail!(
                 "self_contact.max_pairs is {}; allowed: 0 (8 per node) to {most} ({MAX_PAIRS_PER_NODE} per node)",
                 self.self_contact.max_pairs
             );
         }
-        let edges = MeshCounts::grid(nx, ny).edges;
-        if edges > u16::MAX as usize {
-            bail!(
-                "cloth.resolution [{nx}, {ny}] has {edges} mesh edges; a mesh holds at most 65535 (a square grid up to 148 × 148)"
-            );
-        }
         if self.time.steps == 0 {
             bail!("time.steps must be at least 1");
-        }
-        for (k, v) in [("cloth.width", self.cloth.width), ("cloth.height", self.cloth.height)] {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{k} must be a positive number of metres, got {v}");
-            }
         }
         let c = &self.cloth;
         if !c.center.iter().chain(&c.rotation).chain(&c.velocity).chain(&c.spin).all(|c| c.is_finite()) {
@@ -565,6 +710,12 @@ impl Scenario {
         for (k, p) in self.pins.iter().enumerate() {
             self.pin_nodes(p).with_context(|| format!("pin[{k}]"))?;
         }
+        for (k, kick) in self.kicks.iter().enumerate() {
+            self.select(kick.selector()).with_context(|| format!("kick[{k}]"))?;
+            if !kick.velocity.iter().all(|v| v.is_finite()) {
+                bail!("kick[{k}].velocity must be finite");
+            }
+        }
         for (k, c) in self.colliders.iter().enumerate() {
             c.collider().with_context(|| format!("collider[{k}]"))?;
         }
@@ -573,26 +724,79 @@ impl Scenario {
         }
         Material::from(self.material).validate().map_err(toml_key)?;
         self.params(1.0).validate().map_err(toml_key)?;
-        // Colliders, wind and pins in core terms, checked against the mesh
-        // (the anchors are the rest positions, finite by the checks above).
-        let n = nx * ny;
-        let (pins, colliders) = (self.core_pins(&vec![Vec3::ZERO; n])?, self.core_colliders()?);
+        // Colliders, wind and pins in core terms, checked against the mesh.
+        let n = self.node_count();
+        let (pins, colliders) = (self.core_pins(&self.rest_positions())?, self.core_colliders()?);
         let wind = self.wind.map(Wind::from);
         Scene { gravity: Vec3::from_array(self.gravity), pins: &pins, colliders: &colliders, wind }
             .validate(n)
             .map_err(toml_key)
     }
 
+    /// The rectangle's checks: its resolution, size and edge count.
+    fn check_rectangle(&self) -> Result<()> {
+        let [nx, ny] = self.cloth.resolution;
+        if nx < 2 || ny < 2 || nx.checked_mul(ny).is_none_or(|n| n > u16::MAX as usize) {
+            bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
+        }
+        let edges = MeshCounts::grid(nx, ny).edges;
+        if edges > u16::MAX as usize {
+            bail!(
+                "cloth.resolution [{nx}, {ny}] has {edges} mesh edges; a mesh holds at most 65535 (a square grid up to 148 × 148)"
+            );
+        }
+        for (k, v) in [("cloth.width", self.cloth.width), ("cloth.height", self.cloth.height)] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{k} must be a positive number of metres, got {v}");
+            }
+        }
+        Ok(())
+    }
+
     /// Nodes held by one pin entry.
     pub fn pin_nodes(&self, p: &PinSpec) -> Result<Vec<usize>> {
-        let [nx, ny] = self.cloth.resolution;
-        let nodes = match (&p.nodes, &p.region) {
-            (Some(n), None) => n.clone(),
-            (None, Some(r)) => region(r, nx, ny)?,
-            _ => bail!("give exactly one of `nodes` or `region`"),
+        self.select(p.selector())
+    }
+
+    /// The nodes a selector names: exactly one of a node list, a region of
+    /// the rectangle, a box or a ball in rest coordinates, a mesh group.
+    pub fn select(&self, s: Selector) -> Result<Vec<usize>> {
+        let n = self.node_count();
+        let given = [s.nodes.is_some(), s.region.is_some(), s.bbox.is_some(), s.sphere.is_some(), s.group.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            bail!("give exactly one of `nodes`, `region`, `box`, `sphere` or `group`");
+        }
+        let inside = |f: &dyn Fn(Vec3) -> bool| -> Vec<usize> {
+            self.rest_positions().iter().enumerate().filter(|(_, p)| f(**p)).map(|(i, _)| i).collect()
         };
-        if let Some(bad) = nodes.iter().find(|&&i| i >= nx * ny) {
-            bail!("nodes: node {bad} does not exist (the cloth has {} nodes)", nx * ny);
+        let nodes = if let Some(nodes) = s.nodes {
+            nodes.clone()
+        } else if let Some(r) = s.region {
+            match &self.mesh {
+                None => region(r, self.cloth.resolution[0], self.cloth.resolution[1])?,
+                Some(_) => {
+                    bail!("region: named regions are the rectangle's; a mesh cloth takes nodes, box, sphere or group")
+                }
+            }
+        } else if let Some(b) = s.bbox {
+            let (lo, hi) = (Vec3::from_array(b.min), Vec3::from_array(b.max));
+            inside(&|p| (lo.x..=hi.x).contains(&p.x) && (lo.y..=hi.y).contains(&p.y) && (lo.z..=hi.z).contains(&p.z))
+        } else if let Some(b) = s.sphere {
+            let c = Vec3::from_array(b.center);
+            inside(&|p| (p - c).norm() <= b.radius)
+        } else {
+            let name = s.group.as_deref().unwrap_or("");
+            let groups = self.mesh.as_ref().map(|m| &m.groups);
+            groups
+                .and_then(|g| g.get(name))
+                .cloned()
+                .with_context(|| format!("group: the mesh has no group {name:?}"))?
+        };
+        if let Some(bad) = nodes.iter().find(|&&i| i >= n) {
+            bail!("nodes: node {bad} does not exist (the cloth has {n} nodes)");
+        }
+        if nodes.is_empty() {
+            bail!("the selection holds no node");
         }
         Ok(nodes)
     }
@@ -616,13 +820,12 @@ impl Scenario {
 
     /// Proximity pair storage.
     pub fn max_pairs(&self) -> usize {
-        let [nx, ny] = self.cloth.resolution;
         if !self.self_contact.enabled {
             0
         } else if self.self_contact.max_pairs > 0 {
             self.self_contact.max_pairs
         } else {
-            8 * nx * ny
+            8 * self.node_count()
         }
     }
 

@@ -152,7 +152,7 @@ fn hang(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
         Vec3::ZERO
     };
     Setup {
-        pins: vec![PinSpec { nodes: None, region: Some(region.into()), motion }],
+        pins: vec![PinSpec { region: Some(region.into()), motion, ..PinSpec::default() }],
         swing: Some(swing),
         ..Setup::default()
     }
@@ -212,7 +212,7 @@ fn flag(rng: &mut Rng, cloth: &mut ClothSpec, size: f32) -> Setup {
     // Wind from any side, the pole's side included.
     let wind = gusting_wind(rng, [2.0, 9.0], 0.5, 0.5, [0.3, 1.5]);
     Setup {
-        pins: vec![PinSpec { nodes: None, region: Some("edge:left".into()), motion: MotionSpec::Fixed }],
+        pins: vec![PinSpec { region: Some("edge:left".into()), motion: MotionSpec::Fixed, ..PinSpec::default() }],
         wind: Some(wind),
         ..Setup::default()
     }
@@ -226,7 +226,7 @@ fn line(rng: &mut Rng) -> Setup {
     // Lighter wind than the flag's, from any side, slightly up or down.
     let wind = gusting_wind(rng, [0.5, 6.0], 0.3, 0.6, [0.2, 1.5]);
     Setup {
-        pins: vec![PinSpec { nodes: None, region: Some(region.into()), motion: MotionSpec::Fixed }],
+        pins: vec![PinSpec { region: Some(region.into()), motion: MotionSpec::Fixed, ..PinSpec::default() }],
         wind: Some(wind),
         ..Setup::default()
     }
@@ -248,6 +248,8 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(family as u64));
     let size = rng.range(0.8, 1.2);
     let mut cloth = ClothSpec {
+        mesh: None,
+        scale: 1.0,
         width: size,
         height: size * rng.range(0.85, 1.15),
         resolution: [n, n],
@@ -278,6 +280,8 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
         wind: setup.wind,
         self_contact: SelfContactSpec::default(),
         output: OutputSpec { every: 0 },
+        kicks: Vec::new(),
+        mesh: None,
     };
     if let Some(spin) = setup.swing {
         (scn.cloth.velocity, scn.cloth.spin) = start_with_pins(&scn, spin);

@@ -1,0 +1,202 @@
+//! Triangle meshes from Wavefront OBJ files (`[cloth] mesh = "…"`):
+//! vertices (`v`), faces (`f`, triangles, or polygons split into a fan of
+//! triangles; `v/vt/vn` forms and negative indices read), and groups
+//! (`g` / `o`: the vertices of a group's faces, which pins and kicks can
+//! name). A mesh the cloth cannot be is a typed [`ObjError`] naming the
+//! element: a line that does not parse, a vertex no face uses, two
+//! vertices at one place, an edge of more than two triangles, a triangle
+//! wound against its neighbour, more nodes than a mesh holds. What the
+//! core checks itself (degenerate triangles) it reports when the scenario
+//! builds the mesh.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use weft_core::math::Vec3;
+use weft_core::mesh::NodeId;
+
+/// A mesh read from an OBJ file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObjMesh {
+    pub positions: Vec<Vec3>,
+    pub triangles: Vec<[NodeId; 3]>,
+    /// Group name → its vertices (sorted, each once).
+    pub groups: BTreeMap<String, Vec<usize>>,
+}
+
+/// Why a file is not a cloth mesh.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjError {
+    /// Line `line` (from 1) does not parse: `what`.
+    Parse { line: usize, what: String },
+    /// No faces.
+    NoFaces,
+    /// More vertices than a mesh holds (node indices are 16-bit).
+    TooManyNodes { count: usize },
+    /// Vertex `vertex` (from 0) belongs to no face.
+    Unused { vertex: usize },
+    /// Vertices `a` and `b` (from 0) are at the same place.
+    Duplicate { a: usize, b: usize },
+    /// The edge `a`–`b` belongs to more than two triangles (the third is
+    /// `triangle`).
+    NonManifold { a: usize, b: usize, triangle: usize },
+    /// Triangle `triangle` runs its edge `a`–`b` the same way as triangle
+    /// `other`: one of them is inverted.
+    Inverted { triangle: usize, other: usize, a: usize, b: usize },
+}
+
+impl fmt::Display for ObjError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjError::Parse { line, what } => write!(f, "line {line}: {what}"),
+            ObjError::NoFaces => write!(f, "the mesh has no faces"),
+            ObjError::TooManyNodes { count } => {
+                write!(f, "{count} vertices; a mesh holds at most {}", NodeId::MAX as usize + 1)
+            }
+            ObjError::Unused { vertex } => write!(f, "vertex {vertex} belongs to no face"),
+            ObjError::Duplicate { a, b } => write!(f, "vertices {a} and {b} are at the same place"),
+            ObjError::NonManifold { a, b, triangle } => {
+                write!(f, "edge {a}-{b} belongs to more than two triangles (triangle {triangle} is the third)")
+            }
+            ObjError::Inverted { triangle, other, a, b } => write!(
+                f,
+                "triangle {triangle} runs edge {a}-{b} the same way as triangle {other}: one of them is inverted"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ObjError {}
+
+/// Reads and checks an OBJ file.
+pub fn load(path: &Path) -> anyhow::Result<ObjMesh> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse(&text).with_context(|| format!("mesh {}", path.display()))
+}
+
+/// Parses and checks OBJ text.
+pub fn parse(text: &str) -> Result<ObjMesh, ObjError> {
+    let mut mesh = ObjMesh::default();
+    let mut group: Option<String> = None;
+    for (k, raw) in text.lines().enumerate() {
+        let line = k + 1;
+        let bad = |what: &str| ObjError::Parse { line, what: what.to_string() };
+        let mut words = raw.split('#').next().unwrap_or("").split_whitespace();
+        match words.next() {
+            Some("v") => {
+                let c: Vec<f32> = words
+                    .take(3)
+                    .map(|w| w.parse::<f32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| bad("a vertex needs three numbers"))?;
+                match c[..] {
+                    [x, y, z] if [x, y, z].iter().all(|v| v.is_finite()) => mesh.positions.push(Vec3::new(x, y, z)),
+                    _ => return Err(bad("a vertex needs three finite numbers")),
+                }
+            }
+            Some("f") => {
+                let n = mesh.positions.len() as i64;
+                let corners = words
+                    .map(|w| {
+                        let i: i64 = w
+                            .split('/')
+                            .next()
+                            .unwrap_or("")
+                            .parse()
+                            .map_err(|_| bad("a face corner is not an index"))?;
+                        let i = if i < 0 { n + i } else { i - 1 };
+                        if !(0..n).contains(&i) {
+                            return Err(bad(&format!("a face names vertex {w}, which does not exist")));
+                        }
+                        Ok(i as usize)
+                    })
+                    .collect::<Result<Vec<usize>, ObjError>>()?;
+                if corners.len() < 3 {
+                    return Err(bad("a face needs three corners"));
+                }
+                for t in 1..corners.len() - 1 {
+                    mesh.triangles.push([corners[0], corners[t], corners[t + 1]].map(|i| i as NodeId));
+                }
+                if let Some(g) = &group {
+                    mesh.groups.entry(g.clone()).or_default().extend(&corners);
+                }
+            }
+            Some("g") | Some("o") => group = words.next().map(str::to_string),
+            _ => {}
+        }
+    }
+    for nodes in mesh.groups.values_mut() {
+        nodes.sort_unstable();
+        nodes.dedup();
+    }
+    check(&mesh)?;
+    Ok(mesh)
+}
+
+/// The checks of [`ObjError`] beyond parsing.
+fn check(mesh: &ObjMesh) -> Result<(), ObjError> {
+    if mesh.triangles.is_empty() {
+        return Err(ObjError::NoFaces);
+    }
+    if mesh.positions.len() > NodeId::MAX as usize + 1 {
+        return Err(ObjError::TooManyNodes { count: mesh.positions.len() });
+    }
+    let mut used = vec![false; mesh.positions.len()];
+    for t in &mesh.triangles {
+        for &i in t {
+            used[i as usize] = true;
+        }
+    }
+    if let Some(vertex) = used.iter().position(|u| !u) {
+        return Err(ObjError::Unused { vertex });
+    }
+    let mut seen: HashMap<[u32; 3], usize> = HashMap::new();
+    for (b, p) in mesh.positions.iter().enumerate() {
+        // +0 and −0 are one place.
+        let key = [p.x, p.y, p.z].map(|v| (v + 0.0).to_bits());
+        if let Some(&a) = seen.get(&key) {
+            return Err(ObjError::Duplicate { a, b });
+        }
+        seen.insert(key, b);
+    }
+    // Each edge in at most two triangles.
+    let mut uses: HashMap<(NodeId, NodeId), usize> = HashMap::new();
+    for (triangle, t) in mesh.triangles.iter().enumerate() {
+        for k in 0..3 {
+            let (a, b) = (t[k].min(t[(k + 1) % 3]), t[k].max(t[(k + 1) % 3]));
+            let n = uses.entry((a, b)).or_insert(0);
+            *n += 1;
+            if *n > 2 {
+                return Err(ObjError::NonManifold { a: a as usize, b: b as usize, triangle });
+            }
+        }
+    }
+    // Each directed edge at most once: a neighbour runs a shared edge the
+    // other way.
+    let mut directed: HashMap<(NodeId, NodeId), usize> = HashMap::new();
+    for (triangle, t) in mesh.triangles.iter().enumerate() {
+        for k in 0..3 {
+            let (a, b) = (t[k], t[(k + 1) % 3]);
+            if let Some(&other) = directed.get(&(a, b)) {
+                return Err(ObjError::Inverted { triangle, other, a: a as usize, b: b as usize });
+            }
+            directed.insert((a, b), triangle);
+        }
+    }
+    Ok(())
+}
+
+/// OBJ text of a mesh (groups as `g` lines before their faces are not
+/// kept: every face is written once, vertex groups as comments).
+pub fn write(positions: &[Vec3], triangles: &[[NodeId; 3]]) -> String {
+    let mut s = String::new();
+    for p in positions {
+        s += &format!("v {} {} {}\n", p.x, p.y, p.z);
+    }
+    for t in triangles {
+        s += &format!("f {} {} {}\n", t[0] as usize + 1, t[1] as usize + 1, t[2] as usize + 1);
+    }
+    s
+}

@@ -1,0 +1,103 @@
+//! Cloths from mesh files: the shapes `weft mesh` makes, OBJ files that
+//! are not cloths (each a typed error naming the element), and pins and
+//! kicks chosen by node list, box, ball and vertex group.
+
+use weft_core::math::Vec3;
+use weft_host::sim::build::{self, ModelParts};
+use weft_host::sim::obj::{self, ObjError};
+use weft_host::sim::scenario::Scenario;
+use weft_host::sim::shapes::Shape;
+use weft_host::sim::storage::VecStateStorage;
+
+/// A scenario on the mesh file `obj` (written into a temporary folder)
+/// with `rest` more TOML.
+fn scenario(obj: &str, rest: &str) -> anyhow::Result<Scenario> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("m.obj"), obj)?;
+    Scenario::parse_in(&format!("[cloth]\nmesh = \"m.obj\"\n{rest}"), dir.path())
+}
+
+/// Two triangles of a unit square, in group `edge` the first.
+const SQUARE: &str = "v 0 0 0\nv 1 0 0\nv 1 0 1\nv 0 0 1\ng edge\nf 1 3 2\ng rest\nf 1 4 3\n";
+
+#[test]
+fn every_shape_is_a_cloth_mesh() {
+    for shape in [Shape::Disc, Shape::Holed, Shape::Irregular, Shape::Panel] {
+        let (x, t) = shape.mesh();
+        let back = obj::parse(&obj::write(&x, &t)).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+        assert_eq!((back.positions.len(), back.triangles.len()), (x.len(), t.len()));
+        // Front side up everywhere, and a mesh the core builds.
+        for tri in &t {
+            let [a, b, c] = tri.map(|n| x[n as usize]);
+            assert!((b - a).cross(c - a).y > 0.0, "{shape:?}");
+        }
+        let scn = scenario(&obj::write(&x, &t), "").unwrap();
+        let mut parts = ModelParts::default();
+        let model = build::model(&scn, Default::default(), &mut parts).unwrap();
+        assert_eq!(model.mesh.node_count(), x.len());
+        assert!(model.mesh.counts().grid.is_none());
+    }
+}
+
+#[test]
+fn files_that_are_not_cloths_are_named_errors() {
+    let err = |text: &str| obj::parse(text).unwrap_err();
+    assert_eq!(err("v 0 0 0\nv 1 0 0\nv 0 0 0\nf 1 2 3\n"), ObjError::Duplicate { a: 0, b: 2 });
+    assert_eq!(
+        err("v 0 0 0\nv 1 0 0\nv 1 0 1\nv 0 0 1\nf 1 3 2\nf 1 3 4\n"),
+        ObjError::Inverted { triangle: 1, other: 0, a: 0, b: 2 }
+    );
+    assert_eq!(err("v 0 0 0\nv 1 0 0\nv 1 0 1\nv 5 5 5\nf 1 3 2\n"), ObjError::Unused { vertex: 3 });
+    assert_eq!(err("v 0 0 0\n"), ObjError::NoFaces);
+    assert!(matches!(err("v 0 0\nf 1 1 1\n"), ObjError::Parse { line: 1, .. }));
+    assert!(matches!(err("v 0 0 0\nf 1 2 3\n"), ObjError::Parse { line: 2, .. }));
+    let many: String = (0..65_537).map(|i| format!("v {i} 0 0\n")).collect::<String>() + "f 1 2 3\n";
+    assert_eq!(err(&many), ObjError::TooManyNodes { count: 65_537 });
+    // A degenerate triangle (the core's check, named through the
+    // scenario) and an edge of three triangles.
+    let flat = scenario("v 0 0 0\nv 1 0 0\nv 2 0 0\nf 1 2 3\n", "").unwrap_err();
+    assert!(format!("{flat:#}").contains("triangle 0 is degenerate"), "{flat:#}");
+    let fan = "v 0 0 0\nv 1 0 0\nv 0 0 1\nv 0 1 0\nv 0 -1 0\nf 1 2 3\nf 2 1 4\nf 1 2 5\n";
+    let three = scenario(fan, "").unwrap_err();
+    assert!(
+        format!("{three:#}").contains("edge 0-1 belongs to more than two triangles (triangle 2 is the third)"),
+        "{three:#}"
+    );
+}
+
+#[test]
+fn pins_and_kicks_choose_nodes_by_list_box_ball_and_group() {
+    let nodes = |toml: &str| {
+        let scn = scenario(SQUARE, toml).unwrap();
+        let mut parts = ModelParts::default();
+        let model = build::model(&scn, Default::default(), &mut parts).unwrap();
+        let mut pinned: Vec<usize> = model.scene.pins.iter().map(|p| p.node as usize).collect();
+        pinned.sort_unstable();
+        pinned
+    };
+    assert_eq!(nodes("[[pin]]\nnodes = [3]\n"), [3]);
+    assert_eq!(nodes("[[pin]]\nbox = { min = [0.5, -1, -1], max = [2, 1, 2] }\n"), [1, 2]);
+    assert_eq!(nodes("[[pin]]\nsphere = { center = [0, 0, 0], radius = 0.1 }\n"), [0]);
+    assert_eq!(nodes("[[pin]]\ngroup = \"edge\"\n"), [0, 1, 2]);
+    // Placement moves the rest coordinates the boxes are in.
+    assert_eq!(nodes("center = [10, 0, 0]\n[[pin]]\nsphere = { center = [10, 0, 0], radius = 0.1 }\n"), [0]);
+    for (toml, what) in [
+        ("[[pin]]\nregion = \"corners\"\n", "named regions are the rectangle's"),
+        ("[[pin]]\ngroup = \"sleeve\"\n", "no group \"sleeve\""),
+        ("[[pin]]\nsphere = { center = [5, 5, 5], radius = 0.1 }\n", "holds no node"),
+        ("[[pin]]\nnodes = [9]\n", "node 9 does not exist"),
+        ("resolution = [4, 4]\n", "give the mesh or the rectangle"),
+    ] {
+        let e = format!("{:#}", scenario(SQUARE, toml).unwrap_err());
+        assert!(e.contains(what), "{toml}: {e}");
+    }
+    // A kick starts the chosen free nodes with its velocity.
+    let scn = scenario(SQUARE, "[[pin]]\nnodes = [0]\n[[kick]]\ngroup = \"edge\"\nvelocity = [0, 2, 0]\n").unwrap();
+    let mut parts = ModelParts::default();
+    let model = build::model(&scn, Default::default(), &mut parts).unwrap();
+    let mut storage = VecStateStorage::new(&model, 0);
+    let state = build::start(&scn, &model, &mut storage).unwrap();
+    let up = Vec3::new(0.0, 2.0, 0.0);
+    let v = state.velocities();
+    assert_eq!([v[0], v[1], v[2], v[3]], [Vec3::ZERO, up, up, Vec3::ZERO]);
+}
