@@ -90,7 +90,7 @@ fn the_page_in_chromium_matches_the_desktop_bit_for_bit() {
 
     let png = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser/web.png");
     std::fs::create_dir_all(png.parent().unwrap()).unwrap();
-    web::screenshot(&chromium, port, 90, &png).unwrap();
+    web::screenshot(&chromium, port, 0, 90, &png).unwrap();
     let head = std::fs::read(&png).unwrap();
     assert!(head.starts_with(b"\x89PNG") && head.len() > 10_000, "{}: not a picture", png.display());
     println!("screenshot: {}", png.display());

@@ -236,6 +236,9 @@ enum Command {
         /// Also save a screenshot of the page (headless Chromium) here.
         #[arg(long)]
         screenshot: Option<PathBuf>,
+        /// The scene the screenshot shows (0: swing … 4: tablecloth).
+        #[arg(long, default_value_t = 0)]
+        scene: u32,
     },
     Demo {
         #[arg(short, long, default_value = "weft-demo.gif")]
@@ -328,8 +331,8 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::write(&out, weft_host::sim::obj::write(&x, &t))?;
             println!("wrote {}: {} nodes, {} triangles", out.display(), x.len(), t.len());
         }
-        Command::Web { out, port, no_serve, screenshot } => {
-            weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref())?
+        Command::Web { out, port, no_serve, screenshot, scene } => {
+            weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref(), scene)?
         }
         Command::Demo { out, int8, seed, data } => {
             let net = quantise::load(&int8)?;

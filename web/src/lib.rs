@@ -3,7 +3,8 @@
 //! ([`exports`]; no JavaScript generator), and the same code on the
 //! desktop, which the browser test compares against bit for bit.
 //!
-//! A [`Sim`] runs one scene twice side by side on the board's 16×16 cloth:
+//! A [`Sim`] runs one scene twice side by side, on the board's 16×16 cloth
+//! or on a disc of 217 nodes (a mesh that is not a grid):
 //! the plain coarse step, and the corrected one (the coarse step on the
 //! network's calibrated membrane, then the network, its guard on). Its
 //! memory is made once, when the first scene loads; a step allocates
@@ -88,67 +89,46 @@ pub enum Cloth {
     Corrected = 1,
 }
 
-/// One scene, plain and corrected side by side.
-pub struct Sim {
+/// One mesh's two cloths, plain and corrected, in memory made once.
+struct Cloths {
     mesh: Mesh<'static>,
     triangles: Vec<u16>,
-    scene: WebScene,
-    setting: Setting,
     states: [State<'static>; 2],
-    latents: &'static mut [i8],
-    net: Checked<'static, 'static>,
     /// The start velocities of a restart (made once, reused).
     start: Vec<Vec3>,
-    /// The last step of each cloth, and the corrected step's dynamic edges.
-    reports: [StepReport; 2],
-    dynamic_edges: usize,
-    /// The first collider's sphere for drawing: centre and radius (radius 0
-    /// without one).
-    sphere: [f32; 4],
 }
 
-impl Sim {
-    /// A simulation of `scene`, with its memory.
-    pub fn new(scene: WebScene) -> Result<Sim, WebError> {
+impl Cloths {
+    /// The cloths of `shape` for `setting`.
+    fn new(shape: Shape3, setting: &Setting, net: &Checked) -> Result<Cloths, WebError> {
         let buffers = Box::leak(Box::new(MeshBuffers::<
             { board::COUNTS.nodes },
             { board::COUNTS.triangles },
             { board::COUNTS.edges },
             { board::COUNTS.hinges },
         >::new()));
-        let mesh = Mesh::grid(&board::grid(), buffers.storage()).map_err(|_| WebError::Setup)?;
+        let mesh = match shape {
+            Shape3::Grid => Mesh::grid(&board::grid(), buffers.storage()),
+            Shape3::Disc => {
+                let (x, t) = scenes::disc();
+                Mesh::from_triangles(&x, &t, buffers.storage())
+            }
+        }
+        .map_err(|_| WebError::Setup)?;
         let triangles = mesh.triangles().iter().flat_map(|t| t.nodes).collect();
-        let net = weft_weights::NETWORK.check().map_err(|_| WebError::Setup)?;
-        let setting = Setting::of(scene);
         let states = [Cloth::Plain, Cloth::Corrected].map(|cloth| {
             let memory = Box::leak(Box::new(board::StateMemory::new()));
-            Ok::<_, WebError>(State::new(&setting.model(mesh, cloth, &net)?, memory.storage())?)
+            Ok::<_, WebError>(State::new(&setting.model(mesh, cloth, net)?, memory.storage())?)
         });
         let [plain, corrected] = states;
-        let latents = Box::leak(vec![0i8; board::SCRATCH.latents].into_boxed_slice());
-        let mut sim = Sim {
-            mesh,
-            triangles,
-            scene,
-            setting,
-            states: [plain?, corrected?],
-            latents,
-            net,
-            start: vec![Vec3::ZERO; mesh.node_count()],
-            reports: [StepReport::default(); 2],
-            dynamic_edges: 0,
-            sphere: [0.0; 4],
-        };
-        sim.load(scene)?;
-        Ok(sim)
+        Ok(Cloths { mesh, triangles, states: [plain?, corrected?], start: vec![Vec3::ZERO; mesh.node_count()] })
     }
 
-    /// Starts `scene` from rest (its pinned nodes moving with their pins).
-    pub fn load(&mut self, scene: WebScene) -> Result<(), WebError> {
-        self.setting = Setting::of(scene);
-        self.scene = scene;
+    /// Both cloths from rest in `setting` (pinned nodes moving with their
+    /// pins).
+    fn restart(&mut self, setting: &Setting, net: &Checked) -> Result<(), WebError> {
         for cloth in [Cloth::Plain, Cloth::Corrected] {
-            let model = self.setting.model(self.mesh, cloth, &self.net)?;
+            let model = setting.model(self.mesh, cloth, net)?;
             self.start.fill(Vec3::ZERO);
             for pin in model.scene.pins {
                 self.start[pin.node as usize] = pin.start_velocity();
@@ -160,6 +140,74 @@ impl Sim {
             state.set_steps(0)?;
             state.warnings = Warnings::default();
         }
+        Ok(())
+    }
+}
+
+/// The page's meshes: the board's grid, and a disc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape3 {
+    Grid,
+    Disc,
+}
+
+/// One scene, plain and corrected side by side.
+pub struct Sim {
+    scene: WebScene,
+    setting: Setting,
+    grid: Cloths,
+    /// The disc's cloths, made when a scene first needs them.
+    disc: Option<Cloths>,
+    latents: &'static mut [i8],
+    net: Checked<'static, 'static>,
+    /// The last step of each cloth, and the corrected step's dynamic edges.
+    reports: [StepReport; 2],
+    dynamic_edges: usize,
+    /// The first collider's sphere for drawing: centre and radius (radius 0
+    /// without one).
+    sphere: [f32; 4],
+}
+
+impl Sim {
+    /// A simulation of `scene`, with its memory.
+    pub fn new(scene: WebScene) -> Result<Sim, WebError> {
+        let net = weft_weights::NETWORK.check().map_err(|_| WebError::Setup)?;
+        let setting = Setting::of(WebScene::Swing);
+        let grid = Cloths::new(Shape3::Grid, &setting, &net)?;
+        let latents = Box::leak(vec![0i8; board::SCRATCH.latents].into_boxed_slice());
+        let mut sim = Sim {
+            scene,
+            setting,
+            grid,
+            disc: None,
+            latents,
+            net,
+            reports: [StepReport::default(); 2],
+            dynamic_edges: 0,
+            sphere: [0.0; 4],
+        };
+        sim.load(scene)?;
+        Ok(sim)
+    }
+
+    /// The cloths of the current scene, with its setting and the network.
+    fn parts(&mut self) -> (&Setting, &mut Cloths, Checked<'static, 'static>) {
+        let cloths = match (self.scene.shape(), &mut self.disc) {
+            (Shape3::Disc, Some(d)) => d,
+            _ => &mut self.grid,
+        };
+        (&self.setting, cloths, self.net)
+    }
+
+    /// Starts `scene` from rest (its pinned nodes moving with their pins).
+    pub fn load(&mut self, scene: WebScene) -> Result<(), WebError> {
+        let setting = Setting::of(scene);
+        if scene.shape() == Shape3::Disc && self.disc.is_none() {
+            self.disc = Some(Cloths::new(Shape3::Disc, &setting, &self.net)?);
+        }
+        (self.setting, self.scene) = (setting, scene);
+        let (setting, cloths, net) = self.parts();
+        cloths.restart(setting, &net)?;
         self.reports = [StepReport::default(); 2];
         self.dynamic_edges = 0;
         self.update_sphere();
@@ -168,9 +216,10 @@ impl Sim {
 
     /// One physics step of `cloth`.
     pub fn physics(&mut self, cloth: Cloth) -> Result<(), WebError> {
-        let model = self.setting.model(self.mesh, cloth, &self.net)?;
-        let state = &mut self.states[cloth as usize];
-        let report = weft_core::physics::step(&model, state).map_err(|_| WebError::Physics)?;
+        let (setting, cloths, net) = self.parts();
+        let model = setting.model(cloths.mesh, cloth, &net)?;
+        let report =
+            weft_core::physics::step(&model, &mut cloths.states[cloth as usize]).map_err(|_| WebError::Physics)?;
         self.reports[cloth as usize] = report;
         Ok(())
     }
@@ -178,9 +227,14 @@ impl Sim {
     /// The network's correction of the corrected cloth's last physics
     /// step ([`weft_core::step::step2`]).
     pub fn correct(&mut self) -> Result<(), WebError> {
-        let model = self.setting.model(self.mesh, Cloth::Corrected, &self.net)?;
-        let mut scratch = Scratch { latents: &mut *self.latents };
-        let state = &mut self.states[Cloth::Corrected as usize];
+        let latents: &mut [i8] = &mut *self.latents;
+        let cloths = match (self.scene.shape(), &mut self.disc) {
+            (Shape3::Disc, Some(d)) => d,
+            _ => &mut self.grid,
+        };
+        let model = self.setting.model(cloths.mesh, Cloth::Corrected, &self.net)?;
+        let mut scratch = Scratch { latents };
+        let state = &mut cloths.states[Cloth::Corrected as usize];
         let report = weft_core::step::step2(&model, state, self.net, &mut scratch).map_err(|_| WebError::Network)?;
         self.dynamic_edges = report.dynamic_edges;
         Ok(())
@@ -228,11 +282,17 @@ impl Sim {
     pub fn scene(&self) -> WebScene {
         self.scene
     }
+    fn cloths(&self) -> &Cloths {
+        match (self.scene.shape(), &self.disc) {
+            (Shape3::Disc, Some(d)) => d,
+            _ => &self.grid,
+        }
+    }
     pub fn positions(&self, cloth: Cloth) -> &[Vec3] {
-        self.states[cloth as usize].positions()
+        self.cloths().states[cloth as usize].positions()
     }
     pub fn triangles(&self) -> &[u16] {
-        &self.triangles
+        &self.cloths().triangles
     }
     pub fn sphere(&self) -> &[f32; 4] {
         &self.sphere
@@ -253,7 +313,7 @@ impl Sim {
     /// The board's checksum of `cloth`'s positions and velocities
     /// (`firmware/src/scene.rs`).
     pub fn checksum(&self, cloth: Cloth) -> u32 {
-        let s = &self.states[cloth as usize];
+        let s = &self.cloths().states[cloth as usize];
         board::checksum(s.positions(), s.velocities())
     }
 }

@@ -1,12 +1,15 @@
-//! The page's scenes, on the board's 16×16 cloth and material: the board's
-//! swing and drape (`firmware/src/scene.rs`), a hang (the swing without
-//! its sphere) and a flag (held on one side edge in gusting wind).
+//! The page's scenes, on the board's material: on its 16×16 cloth the
+//! board's swing and drape (`firmware/src/scene.rs`), a hang (the swing
+//! without its sphere) and a flag (held on one side edge in gusting wind);
+//! and a round tablecloth (`host/scenarios/meshes/disc.obj`, a mesh that is
+//! not a grid) dropped onto a sphere.
 
 use weft_core::math::Vec3;
 use weft_core::mesh::NodeId;
 use weft_core::model::{Collider, Pin, Shape, Wind};
 
 use crate::board::{self, Scenario, N};
+use crate::Shape3;
 
 /// One of the page's scenes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,10 +18,37 @@ pub enum WebScene {
     Drape,
     Hang,
     Flag,
+    Tablecloth,
 }
 
 /// The scenes in the order the page lists them.
-pub const SCENES: [WebScene; 4] = [WebScene::Swing, WebScene::Drape, WebScene::Hang, WebScene::Flag];
+pub const SCENES: [WebScene; 5] =
+    [WebScene::Swing, WebScene::Drape, WebScene::Hang, WebScene::Flag, WebScene::Tablecloth];
+
+/// The disc of `weft mesh disc` (217 nodes in rings, 0.4 m radius),
+/// horizontal at 0.9 m.
+pub fn disc() -> (Vec<Vec3>, Vec<[NodeId; 3]>) {
+    let (mut x, mut t) = (Vec::new(), Vec::new());
+    for line in include_str!("../../host/scenarios/meshes/disc.obj").lines() {
+        let mut w = line.split_whitespace();
+        match w.next() {
+            Some("v") => {
+                let c: Vec<f32> = w.filter_map(|v| v.parse().ok()).collect();
+                if let [a, b, c] = c[..] {
+                    x.push(Vec3::new(a, b + 0.9, c));
+                }
+            }
+            Some("f") => {
+                let c: Vec<NodeId> = w.filter_map(|v| v.parse::<NodeId>().ok()).map(|i| i - 1).collect();
+                if let [a, b, c] = c[..] {
+                    t.push([a, b, c]);
+                }
+            }
+            _ => {}
+        }
+    }
+    (x, t)
+}
 
 impl WebScene {
     pub fn name(self) -> &'static str {
@@ -27,6 +57,16 @@ impl WebScene {
             WebScene::Drape => "drape",
             WebScene::Hang => "hang",
             WebScene::Flag => "flag",
+            WebScene::Tablecloth => "tablecloth",
+        }
+    }
+
+    /// The mesh the scene's cloth is.
+    pub fn shape(self) -> Shape3 {
+        if self == WebScene::Tablecloth {
+            Shape3::Disc
+        } else {
+            Shape3::Grid
         }
     }
 
@@ -36,7 +76,7 @@ impl WebScene {
         let g = board::grid();
         match self {
             WebScene::Swing | WebScene::Hang => Scenario::Swing.pins().as_slice().to_vec(),
-            WebScene::Drape => Scenario::Drape.pins().as_slice().to_vec(),
+            WebScene::Drape | WebScene::Tablecloth => Scenario::Drape.pins().as_slice().to_vec(),
             WebScene::Flag => (0..N).map(|j| Pin::fixed(g.node(0, j) as NodeId, g.position(0, j))).collect(),
         }
     }
@@ -46,6 +86,11 @@ impl WebScene {
         match self {
             WebScene::Swing => Scenario::Swing.colliders().to_vec(),
             WebScene::Drape => Scenario::Drape.colliders().to_vec(),
+            WebScene::Tablecloth => {
+                let mut c = Scenario::Drape.colliders().to_vec();
+                c[0].shape = Shape::Sphere { center: Vec3::new(0.0, 0.3, 0.0), radius: 0.3 };
+                c
+            }
             WebScene::Hang | WebScene::Flag => {
                 let ground = Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 };
                 vec![Collider { friction: 0.5, ..Collider::new(ground) }]

@@ -5,8 +5,9 @@
 //
 // URL parameters: ?test=N runs every scene N frames from rest, plain and
 // corrected, then the bad-input checks and the speed measurement, and writes
-// the results into #results (what the browser test reads); ?shot=N runs the
-// first scene N frames and draws it without animating (the screenshot).
+// the results into #results (what the browser test reads); ?shot=N runs a
+// scene (?scene=K, the first by default) N frames and draws it without
+// animating (the screenshot).
 "use strict";
 
 const bytes = Uint8Array.from(atob(WEFT_WASM), (c) => c.charCodeAt(0));
@@ -208,7 +209,9 @@ if (params.has("test")) {
   testMode(Number(params.get("test")) || 60);
   render();
 } else if (params.has("shot")) {
-  load(0);
+  const scene = Number(params.get("scene")) || 0;
+  load(scene);
+  $("scene").value = scene;
   const frames = Number(params.get("shot")) || 60;
   for (let f = 0; f < frames; f++) step();
   render();

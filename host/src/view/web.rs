@@ -137,10 +137,10 @@ pub fn headless(chromium: &Path, url: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A screenshot of the page served on `port` after `frames` frames of its
-/// first scene, into `png`.
-pub fn screenshot(chromium: &Path, port: u16, frames: u32, png: &Path) -> Result<()> {
-    let url = format!("http://127.0.0.1:{port}/index.html?shot={frames}");
+/// A screenshot of the page served on `port` after `frames` frames of
+/// scene `scene`, into `png`.
+pub fn screenshot(chromium: &Path, port: u16, scene: u32, frames: u32, png: &Path) -> Result<()> {
+    let url = format!("http://127.0.0.1:{port}/index.html?shot={frames}&scene={scene}");
     headless(chromium, &url, &[&format!("--screenshot={}", png.display()), "--window-size=1200,680"])?;
     if !png.is_file() {
         bail!("chromium wrote no screenshot to {}", png.display());
@@ -149,14 +149,14 @@ pub fn screenshot(chromium: &Path, port: u16, frames: u32, png: &Path) -> Result
 }
 
 /// `weft web`: builds the page into `out`; with `shot`, saves a
-/// screenshot of it there; with `serve_it`, serves it on `127.0.0.1:port`,
-/// printing the address.
-pub fn command(out: &Path, port: u16, serve_it: bool, shot: Option<&Path>) -> Result<()> {
+/// screenshot of it there (scene `scene` after 90 frames); with
+/// `serve_it`, serves it on `127.0.0.1:port`, printing the address.
+pub fn command(out: &Path, port: u16, serve_it: bool, shot: Option<&Path>, scene: u32) -> Result<()> {
     let bytes = build_site(out)?;
     println!("wrote {} ({} bytes of WebAssembly)", out.display(), bytes);
     if let Some(png) = shot {
         let chromium = chromium().context("no Chromium at /usr/bin/chromium (apt-get install chromium)")?;
-        screenshot(&chromium, serve_in_background(out)?, 90, png)?;
+        screenshot(&chromium, serve_in_background(out)?, scene, 90, png)?;
         println!("wrote {}", png.display());
     }
     if serve_it {
