@@ -365,3 +365,78 @@ fn the_fine_smoother_is_damped_below_its_stability_limit() {
         });
     }
 }
+
+/// The aggregation hierarchy of a mesh that is not a grid (a grid's
+/// triangles given as a plain triangle list, nodes jittered): its V-cycle
+/// is a symmetric positive definite preconditioner, with pins and contact
+/// planes, as the CG needs.
+#[test]
+fn the_aggregation_preconditioner_is_symmetric_and_positive() {
+    use weft_core::physics::aggregate::{self, Aggregates};
+    let grid = Grid::horizontal(13, 10, 1.0, 0.8, 0.5);
+    let mut gs = VecMeshStorage::for_counts(grid.counts());
+    let g = Mesh::grid(&grid, gs.storage()).unwrap();
+    let mut rng = Rng(5);
+    let rest: Vec<Vec3> = g.rest().iter().map(|p| *p + rng.vec3(0.01)).collect();
+    let tris: Vec<[u16; 3]> = g.triangles().iter().map(|t| t.nodes).collect();
+    let mut ms = VecMeshStorage::for_triangles(rest.len(), tris.len());
+    let mesh = Mesh::from_triangles(&rest, &tris, ms.storage()).unwrap();
+    assert!(mesh.counts().grid.is_none());
+    let model = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).unwrap();
+    let n = mesh.node_count();
+    let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.05 + rng.vec3(0.01)).collect();
+    let mut pool = vec![0.0; aggregate::floats(mesh.counts())];
+    let mut agg = Aggregates::new(&mesh, &mut pool).expect("a hierarchy");
+    assert!(agg.levels() >= 2, "{} levels", agg.levels());
+    let (mut flags, mut normal) = (vec![0u8; n], vec![Vec3::ZERO; n]);
+    flags[0] = weft_core::flags::PINNED;
+    for i in [20, 21, 40] {
+        flags[i] = weft_core::flags::CONTACT;
+        normal[i] = Vec3::new(0.3, 0.9, 0.1).normalized();
+    }
+    let c = 1.0 / 3600.0;
+    let (mut force, mut diag, mut off) =
+        (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
+    let bending = Bending::MatrixFree(model.material.plate());
+    assemble(&model, bending, &x, &mut force, &mut diag, &mut off);
+    let precond: Vec<Mat3> =
+        diag.iter().enumerate().map(|(i, d)| (*d * c + Mat3::scale(model.mass(i))).inverse().unwrap()).collect();
+    let system = System {
+        mesh: &mesh,
+        diag: &diag,
+        off: &off,
+        bending,
+        density: model.material.density,
+        m_scale: 1.0,
+        c,
+        precond: &precond,
+        flags: &flags,
+        normal: &normal,
+        gather: None,
+    };
+    system.prepare(&mut agg);
+    let filtered = |rng: &mut Rng| -> Vec<Vec3> {
+        (0..n)
+            .map(|i| {
+                let v = rng.vec3(1.0);
+                if flags[i] & weft_core::flags::PINNED != 0 {
+                    Vec3::ZERO
+                } else if flags[i] != 0 {
+                    v - normal[i] * normal[i].dot(v)
+                } else {
+                    v
+                }
+            })
+            .collect()
+    };
+    let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
+    for _ in 0..5 {
+        let (u, w) = (filtered(&mut rng), filtered(&mut rng));
+        let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        system.preconditioned(&mut agg, &u, &mut bu, &mut t);
+        system.preconditioned(&mut agg, &w, &mut bw, &mut t);
+        let (a, b) = (dot(&w, &bu), dot(&u, &bw));
+        assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
+        assert!(dot(&u, &bu) > 0.0);
+    }
+}

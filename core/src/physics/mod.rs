@@ -21,6 +21,7 @@
 //! vector–Jacobian product.
 
 pub mod adjoint;
+pub mod aggregate;
 pub mod assembly;
 pub mod audit;
 pub mod bending;
@@ -30,6 +31,7 @@ pub mod commit;
 pub mod constraints;
 pub mod energy;
 pub mod gather;
+pub mod hierarchy;
 pub mod limit;
 pub mod membrane;
 pub mod multigrid;

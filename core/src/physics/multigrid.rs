@@ -146,14 +146,14 @@ impl Layout {
 
 /// How a node's velocity change is constrained in the solve.
 #[derive(Clone, Copy)]
-enum Filter {
+pub(super) enum Filter {
     Free,
     Pinned,
     Plane(Vec3),
 }
 
 #[inline]
-fn node_filter(flags: &[u8], normal: &[Vec3], i: usize) -> Filter {
+pub(super) fn node_filter(flags: &[u8], normal: &[Vec3], i: usize) -> Filter {
     let f = flags.get(i).copied().unwrap_or(0);
     if flags::pinned(f) {
         Filter::Pinned
@@ -166,7 +166,7 @@ fn node_filter(flags: &[u8], normal: &[Vec3], i: usize) -> Filter {
 
 /// `S_a B S_b` for the filters of the row and column nodes.
 #[inline]
-fn filtered(b: Mat3, row: Filter, col: Filter) -> Mat3 {
+pub(super) fn filtered(b: Mat3, row: Filter, col: Filter) -> Mat3 {
     let mut b = match col {
         Filter::Free => b,
         Filter::Pinned => return Mat3::ZERO,
@@ -317,7 +317,7 @@ fn packed(r: usize, c: usize) -> usize {
 
 /// Adds block `b` at block row `i`, column `j ≤ i` (its lower part only
 /// on the diagonal).
-fn dense_add(d: &mut [f32], i: usize, j: usize, b: Mat3) {
+pub(super) fn dense_add(d: &mut [f32], i: usize, j: usize, b: Mat3) {
     for p in 0..3 {
         for q in 0..3 {
             let (r, c) = (3 * i + p, 3 * j + q);
@@ -333,7 +333,7 @@ fn dense_add(d: &mut [f32], i: usize, j: usize, b: Mat3) {
 /// Factorises the packed symmetric matrix in place (`L Lᵀ`). A pivot that
 /// is not positive (a box without stiffness or mass, e.g. all pinned) is
 /// replaced by the largest diagonal entry, which decouples that unknown.
-fn cholesky(d: &mut [f32], m: usize) {
+pub(super) fn cholesky(d: &mut [f32], m: usize) {
     let big = (0..m).map(|k| d[packed(k, k)]).fold(f32::MIN_POSITIVE, f32::max);
     for k in 0..m {
         let mut pivot = d[packed(k, k)];
@@ -353,7 +353,7 @@ fn cholesky(d: &mut [f32], m: usize) {
 }
 
 /// Solves `L Lᵀ x = b` in place (`x` holds `b` on entry).
-fn cholesky_solve(d: &[f32], x: &mut [Vec3]) {
+pub(super) fn cholesky_solve(d: &[f32], x: &mut [Vec3]) {
     let m = 3 * x.len();
     let get = |x: &[Vec3], k: usize| x[k / 3].get(k % 3);
     let set = |x: &mut [Vec3], k: usize, v: f32| match k % 3 {
@@ -685,6 +685,31 @@ impl<'a> Multigrid<'a> {
             *ti = *ri - *ti;
         }
         fine_op.smooth(self.omega, t, z);
+    }
+}
+
+/// A coarse-grid correction the solver's preconditioner runs: the grid's
+/// [`Multigrid`], the aggregates of other meshes
+/// ([`super::aggregate::Aggregates`]), or either
+/// ([`super::hierarchy::Hierarchy`]).
+pub trait Coarse {
+    /// Coarse levels (0: none, block Jacobi alone).
+    fn levels(&self) -> usize;
+    /// Assembles the coarse operators of `op`.
+    fn assemble(&mut self, mesh: &Mesh, op: &FineOperator);
+    /// `z = B r`: one V-cycle for the fine residual `r` (filtered).
+    fn cycle(&mut self, fine_op: &impl FineLevel, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]);
+}
+
+impl Coarse for Multigrid<'_> {
+    fn levels(&self) -> usize {
+        Multigrid::levels(self)
+    }
+    fn assemble(&mut self, mesh: &Mesh, op: &FineOperator) {
+        Multigrid::assemble(self, mesh, op)
+    }
+    fn cycle(&mut self, fine_op: &impl FineLevel, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
+        Multigrid::cycle(self, fine_op, r, z, t)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::model::Model;
 use crate::physics::blocks::{diagonal_term, edge_terms, smooth_term};
 use crate::physics::gather;
 use crate::physics::gather::Product;
-use crate::physics::multigrid::{self, FineLevel, FineOperator, Multigrid};
+use crate::physics::multigrid::{self, Coarse, FineLevel, FineOperator};
 use crate::physics::stencil::{self, Bending};
 use crate::physics::workspace::{blocks_of, split_blocks, Workspace};
 use crate::probe::{Probe, Stage};
@@ -306,7 +306,7 @@ impl System<'_, '_> {
 
     /// `z = B r` for a filtered `r`: one multigrid V-cycle, or block Jacobi
     /// where the mesh has no hierarchy; `t` is scratch.
-    pub fn preconditioned(&self, mg: &mut Multigrid, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
+    pub fn preconditioned(&self, mg: &mut impl Coarse, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
         if mg.levels() == 0 {
             z.fill(Vec3::ZERO);
             self.smooth(1.0, r, z);
@@ -345,7 +345,7 @@ impl System<'_, '_> {
 
     /// Assembles the multigrid's coarse operators for this system and its
     /// current constraints.
-    pub fn prepare(&self, mg: &mut Multigrid) {
+    pub fn prepare(&self, mg: &mut impl Coarse) {
         let m = self.density * self.m_scale;
         let area = self.mesh.node_area();
         let mass = |i: usize| m * area[i];
@@ -387,7 +387,7 @@ impl System<'_, '_> {
         x: &mut [Vec3],
         r: &mut [Vec3],
         [p, q, t]: [&mut [Vec3]; 3],
-        mg: &mut Multigrid,
+        mg: &mut impl Coarse,
         stop: Stop,
     ) -> Solve {
         let (max_iter, tol) = (stop.max_iterations, stop.tolerance);

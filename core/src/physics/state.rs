@@ -2,8 +2,10 @@
 //! and the proximity pairs, all in caller-provided memory
 //! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
 
+use super::aggregate::{self, Aggregates};
 use super::energy::ElasticMemo;
 use super::gather::{self, Gather};
+use super::hierarchy::Hierarchy;
 use super::multigrid::{Layout, Multigrid};
 use super::stencil::{self, BendingStencil};
 use super::workspace::Workspace;
@@ -77,7 +79,7 @@ impl StateSizes {
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
             pairs,
-            solver: stencil::floats(counts.grid) + Layout::of(counts.grid).floats(),
+            solver: stencil::floats(counts.grid) + Layout::of(counts.grid).floats() + aggregate::floats(counts),
         }
     }
 }
@@ -188,7 +190,7 @@ fn take<'a, T>(
 
 /// The solver's bending stencil, multigrid and gather (grids only) out of
 /// its pool (`needed` long at least for the first two).
-type SolverParts<'a> = (Option<BendingStencil<'a>>, Multigrid<'a>, Option<Gather<'a>>);
+type SolverParts<'a> = (Option<BendingStencil<'a>>, Hierarchy<'a>, Option<Gather<'a>>);
 
 fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Result<SolverParts<'a>, StateError> {
     let grid = model.mesh.counts().grid;
@@ -198,10 +200,11 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
     if grid.is_some() && stencil.is_none() {
         return Err(short);
     }
-    let (mg_pool, gather_pool) = mg_pool.split_at_mut(Layout::of(grid).floats().min(mg_pool.len()));
+    let hierarchy = Layout::of(grid).floats() + aggregate::floats(model.mesh.counts());
+    let (mg_pool, gather_pool) = mg_pool.split_at_mut(hierarchy.min(mg_pool.len()));
     let mg = match &stencil {
-        Some(s) => Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?,
-        None => Multigrid::none(),
+        Some(s) => Hierarchy::Grid(Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?),
+        None => Aggregates::new(&model.mesh, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph),
     };
     let gather = Gather::new(&model.mesh, gather_pool, stencil.as_ref());
     Ok((stencil, mg, gather))

@@ -12,7 +12,7 @@
 
 use super::energy::ElasticMemo;
 use super::gather::Gather;
-use super::multigrid::Multigrid;
+use super::hierarchy::Hierarchy;
 use super::stencil::BendingStencil;
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{MeshCounts, NodeId};
@@ -112,7 +112,7 @@ pub(crate) struct Workspace<'a> {
     /// The assembled bending Hessian (grids only).
     pub stencil: Option<BendingStencil<'a>>,
     /// The solve's multigrid preconditioner (no levels on other meshes).
-    pub mg: Multigrid<'a>,
+    pub mg: Hierarchy<'a>,
     /// The block product as a gather (grids with its storage only).
     pub gather: Option<Gather<'a>>,
 }

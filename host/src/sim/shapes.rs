@@ -46,7 +46,7 @@ fn panel(i: usize, j: usize) -> bool {
 }
 
 /// A disc of `rings` rings about a centre node, ring `k` with `6k` nodes.
-fn disc(radius: f32, rings: usize) -> Triangles {
+pub fn disc(radius: f32, rings: usize) -> Triangles {
     let mut x = vec![Vec3::ZERO];
     let start = |k: usize| if k == 0 { 0 } else { 1 + 3 * k * (k - 1) };
     let count = |k: usize| if k == 0 { 1 } else { 6 * k };

@@ -1,0 +1,497 @@
+//! The multigrid preconditioner on meshes that are not grids: aggregates
+//! from the mesh's graph.
+//!
+//! - **Coarse spaces.** Level `l + 1` pairs the nodes of level `l` along
+//!   its edges (greedy matching in edge order), and a node left unpaired
+//!   joins the aggregate of a neighbour: every aggregate holds two nodes
+//!   or more, so each level has at most half the nodes of the one below
+//!   and the storage is bounded by the mesh's counts alone
+//!   ([`floats`]). Prolongation is piecewise constant, as on the grid.
+//!   Coarsening stops at [`COARSEST`] nodes or fewer.
+//! - **Coarse operators.** Galerkin products `Pᵀ A P` of the fine blocks
+//!   (diagonal, edge and mass, filtered by the pins and contact planes),
+//!   assembled at each solve into compressed rows (both directions of
+//!   every coupling stored). The matrix-free bending of such meshes is
+//!   left to the fine level's smoother.
+//! - **Cycle.** As on the grid ([`super::multigrid`]): the fine level's
+//!   damped block Jacobi before and after, symmetric block Gauss–Seidel on
+//!   the coarse levels, a dense Cholesky factor on the coarsest; so the
+//!   cycle is a symmetric positive definite preconditioner.
+
+use super::blocks::{block_sub, diagonal_term};
+use super::multigrid::{cholesky, cholesky_solve, dense_add, filtered, node_filter, Coarse, FineLevel, FineOperator};
+use crate::math::{Mat3, Vec3};
+use crate::mesh::{Mesh, MeshCounts};
+
+/// Coarsening stops at a level of at most this many nodes.
+pub const COARSEST: usize = 8;
+/// Most coarse levels.
+pub const MAX_LEVELS: usize = 16;
+const NONE: u32 = u32::MAX;
+
+/// Nodes of coarse level `l` at most (level 0: the mesh).
+const fn bound(nodes: usize, l: usize) -> usize {
+    nodes >> l
+}
+
+/// Stored couplings (both directions, before duplicates are merged) of a
+/// coarse level at most: every level has at most the mesh's edges.
+const fn entries(counts: MeshCounts, _l: usize) -> usize {
+    2 * counts.edges
+}
+
+/// Coarse levels of a mesh of these counts at most.
+const fn levels(counts: MeshCounts) -> usize {
+    let mut l = 0;
+    while l < MAX_LEVELS && bound(counts.nodes, l) > COARSEST && bound(counts.nodes, l + 1) > 0 {
+        l += 1;
+    }
+    l
+}
+
+/// The `f32`s of storage the hierarchy of a non-grid mesh takes (none for
+/// a grid, whose multigrid is [`super::multigrid`]).
+pub const fn floats(counts: MeshCounts) -> usize {
+    if counts.grid.is_some() || counts.nodes == 0 {
+        return 0;
+    }
+    let levels = levels(counts);
+    if levels == 0 {
+        return 0;
+    }
+    let m = 3 * bound(counts.nodes, levels);
+    offset(counts, levels + 1) + m * (m + 1) / 2
+}
+
+/// One coarse level's storage, carved out of the pool when used.
+struct Level<'a> {
+    /// Of each node of the level below, its aggregate here.
+    parent: &'a mut [u32],
+    /// Compressed rows: row `p`'s couplings are `start[p]..start[p + 1]`.
+    start: &'a mut [u32],
+    cols: &'a mut [u32],
+    /// Diagonal blocks (inverted after assembly) and couplings `A_pq`.
+    diag: &'a mut [Mat3],
+    off: &'a mut [Mat3],
+    x: &'a mut [Vec3],
+    r: &'a mut [Vec3],
+}
+
+/// `f32`s of coarse level `l`'s storage.
+const fn region(counts: MeshCounts, l: usize) -> usize {
+    let (below, n, e) = (bound(counts.nodes, l - 1), bound(counts.nodes, l), entries(counts, l));
+    // parents of the level below, row starts, columns, diagonal and
+    // coupling blocks, x and r.
+    below + (n + 1) + e + 9 * n + 9 * e + 6 * n
+}
+
+/// Where coarse level `l`'s storage starts in the pool.
+const fn offset(counts: MeshCounts, l: usize) -> usize {
+    let mut o = 0;
+    let mut k = 1;
+    while k < l {
+        o += region(counts, k);
+        k += 1;
+    }
+    o
+}
+
+/// Level `l`'s views of its storage `pool` (exactly [`region`] long).
+fn carve(pool: &mut [f32], counts: MeshCounts, l: usize) -> Level<'_> {
+    let (below, n, e) = (bound(counts.nodes, l - 1), bound(counts.nodes, l), entries(counts, l));
+    let (parent, rest) = pool.split_at_mut(below);
+    let (start, rest) = rest.split_at_mut(n + 1);
+    let (cols, rest) = rest.split_at_mut(e);
+    let (diag, rest) = rest.split_at_mut(9 * n);
+    let (off, rest) = rest.split_at_mut(9 * e);
+    let (x, r) = rest.split_at_mut(3 * n);
+    Level {
+        parent: bytemuck::cast_slice_mut(parent),
+        start: bytemuck::cast_slice_mut(start),
+        cols: bytemuck::cast_slice_mut(cols),
+        diag: bytemuck::cast_slice_mut(diag),
+        off: bytemuck::cast_slice_mut(off),
+        x: bytemuck::cast_slice_mut(x),
+        r: bytemuck::cast_slice_mut(&mut r[..3 * n]),
+    }
+}
+
+/// The aggregation hierarchy, its storage one caller-provided pool (the
+/// struct itself holds only sizes, so a state carries it at little cost).
+pub struct Aggregates<'a> {
+    pool: &'a mut [f32],
+    counts: MeshCounts,
+    /// Coarse levels in use, and each level's nodes and couplings (level 0:
+    /// the mesh).
+    levels: usize,
+    shapes: [[u32; 2]; MAX_LEVELS + 1],
+    omega: f32,
+}
+
+impl<'a> Aggregates<'a> {
+    /// The hierarchy of `mesh` in `pool` (at least [`floats`] long);
+    /// `None` for a grid, a mesh too small to coarsen, or a pool too small.
+    pub fn new(mesh: &Mesh, pool: &'a mut [f32]) -> Option<Aggregates<'a>> {
+        let counts = mesh.counts();
+        let need = floats(counts);
+        if need == 0 || pool.len() < need {
+            return None;
+        }
+        let mut agg = Aggregates {
+            pool: &mut pool[..need],
+            counts,
+            levels: 0,
+            shapes: [[0; 2]; MAX_LEVELS + 1],
+            omega: super::multigrid::OMEGA_BENDING,
+        };
+        agg.shapes[0] = [counts.nodes as u32, 2 * counts.edges as u32];
+        for l in 1..=levels(counts) {
+            let shape = agg.coarsen(mesh, l)?;
+            agg.shapes[l] = shape;
+            agg.levels = l;
+            if shape[0] as usize <= COARSEST {
+                break;
+            }
+        }
+        (agg.levels > 0).then_some(agg)
+    }
+
+    pub fn levels(&self) -> usize {
+        self.levels
+    }
+
+    fn nodes(&self, l: usize) -> usize {
+        self.shapes[l][0] as usize
+    }
+
+    /// Level `l − 1` (none for the mesh), level `l`, and the dense
+    /// coarsest factor's storage.
+    fn parts(&mut self, l: usize) -> (Option<Level<'_>>, Level<'_>, &mut [f32]) {
+        let counts = self.counts;
+        let (o, dense_at) = (offset(counts, l), offset(counts, levels(counts) + 1));
+        let (lower, upper) = self.pool.split_at_mut(o);
+        let (mine, rest) = upper.split_at_mut(region(counts, l));
+        let dense = &mut rest[dense_at - o - region(counts, l)..];
+        let below = (l > 1).then(|| carve(&mut lower[offset(counts, l - 1)..], counts, l - 1));
+        (below, carve(mine, counts, l), dense)
+    }
+
+    /// Level `l` and level `l + 1`.
+    fn pair_of_levels(&mut self, l: usize) -> (Level<'_>, Level<'_>) {
+        let counts = self.counts;
+        let (a, b) = self.pool[offset(counts, l)..].split_at_mut(region(counts, l));
+        (carve(a, counts, l), carve(&mut b[..region(counts, l + 1)], counts, l + 1))
+    }
+
+    /// Aggregates level `l − 1` into level `l` and lays out its rows.
+    fn coarsen(&mut self, mesh: &Mesh, l: usize) -> Option<[u32; 2]> {
+        let below_n = self.nodes(l - 1);
+        let bound_l = bound(self.counts.nodes, l);
+        let (below, lv, _) = self.parts(l);
+        let parent = &mut lv.parent[..below_n];
+        parent.fill(NONE);
+        let mut n = 0u32;
+        // Pairs along edges, then the unpaired join a neighbour.
+        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
+            if parent[i] == NONE && parent[j] == NONE {
+                (parent[i], parent[j]) = (n, n);
+                n += 1;
+            }
+        });
+        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
+            if parent[i] == NONE && parent[j] != NONE {
+                parent[i] = parent[j];
+            } else if parent[j] == NONE && parent[i] != NONE {
+                parent[j] = parent[i];
+            }
+        });
+        let n = n as usize;
+        if !(parent.iter().all(|&p| p != NONE) && n > 0 && n <= bound_l) {
+            return None;
+        }
+        let entries = rows(mesh, below.as_ref(), below_n, n, lv)?;
+        Some([n as u32, entries as u32])
+    }
+
+    /// Assembles every coarse operator of the fine operator `op` (its
+    /// bending left to the fine smoother), factorises the coarsest and
+    /// inverts the other levels' diagonal blocks (their smoother's).
+    pub fn assemble(&mut self, mesh: &Mesh, op: &FineOperator) {
+        self.omega = op.omega;
+        for l in 1..=self.levels {
+            self.assemble_level(mesh, op, l);
+        }
+        for l in 1..self.levels {
+            let n = self.nodes(l);
+            let (_, lv, _) = self.parts(l);
+            for d in lv.diag[..n].iter_mut() {
+                *d = d.inverse().unwrap_or(Mat3::ZERO);
+            }
+        }
+        let m = 3 * self.nodes(self.levels);
+        let (_, _, dense) = self.parts(self.levels);
+        cholesky(dense, m);
+    }
+
+    /// `Pᵀ A_{l−1} P` into level `l` (the dense coarsest on the last).
+    fn assemble_level(&mut self, mesh: &Mesh, op: &FineOperator, l: usize) {
+        let (n, entries, last, below_n) =
+            (self.nodes(l), self.shapes[l][1] as usize, l == self.levels, self.nodes(l - 1));
+        let (below, lv, dense) = self.parts(l);
+        let Level { parent, start, cols, diag, off, .. } = lv;
+        let mut sink = Sink { n, last, start, cols, diag, off, dense };
+        sink.clear(n, entries);
+        match below {
+            None => {
+                for (i, &p) in parent.iter().enumerate().take(mesh.node_count()) {
+                    let fi = node_filter(op.flags, op.normal, i);
+                    let b = filtered(op.diag[i] * op.c + Mat3::scale((op.mass)(i)), fi, fi);
+                    sink.diag(p as usize, b);
+                }
+                for (e, b) in mesh.edges().iter().zip(op.off) {
+                    let (a, bn) = (e.a as usize, e.b as usize);
+                    let fb =
+                        filtered(*b * op.c, node_filter(op.flags, op.normal, a), node_filter(op.flags, op.normal, bn));
+                    sink.pair(parent[a] as usize, parent[bn] as usize, fb);
+                }
+            }
+            Some(b) => {
+                for p in 0..below_n {
+                    sink.diag(parent[p] as usize, b.diag[p]);
+                    for k in b.start[p] as usize..b.start[p + 1] as usize {
+                        let q = b.cols[k] as usize;
+                        if p < q {
+                            sink.pair(parent[p] as usize, parent[q] as usize, b.off[k]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `z = B r`: one V-cycle for the fine residual `r` (filtered) on the
+    /// fine operator `fine_op`, with `t` a fine scratch vector.
+    pub fn cycle(&mut self, fine_op: &impl FineLevel, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
+        z.fill(Vec3::ZERO);
+        fine_op.smooth(self.omega, r, z);
+        fine_op.apply(z, t);
+        let n1 = self.nodes(1);
+        {
+            let (_, first, _) = self.parts(1);
+            first.r[..n1].fill(Vec3::ZERO);
+            for (i, (ri, ti)) in r.iter().zip(t.iter()).enumerate() {
+                first.r[first.parent[i] as usize] += *ri - *ti;
+            }
+        }
+        self.coarse(1);
+        {
+            let (_, first, _) = self.parts(1);
+            for (i, zi) in z.iter_mut().enumerate() {
+                *zi += first.x[first.parent[i] as usize];
+            }
+        }
+        fine_op.filter(z);
+        fine_op.apply(z, t);
+        for (ti, ri) in t.iter_mut().zip(r) {
+            *ti = *ri - *ti;
+        }
+        fine_op.smooth(self.omega, t, z);
+    }
+
+    /// `x_l = B_l r_l` on coarse level `l`: symmetric block Gauss–Seidel
+    /// about the correction from level `l + 1`, or the dense solve on the
+    /// coarsest.
+    fn coarse(&mut self, l: usize) {
+        let n = self.nodes(l);
+        if l == self.levels {
+            let (_, lv, dense) = self.parts(l);
+            lv.x[..n].copy_from_slice(&lv.r[..n]);
+            cholesky_solve(dense, &mut lv.x[..n]);
+            return;
+        }
+        let next_n = self.nodes(l + 1);
+        {
+            let (lv, next) = self.pair_of_levels(l);
+            let Level { start, cols, diag, off, x, r, .. } = lv;
+            x[..n].fill(Vec3::ZERO);
+            // Forward sweep from zero.
+            for p in 0..n {
+                let mut acc = r[p];
+                for k in start[p] as usize..start[p + 1] as usize {
+                    block_sub(&off[k], &x[cols[k] as usize], &mut acc);
+                }
+                diagonal_term(&diag[p], &acc, &mut x[p]);
+            }
+            // After it, a row's residual is what its later neighbours
+            // contribute.
+            next.r[..next_n].fill(Vec3::ZERO);
+            for p in 0..n {
+                let mut res = Vec3::ZERO;
+                for k in start[p] as usize..start[p + 1] as usize {
+                    if cols[k] as usize > p {
+                        block_sub(&off[k], &x[cols[k] as usize], &mut res);
+                    }
+                }
+                next.r[next.parent[p] as usize] += res;
+            }
+        }
+        self.coarse(l + 1);
+        let (lv, next) = self.pair_of_levels(l);
+        let Level { start, cols, diag, off, x, r, .. } = lv;
+        for (xp, &q) in x[..n].iter_mut().zip(next.parent.iter()) {
+            *xp += next.x[q as usize];
+        }
+        // Backward sweep.
+        for p in (0..n).rev() {
+            let mut acc = r[p];
+            for k in start[p] as usize..start[p + 1] as usize {
+                block_sub(&off[k], &x[cols[k] as usize], &mut acc);
+            }
+            diagonal_term(&diag[p], &acc, &mut x[p]);
+        }
+    }
+}
+
+/// `f(i, j, k)` for the edges `(i, j)`, `i < j`, of the level whose
+/// storage is `below` (the mesh's when `None`; `n` its nodes).
+fn each_edge(mesh: &Mesh, below: Option<&Level>, n: usize, mut f: impl FnMut(usize, usize, usize)) {
+    match below {
+        None => {
+            for (k, e) in mesh.edges().iter().enumerate() {
+                f(e.a as usize, e.b as usize, k);
+            }
+        }
+        Some(lv) => {
+            for p in 0..n {
+                for k in lv.start[p] as usize..lv.start[p + 1] as usize {
+                    let q = lv.cols[k] as usize;
+                    if p < q {
+                        f(p, q, k);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The compressed rows of a level of `n` nodes aggregating the level
+/// `below` (`below_n` nodes; the mesh when `None`): the distinct aggregate
+/// pairs its edges join, both directions, each row's columns sorted.
+/// Returns the couplings stored.
+fn rows(mesh: &Mesh, below: Option<&Level>, below_n: usize, n: usize, lv: Level) -> Option<usize> {
+    let (start, cols, parent) = (&mut lv.start[..=n], lv.cols, &*lv.parent);
+    start.fill(0);
+    let pairs = |f: &mut dyn FnMut(usize, usize)| {
+        each_edge(mesh, below, below_n, |i, j, _| {
+            let (p, q) = (parent[i] as usize, parent[j] as usize);
+            if p != q {
+                f(p, q);
+                f(q, p);
+            }
+        })
+    };
+    pairs(&mut |p, _| start[p + 1] += 1);
+    for p in 0..n {
+        start[p + 1] += start[p];
+    }
+    if start[n] as usize > cols.len() {
+        return None;
+    }
+    pairs(&mut |p, q| {
+        cols[start[p] as usize] = q as u32;
+        start[p] += 1;
+    });
+    for p in (1..=n).rev() {
+        start[p] = start[p - 1];
+    }
+    start[0] = 0;
+    // Each row sorted and its repeats merged, rows moved together.
+    let (mut w, mut s) = (0usize, 0usize);
+    for p in 0..n {
+        let e = start[p + 1] as usize;
+        cols[s..e].sort_unstable();
+        start[p] = w as u32;
+        let mut last = NONE;
+        for k in s..e {
+            let c = cols[k];
+            if c != last {
+                cols[w] = c;
+                w += 1;
+                last = c;
+            }
+        }
+        s = e;
+    }
+    start[n] = w as u32;
+    Some(w)
+}
+
+/// Where a coarse operator is assembled: compressed rows, or the dense
+/// packed lower triangle on the coarsest level.
+struct Sink<'s> {
+    n: usize,
+    last: bool,
+    start: &'s [u32],
+    cols: &'s [u32],
+    diag: &'s mut [Mat3],
+    off: &'s mut [Mat3],
+    dense: &'s mut [f32],
+}
+
+impl Sink<'_> {
+    fn clear(&mut self, n: usize, entries: usize) {
+        if self.last {
+            let m = 3 * n;
+            self.dense[..m * (m + 1) / 2].fill(0.0);
+        } else {
+            self.diag[..n].fill(Mat3::ZERO);
+            self.off[..entries].fill(Mat3::ZERO);
+        }
+    }
+
+    fn diag(&mut self, p: usize, b: Mat3) {
+        if self.last {
+            dense_add(self.dense, p, p, b);
+        } else if let Some(d) = self.diag.get_mut(p) {
+            *d += b;
+        }
+    }
+
+    /// The entry of row `p`, column `q`.
+    fn entry(&self, p: usize, q: usize) -> Option<usize> {
+        let (s, e) = (*self.start.get(p)? as usize, *self.start.get(p + 1)? as usize);
+        self.cols.get(s..e)?.binary_search(&(q as u32)).ok().map(|k| s + k)
+    }
+
+    /// Adds `b` at (`p`, `q`) and `bᵀ` at (`q`, `p`).
+    fn pair(&mut self, p: usize, q: usize, b: Mat3) {
+        if p == q {
+            self.diag(p, b + b.transpose());
+        } else if self.last {
+            if p > q {
+                dense_add(self.dense, p, q, b)
+            } else {
+                dense_add(self.dense, q, p, b.transpose())
+            }
+        } else if p < self.n && q < self.n {
+            if let Some(k) = self.entry(p, q) {
+                self.off[k] += b;
+            }
+            if let Some(k) = self.entry(q, p) {
+                self.off[k] += b.transpose();
+            }
+        }
+    }
+}
+
+impl Coarse for Aggregates<'_> {
+    fn levels(&self) -> usize {
+        Aggregates::levels(self)
+    }
+    fn assemble(&mut self, mesh: &Mesh, op: &FineOperator) {
+        Aggregates::assemble(self, mesh, op)
+    }
+    fn cycle(&mut self, fine_op: &impl FineLevel, r: &[Vec3], z: &mut [Vec3], t: &mut [Vec3]) {
+        Aggregates::cycle(self, fine_op, r, z, t)
+    }
+}
