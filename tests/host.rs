@@ -24,7 +24,13 @@ pub fn run(
     let mut sb = Box::new(StateMemory::new());
     let mut gb = Box::new(GnnMemory::new());
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
-    let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
+    let mesh = match scenario {
+        Scenario::Tablecloth => {
+            let (x, t) = scene::disc().unwrap();
+            Mesh::from_triangles(&x, &t, mb.storage()).unwrap()
+        }
+        _ => Mesh::grid(&scene::grid(), mb.storage()).unwrap(),
+    };
     let material = if corrected { scene::corrected_material(&weft_weights::NETWORK).unwrap() } else { scene::MATERIAL };
     let model = Model::new(mesh, material, scene::scene(pins.as_slice(), &colliders), params).unwrap();
     let mut state = State::new(&model, sb.storage()).unwrap();

@@ -38,11 +38,34 @@ fn exit(code: i32) -> ! {
     }
 }
 
-/// The scene's rest mesh, built by `build.rs` into flash.
+/// The grid scenes' rest mesh, built by `build.rs` into flash.
 mod mesh_data {
     use weft_core::math::Vec3;
     use weft_core::mesh::{BendTriangle, Edge, Hinge, Triangle};
     include!(concat!(env!("OUT_DIR"), "/mesh_data.rs"));
+}
+
+/// The tablecloth's rest mesh (the disc), built by `build.rs` into flash.
+mod disc_data {
+    use weft_core::math::Vec3;
+    use weft_core::mesh::{BendTriangle, Edge, Hinge, Triangle};
+    include!(concat!(env!("OUT_DIR"), "/disc_data.rs"));
+}
+
+/// The parts of a mesh baked into flash.
+macro_rules! baked {
+    ($m:ident, $grid:expr) => {
+        MeshParts {
+            rest: &$m::REST,
+            node_area: &$m::NODE_AREA,
+            triangles: &$m::TRIANGLES,
+            edges: &$m::EDGES,
+            edge_start: &$m::EDGE_START,
+            hinges: &$m::HINGES,
+            bending: &$m::BENDING,
+            grid: $grid,
+        }
+    };
 }
 
 /// The network's latents: on the board in the 64 KiB core-coupled RAM
@@ -80,17 +103,8 @@ fn main() -> ! {
         m.as_mut_ptr().write_bytes(0, 1);
         m.assume_init_mut()
     };
-    let parts = MeshParts {
-        rest: &mesh_data::REST,
-        node_area: &mesh_data::NODE_AREA,
-        triangles: &mesh_data::TRIANGLES,
-        edges: &mesh_data::EDGES,
-        edge_start: &mesh_data::EDGE_START,
-        hinges: &mesh_data::HINGES,
-        bending: &mesh_data::BENDING,
-        grid: COUNTS.grid,
-    };
-    let mesh = ok_or_exit(Mesh::from_parts(parts), "mesh");
+    let mesh = ok_or_exit(Mesh::from_parts(baked!(mesh_data, COUNTS.grid)), "mesh");
+    let disc = ok_or_exit(Mesh::from_parts(baked!(disc_data, None)), "disc mesh");
     let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
     let mut scratch = gnn_memory.scratch();
     defmt::info!(
@@ -103,7 +117,15 @@ fn main() -> ! {
         UNIT
     );
     for scenario in Scenario::ALL {
-        run(scenario, mesh, net, STATE_BUF, &mut scratch, &clock);
+        // The tablecloth's solve (block Jacobi: the disc's aggregation
+        // hierarchy does not fit the grid-sized state) takes the stack to
+        // 7.6 KB, against 5.5 KB for the grid scenes; the board's SRAM
+        // leaves 8 KB beside the state, so it runs in QEMU only.
+        if scenario == Scenario::Tablecloth && cfg!(not(feature = "qemu")) {
+            continue;
+        }
+        let m = if scenario == Scenario::Tablecloth { disc } else { mesh };
+        run(scenario, m, net, STATE_BUF, &mut scratch, &clock);
     }
     defmt::info!("stack high-water mark {} bytes", stack::used());
     exit(0)

@@ -1,9 +1,12 @@
 //! The firmware's built-in scenarios, every step corrected by the baked
 //! int8 network: a 16×16 cloth held at two corners swinging down onto a
-//! sphere ([`Scenario::Swing`]), and the same cloth dropped onto a sphere,
+//! sphere ([`Scenario::Swing`]), the same cloth dropped onto a sphere,
 //! where it folds against itself and the network gets dynamic edges
-//! ([`Scenario::Drape`]). Shared with the host's bit-exactness test
-//! (`tests/`), which runs the same code through `weft-core` on the desktop.
+//! ([`Scenario::Drape`]), and a round tablecloth whose mesh is not a grid
+//! (`host/scenarios/meshes/disc.obj`, [`disc`]) dropped onto a sphere
+//! ([`Scenario::Tablecloth`]). Shared with the host's bit-exactness test
+//! (`tests/`), which runs the same code through `weft-core` on the desktop,
+//! and with the browser page (`web/`).
 
 use weft_core::gnn::int8::ScratchSizes;
 use weft_core::math::Vec3;
@@ -60,16 +63,19 @@ pub enum Scenario {
     /// Dropped flat onto a sphere 0.12 m below it, the cloth drapes over it
     /// and folds against itself around it (no pins).
     Drape,
+    /// The disc dropped onto a sphere resting on the ground (no pins).
+    Tablecloth,
 }
 
 impl Scenario {
     /// The scenarios, in the order the firmware runs them.
-    pub const ALL: [Scenario; 2] = [Scenario::Swing, Scenario::Drape];
+    pub const ALL: [Scenario; 3] = [Scenario::Swing, Scenario::Drape, Scenario::Tablecloth];
 
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Swing => "swing",
             Scenario::Drape => "drape",
+            Scenario::Tablecloth => "tablecloth",
         }
     }
 
@@ -87,6 +93,7 @@ impl Scenario {
         let sphere = match self {
             Scenario::Swing => Shape::Sphere { center: Vec3::new(0.05, 0.45, -0.1), radius: 0.2 },
             Scenario::Drape => Shape::Sphere { center: Vec3::new(0.05, 0.63, -0.05), radius: 0.25 },
+            Scenario::Tablecloth => Shape::Sphere { center: Vec3::new(0.0, 0.3, 0.0), radius: 0.3 },
         };
         let ground = Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 };
         [Collider { friction: 0.4, ..Collider::new(sphere) }, Collider { friction: 0.5, ..Collider::new(ground) }]
@@ -104,6 +111,45 @@ impl Pins {
     pub fn as_slice(&self) -> &[Pin] {
         &self.pins[..self.count]
     }
+}
+
+/// Nodes and triangles of the tablecloth's disc (the firmware itself takes
+/// the disc `build.rs` baked; `build.rs`, the tests and the page read it).
+#[allow(dead_code)]
+pub const DISC_NODES: usize = 217;
+#[allow(dead_code)]
+pub const DISC_TRIANGLES: usize = 384;
+
+/// The tablecloth's rest positions (the disc, 0.4 m in radius, horizontal
+/// at 0.9 m) and triangles, read from `host/scenarios/meshes/disc.obj`
+/// (`weft mesh disc`) without allocating; `None` if the file does not
+/// hold exactly that many well-formed vertices and triangles.
+#[allow(clippy::type_complexity, dead_code)]
+pub fn disc() -> Option<([Vec3; DISC_NODES], [[NodeId; 3]; DISC_TRIANGLES])> {
+    let (mut x, mut t) = ([Vec3::ZERO; DISC_NODES], [[0; 3]; DISC_TRIANGLES]);
+    let (mut nx, mut nt) = (0, 0);
+    for line in include_str!("../../host/scenarios/meshes/disc.obj").lines() {
+        let mut w = line.split_whitespace();
+        let kind = w.next();
+        let mut num = [0f32; 3];
+        let mut count = 0;
+        for (slot, word) in num.iter_mut().zip(w) {
+            *slot = word.parse().ok()?;
+            count += 1;
+        }
+        match (kind, count) {
+            (Some("v"), 3) => {
+                *x.get_mut(nx)? = Vec3::new(num[0], num[1] + 0.9, num[2]);
+                nx += 1;
+            }
+            (Some("f"), 3) => {
+                *t.get_mut(nt)? = num.map(|i| (i as NodeId).wrapping_sub(1));
+                nt += 1;
+            }
+            _ => {}
+        }
+    }
+    (nx == DISC_NODES && nt == DISC_TRIANGLES).then_some((x, t))
 }
 
 /// A horizontal 0.8 m square at 1 m.

@@ -26,28 +26,9 @@ pub const SCENES: [WebScene; 5] =
     [WebScene::Swing, WebScene::Drape, WebScene::Hang, WebScene::Flag, WebScene::Tablecloth];
 
 /// The disc of `weft mesh disc` (217 nodes in rings, 0.4 m radius),
-/// horizontal at 0.9 m.
+/// horizontal at 0.9 m: the board's tablecloth ([`board::disc`]).
 pub fn disc() -> (Vec<Vec3>, Vec<[NodeId; 3]>) {
-    let (mut x, mut t) = (Vec::new(), Vec::new());
-    for line in include_str!("../../host/scenarios/meshes/disc.obj").lines() {
-        let mut w = line.split_whitespace();
-        match w.next() {
-            Some("v") => {
-                let c: Vec<f32> = w.filter_map(|v| v.parse().ok()).collect();
-                if let [a, b, c] = c[..] {
-                    x.push(Vec3::new(a, b + 0.9, c));
-                }
-            }
-            Some("f") => {
-                let c: Vec<NodeId> = w.filter_map(|v| v.parse::<NodeId>().ok()).map(|i| i - 1).collect();
-                if let [a, b, c] = c[..] {
-                    t.push([a, b, c]);
-                }
-            }
-            _ => {}
-        }
-    }
-    (x, t)
+    board::disc().map_or((Vec::new(), Vec::new()), |(x, t)| (x.to_vec(), t.to_vec()))
 }
 
 impl WebScene {
@@ -86,11 +67,7 @@ impl WebScene {
         match self {
             WebScene::Swing => Scenario::Swing.colliders().to_vec(),
             WebScene::Drape => Scenario::Drape.colliders().to_vec(),
-            WebScene::Tablecloth => {
-                let mut c = Scenario::Drape.colliders().to_vec();
-                c[0].shape = Shape::Sphere { center: Vec3::new(0.0, 0.3, 0.0), radius: 0.3 };
-                c
-            }
+            WebScene::Tablecloth => Scenario::Tablecloth.colliders().to_vec(),
             WebScene::Hang | WebScene::Flag => {
                 let ground = Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 };
                 vec![Collider { friction: 0.5, ..Collider::new(ground) }]
