@@ -59,7 +59,10 @@ pub const fn floats(counts: MeshCounts) -> usize {
     if levels == 0 {
         return 0;
     }
-    let m = 3 * bound(counts.nodes, levels);
+    // The coarsest level: the last one bounded, or an earlier one of at
+    // most COARSEST nodes where coarsening stopped.
+    let last = bound(counts.nodes, levels);
+    let m = 3 * if last > COARSEST { last } else { COARSEST };
     offset(counts, levels + 1) + m * (m + 1) / 2
 }
 
@@ -153,7 +156,9 @@ impl<'a> Aggregates<'a> {
                 break;
             }
         }
-        (agg.levels > 0).then_some(agg)
+        let m = 3 * agg.nodes(agg.levels);
+        let room = agg.parts(agg.levels.max(1)).2.len();
+        (agg.levels > 0 && room >= m * (m + 1) / 2).then_some(agg)
     }
 
     pub fn levels(&self) -> usize {
@@ -440,12 +445,12 @@ struct Sink<'s> {
 
 impl Sink<'_> {
     fn clear(&mut self, n: usize, entries: usize) {
+        let m = 3 * n;
         if self.last {
-            let m = 3 * n;
-            self.dense[..m * (m + 1) / 2].fill(0.0);
+            self.dense.iter_mut().take(m * (m + 1) / 2).for_each(|d| *d = 0.0);
         } else {
-            self.diag[..n].fill(Mat3::ZERO);
-            self.off[..entries].fill(Mat3::ZERO);
+            self.diag.iter_mut().take(n).for_each(|d| *d = Mat3::ZERO);
+            self.off.iter_mut().take(entries).for_each(|d| *d = Mat3::ZERO);
         }
     }
 

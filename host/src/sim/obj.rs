@@ -200,3 +200,39 @@ pub fn write(positions: &[Vec3], triangles: &[[NodeId; 3]]) -> String {
     }
     s
 }
+
+/// `mesh` with every triangle split in four at its edges' midpoints,
+/// `levels` times: the nodes of `mesh` keep their indices (the new ones
+/// come after them), every triangle keeps its winding, and a group takes
+/// the midpoints of the edges both of whose ends it holds. The fine
+/// reference of a mesh cloth (`k = 2^levels` times finer along every
+/// edge).
+pub fn subdivide(mesh: &ObjMesh, levels: u32) -> ObjMesh {
+    let mut m = mesh.clone();
+    for _ in 0..levels {
+        let mut mid: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
+        let mut x = m.positions.clone();
+        let mut midpoint = |a: NodeId, b: NodeId, x: &mut Vec<Vec3>| -> NodeId {
+            *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                x.push((x[a as usize] + x[b as usize]) * 0.5);
+                (x.len() - 1) as NodeId
+            })
+        };
+        let mut t = Vec::with_capacity(4 * m.triangles.len());
+        for &[a, b, c] in &m.triangles {
+            let (ab, bc, ca) = (midpoint(a, b, &mut x), midpoint(b, c, &mut x), midpoint(c, a, &mut x));
+            t.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
+        }
+        for nodes in m.groups.values_mut() {
+            let held: std::collections::BTreeSet<usize> = nodes.iter().copied().collect();
+            for (&(a, b), &n) in &mid {
+                if held.contains(&(a as usize)) && held.contains(&(b as usize)) {
+                    nodes.push(n as usize);
+                }
+            }
+            nodes.sort_unstable();
+        }
+        (m.positions, m.triangles) = (x, t);
+    }
+    m
+}

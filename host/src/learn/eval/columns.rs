@@ -88,7 +88,14 @@ impl Column {
             Column::HalfDt => s.time.substeps *= 2,
             Column::QuarterDt => s.time.substeps *= 4,
             Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
-            Column::Fine2 => s = scn.refined(self.refinement(), 1),
+            Column::Fine2 => match &scn.mesh {
+                // A mesh cloth: its triangles split at their edges' midpoints.
+                Some(m) => {
+                    let k = self.refinement().trailing_zeros();
+                    s.mesh = Some(std::sync::Arc::new(crate::sim::obj::subdivide(m, k)));
+                }
+                None => s = scn.refined(self.refinement(), 1),
+            },
             Column::Plain | Column::Float | Column::Int8 | Column::Grained => {}
         }
         s
@@ -96,6 +103,10 @@ impl Column {
 
     /// The nodes of this column's mesh that are the coarse mesh's.
     pub fn nodes(self, scn: &Scenario) -> Vec<usize> {
+        if scn.mesh.is_some() {
+            // Subdivision keeps the coarse nodes first, at their indices.
+            return (0..scn.node_count()).collect();
+        }
         let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
         (0..n).map(|i| scn.refine_node(i, self.refinement())).collect()
     }
@@ -121,6 +132,9 @@ impl Column {
     /// How many times the coarse mesh's nodes this column's mesh has (its
     /// cost per step and per CG iteration scales with them).
     pub fn mesh_scale(self, scn: &Scenario) -> f64 {
+        if scn.mesh.is_some() {
+            return self.scenario(scn).node_count() as f64 / scn.node_count().max(1) as f64;
+        }
         let [nx, ny] = scn.cloth.resolution;
         let k = self.refinement();
         (((nx - 1) * k + 1) * ((ny - 1) * k + 1)) as f64 / (nx * ny).max(1) as f64

@@ -51,8 +51,7 @@ impl Corrector for Float<'_> {
 /// The float network's corrected rollout of `scn` at every node
 /// ([`crate::sim::rollout`]).
 pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
-    let n = scn.cloth.resolution[0] * scn.cloth.resolution[1];
-    let all: Vec<usize> = (0..n).collect();
+    let all: Vec<usize> = (0..scn.node_count()).collect();
     crate::sim::rollout(scn, steps, &all, &mut Float(m))
 }
 
