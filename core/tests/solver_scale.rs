@@ -131,30 +131,7 @@ fn the_multigrid_preconditioner_is_symmetric_and_positive() {
     with_system(&model, &stencil, &x, 1.0 / 3600.0, &flags, &normal, |system| {
         let mut mg = Multigrid::new(&mesh, &stencil, mp).unwrap();
         system.prepare(&mut mg);
-        let filtered = |rng: &mut Rng| -> Vec<Vec3> {
-            (0..n)
-                .map(|i| {
-                    let v = rng.vec3(1.0);
-                    if flags[i] & weft_core::flags::PINNED != 0 {
-                        Vec3::ZERO
-                    } else if flags[i] != 0 {
-                        v - normal[i] * normal[i].dot(v)
-                    } else {
-                        v
-                    }
-                })
-                .collect()
-        };
-        let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
-        for _ in 0..5 {
-            let (u, w) = (filtered(&mut rng), filtered(&mut rng));
-            let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-            system.preconditioned(&mut mg, &u, &mut bu, &mut t);
-            system.preconditioned(&mut mg, &w, &mut bw, &mut t);
-            let (a, b) = (dot(&w, &bu), dot(&u, &bw));
-            assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
-            assert!(dot(&u, &bu) > 0.0);
-        }
+        symmetric_and_positive(system, &mut mg, &flags, &normal, &mut rng);
     });
 }
 
@@ -415,6 +392,20 @@ fn the_aggregation_preconditioner_is_symmetric_and_positive() {
         gather: None,
     };
     system.prepare(&mut agg);
+    symmetric_and_positive(&system, &mut agg, &flags, &normal, &mut rng);
+}
+
+/// `wᵀBu = uᵀBw` and `uᵀBu > 0` for the preconditioner `B` of `system`
+/// with `coarse` on random vectors filtered by the pins and contact
+/// planes of `flags` and `normal`.
+fn symmetric_and_positive(
+    system: &System,
+    coarse: &mut impl weft_core::physics::multigrid::Coarse,
+    flags: &[u8],
+    normal: &[Vec3],
+    rng: &mut Rng,
+) {
+    let n = flags.len();
     let filtered = |rng: &mut Rng| -> Vec<Vec3> {
         (0..n)
             .map(|i| {
@@ -431,10 +422,10 @@ fn the_aggregation_preconditioner_is_symmetric_and_positive() {
     };
     let dot = |a: &[Vec3], b: &[Vec3]| a.iter().zip(b).map(|(x, y)| x.dot(*y) as f64).sum::<f64>();
     for _ in 0..5 {
-        let (u, w) = (filtered(&mut rng), filtered(&mut rng));
+        let (u, w) = (filtered(rng), filtered(rng));
         let (mut bu, mut bw, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-        system.preconditioned(&mut agg, &u, &mut bu, &mut t);
-        system.preconditioned(&mut agg, &w, &mut bw, &mut t);
+        system.preconditioned(coarse, &u, &mut bu, &mut t);
+        system.preconditioned(coarse, &w, &mut bw, &mut t);
         let (a, b) = (dot(&w, &bu), dot(&u, &bw));
         assert!((a - b).abs() <= 1e-4 * (a.abs() + b.abs()), "wᵀBu {a} vs uᵀBw {b}");
         assert!(dot(&u, &bu) > 0.0);

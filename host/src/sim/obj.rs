@@ -210,19 +210,7 @@ pub fn write(positions: &[Vec3], triangles: &[[NodeId; 3]]) -> String {
 pub fn subdivide(mesh: &ObjMesh, levels: u32) -> ObjMesh {
     let mut m = mesh.clone();
     for _ in 0..levels {
-        let mut mid: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
-        let mut x = m.positions.clone();
-        let mut midpoint = |a: NodeId, b: NodeId, x: &mut Vec<Vec3>| -> NodeId {
-            *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
-                x.push((x[a as usize] + x[b as usize]) * 0.5);
-                (x.len() - 1) as NodeId
-            })
-        };
-        let mut t = Vec::with_capacity(4 * m.triangles.len());
-        for &[a, b, c] in &m.triangles {
-            let (ab, bc, ca) = (midpoint(a, b, &mut x), midpoint(b, c, &mut x), midpoint(c, a, &mut x));
-            t.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
-        }
+        let (x, t, mid) = split(&m.triangles, &m.positions);
         for nodes in m.groups.values_mut() {
             let held: std::collections::BTreeSet<usize> = nodes.iter().copied().collect();
             for (&(a, b), &n) in &mid {
@@ -235,4 +223,39 @@ pub fn subdivide(mesh: &ObjMesh, levels: u32) -> ObjMesh {
         (m.positions, m.triangles) = (x, t);
     }
     m
+}
+
+/// Values at the nodes of `mesh` (positions, velocities) carried onto its
+/// subdivision ([`subdivide`]): a midpoint takes the mean of its edge's
+/// ends.
+pub fn subdivide_values(mesh: &ObjMesh, levels: u32, values: &[Vec3]) -> Vec<Vec3> {
+    let (mut t, mut v) = (mesh.triangles.clone(), values.to_vec());
+    for _ in 0..levels {
+        let (nv, nt, _) = split(&t, &v);
+        (v, t) = (nv, nt);
+    }
+    v
+}
+
+/// One split of `triangles` in four: the values at the old and new nodes,
+/// the new triangles, and each edge's midpoint node.
+#[allow(clippy::type_complexity)]
+fn split(
+    triangles: &[[NodeId; 3]],
+    values: &[Vec3],
+) -> (Vec<Vec3>, Vec<[NodeId; 3]>, HashMap<(NodeId, NodeId), NodeId>) {
+    let mut mid: HashMap<(NodeId, NodeId), NodeId> = HashMap::new();
+    let mut x = values.to_vec();
+    let mut midpoint = |a: NodeId, b: NodeId, x: &mut Vec<Vec3>| -> NodeId {
+        *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+            x.push((x[a as usize] + x[b as usize]) * 0.5);
+            (x.len() - 1) as NodeId
+        })
+    };
+    let mut t = Vec::with_capacity(4 * triangles.len());
+    for &[a, b, c] in triangles {
+        let (ab, bc, ca) = (midpoint(a, b, &mut x), midpoint(b, c, &mut x), midpoint(c, a, &mut x));
+        t.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
+    }
+    (x, t, mid)
 }

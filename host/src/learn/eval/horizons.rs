@@ -16,6 +16,7 @@ use crate::learn::eval::device::DEVICE_PER_CG_ITERATION;
 use crate::learn::eval::device::DEVICE_PER_NETWORK;
 use crate::learn::eval::device::DEVICE_PER_STEP;
 use crate::sim::build::{self, ModelParts};
+use crate::sim::obj::subdivide_values;
 use std::path::Path;
 use std::time::Instant;
 use weft_core::math::Vec3;
@@ -130,7 +131,13 @@ fn run_with<'m>(
         // The start on this column's mesh.
         let k = col.refinement();
         let (x0, v0) = if k > 1 {
-            let (mut x, mut v) = (prolongate(&traj.x[s], nx, ny, k), prolongate(&traj.v[s], nx, ny, k));
+            let (mut x, mut v) = match &traj.scenario.mesh {
+                Some(m) => {
+                    let levels = k.trailing_zeros();
+                    (subdivide_values(m, levels, &traj.x[s]), subdivide_values(m, levels, &traj.v[s]))
+                }
+                None => (prolongate(&traj.x[s], nx, ny, k), prolongate(&traj.v[s], nx, ny, k)),
+            };
             out_of_colliders(&scn, s, &mut x, &mut v)?;
             (x, v)
         } else {
