@@ -104,10 +104,11 @@ fn pins_and_kicks_choose_nodes_by_list_box_ball_and_group() {
 
 /// The solve on a mesh that is not a grid, as it refines: the disc at 6,
 /// 12 and 24 rings (127, 469 and 1 801 nodes), a stretched placement, one
-/// solve of the step's system to 1e-6 from a random right-hand side. With
-/// the aggregation hierarchy it takes tens of iterations at every size,
-/// growing far slower than the nodes; block Jacobi alone needs more at the
-/// smallest and stops short of the tolerance at the largest.
+/// solve of the step's system to 1e-6 from a fixed right-hand side. With
+/// the aggregation hierarchy it takes tens of iterations at every size
+/// (26, 36 and 49), growing far slower than the nodes; block Jacobi alone
+/// needs more at the smallest and stops short of the tolerance at the
+/// others.
 #[test]
 fn the_disc_solves_in_tens_of_iterations_at_every_size() {
     use weft_core::math::Mat3;

@@ -2,9 +2,10 @@
 //! from the mesh's graph.
 //!
 //! - **Coarse spaces.** Level `l + 1` pairs the nodes of level `l` along
-//!   its edges (greedy matching in edge order), and a node left unpaired
-//!   joins the aggregate of a neighbour: every aggregate holds two nodes
-//!   or more, so each level has at most half the nodes of the one below
+//!   its edges (greedy matching in edge order; a node left unpaired joins
+//!   the pair of a neighbour), then pairs those pairs the same way:
+//!   aggregates of about four nodes, as the grid's boxes, and every one of
+//!   two nodes or more, so each level has at most half the nodes of the one below
 //!   and the storage is bounded by the mesh's counts alone
 //!   ([`floats`]). Prolongation is piecewise constant, as on the grid.
 //!   Coarsening stops at [`COARSEST`] nodes or fewer.
@@ -210,10 +211,37 @@ impl<'a> Aggregates<'a> {
                 parent[j] = parent[i];
             }
         });
-        let n = n as usize;
-        if !(parent.iter().all(|&p| p != NONE) && n > 0 && n <= bound_l) {
+        if !(parent.iter().all(|&p| p != NONE) && n > 0 && n as usize <= bound_l) {
             return None;
         }
+        // The pairs paired again along the same edges (aggregates of about
+        // four nodes, as the grid's 2 × 2 boxes), with `x` as the map.
+        let map = &mut bytemuck::cast_slice_mut::<Vec3, u32>(lv.x)[..n as usize];
+        map.fill(NONE);
+        let mut m = 0u32;
+        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
+            let (p, q) = (parent[i] as usize, parent[j] as usize);
+            if p != q && map[p] == NONE && map[q] == NONE {
+                (map[p], map[q]) = (m, m);
+                m += 1;
+            }
+        });
+        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
+            let (p, q) = (parent[i] as usize, parent[j] as usize);
+            if map[p] == NONE && map[q] != NONE {
+                map[p] = map[q];
+            } else if map[q] == NONE && map[p] != NONE {
+                map[q] = map[p];
+            }
+        });
+        for a in map.iter_mut().filter(|a| **a == NONE) {
+            *a = m;
+            m += 1;
+        }
+        for p in parent.iter_mut() {
+            *p = map[*p as usize];
+        }
+        let n = m as usize;
         let entries = rows(mesh, below.as_ref(), below_n, n, lv)?;
         Some([n as u32, entries as u32])
     }
