@@ -230,3 +230,22 @@ fn the_hierarchy_holds_on_every_size() {
         assert!(z.iter().all(|v| v.is_finite()), "{n} nodes");
     }
 }
+
+/// The four mesh scenes shipped, each over its first 60 frames with the
+/// aggregation hierarchy: every solve converged, nothing stagnated.
+#[test]
+fn the_mesh_scenes_solve_every_step() {
+    for name in ["tablecloth_disc", "holed_flag", "irregular_drape", "panel_hang"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.toml"));
+        let mut scn = Scenario::load(&path).unwrap();
+        scn.time.steps = 60;
+        let s = weft_host::sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, _| Ok(())).unwrap();
+        assert_eq!(
+            (s.cg_not_converged, s.cg_stagnated),
+            (0, 0),
+            "{name}: {} CG iterations a step",
+            s.cg_iterations_mean
+        );
+        assert!(s.cg_iterations_mean < 80.0, "{name}: {} CG iterations a step", s.cg_iterations_mean);
+    }
+}
