@@ -412,29 +412,19 @@ pub struct Selector<'a> {
     pub group: &'a Option<String>,
 }
 
-impl PinSpec {
-    pub fn selector(&self) -> Selector<'_> {
-        Selector {
-            nodes: &self.nodes,
-            region: &self.region,
-            bbox: &self.bbox,
-            sphere: &self.sphere,
-            group: &self.group,
+/// The `selector` of a spec with the five selector fields.
+macro_rules! selector_of {
+    ($spec:ty) => {
+        impl $spec {
+            pub fn selector(&self) -> Selector<'_> {
+                let (nodes, region, group) = (&self.nodes, &self.region, &self.group);
+                Selector { nodes, region, bbox: &self.bbox, sphere: &self.sphere, group }
+            }
         }
-    }
+    };
 }
-
-impl KickSpec {
-    pub fn selector(&self) -> Selector<'_> {
-        Selector {
-            nodes: &self.nodes,
-            region: &self.region,
-            bbox: &self.bbox,
-            sphere: &self.sphere,
-            group: &self.group,
-        }
-    }
-}
+selector_of!(PinSpec);
+selector_of!(KickSpec);
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, tag = "kind", rename_all = "lowercase")]
