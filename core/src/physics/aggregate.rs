@@ -81,34 +81,34 @@ struct Level<'a> {
     r: &'a mut [Vec3],
 }
 
-/// `f32`s of coarse level `l`'s storage.
-const fn region(counts: MeshCounts, l: usize) -> usize {
-    let (below, n, e) = (bound(counts.nodes, l - 1), bound(counts.nodes, l), entries(counts, l));
+/// The `f32`s of a level of `n` nodes and `entries` couplings over a
+/// level of `below` nodes.
+const fn region(below: usize, n: usize, entries: usize) -> usize {
     // parents of the level below, row starts, columns, diagonal and
     // coupling blocks, x and r.
-    below + (n + 1) + e + 9 * n + 9 * e + 6 * n
+    below + (n + 1) + entries + 9 * n + 9 * entries + 6 * n
 }
 
-/// Where coarse level `l`'s storage starts in the pool.
+/// The worst case of the pool before coarse level `l` (the bounds on each
+/// level's nodes and couplings).
 const fn offset(counts: MeshCounts, l: usize) -> usize {
     let mut o = 0;
     let mut k = 1;
     while k < l {
-        o += region(counts, k);
+        o += region(bound(counts.nodes, k - 1), bound(counts.nodes, k), entries(counts, k));
         k += 1;
     }
     o
 }
 
-/// Level `l`'s views of its storage `pool` (exactly [`region`] long).
-fn carve(pool: &mut [f32], counts: MeshCounts, l: usize) -> Level<'_> {
-    let (below, n, e) = (bound(counts.nodes, l - 1), bound(counts.nodes, l), entries(counts, l));
+/// A level's views of its storage `pool` (at least [`region`] long).
+fn carve(pool: &mut [f32], below: usize, n: usize, entries: usize) -> Level<'_> {
     let (parent, rest) = pool.split_at_mut(below);
     let (start, rest) = rest.split_at_mut(n + 1);
-    let (cols, rest) = rest.split_at_mut(e);
+    let (cols, rest) = rest.split_at_mut(entries);
     let (diag, rest) = rest.split_at_mut(9 * n);
-    let (off, rest) = rest.split_at_mut(9 * e);
-    let (x, r) = rest.split_at_mut(3 * n);
+    let (off, rest) = rest.split_at_mut(9 * entries);
+    let (x, rest) = rest.split_at_mut(3 * n);
     Level {
         parent: bytemuck::cast_slice_mut(parent),
         start: bytemuck::cast_slice_mut(start),
@@ -116,49 +116,51 @@ fn carve(pool: &mut [f32], counts: MeshCounts, l: usize) -> Level<'_> {
         diag: bytemuck::cast_slice_mut(diag),
         off: bytemuck::cast_slice_mut(off),
         x: bytemuck::cast_slice_mut(x),
-        r: bytemuck::cast_slice_mut(&mut r[..3 * n]),
+        r: bytemuck::cast_slice_mut(&mut rest[..3 * n]),
     }
 }
 
-/// The aggregation hierarchy, its storage one caller-provided pool (the
-/// struct itself holds only sizes, so a state carries it at little cost).
+/// The aggregation hierarchy, its storage one caller-provided pool laid
+/// out level after level at their actual sizes (the struct itself holds
+/// only sizes and offsets, so a state carries it at little cost).
 pub struct Aggregates<'a> {
     pool: &'a mut [f32],
-    counts: MeshCounts,
-    /// Coarse levels in use, and each level's nodes and couplings (level 0:
-    /// the mesh).
+    /// Coarse levels in use; each level's nodes and couplings (level 0:
+    /// the mesh) and where its storage starts (the dense coarsest factor
+    /// at `at[levels + 1]`).
     levels: usize,
     shapes: [[u32; 2]; MAX_LEVELS + 1],
+    at: [u32; MAX_LEVELS + 2],
     omega: f32,
 }
 
 impl<'a> Aggregates<'a> {
-    /// The hierarchy of `mesh` in `pool` (at least [`floats`] long);
-    /// `None` for a grid, a mesh too small to coarsen, or a pool too small.
+    /// The hierarchy of `mesh` in `pool`: `None` for a grid, a mesh too
+    /// small to coarsen, or a pool too small for the hierarchy this mesh
+    /// makes ([`floats`] is enough for any mesh of its counts; a smaller
+    /// pool holds many).
     pub fn new(mesh: &Mesh, pool: &'a mut [f32]) -> Option<Aggregates<'a>> {
         let counts = mesh.counts();
-        let need = floats(counts);
-        if need == 0 || pool.len() < need {
+        if counts.grid.is_some() || levels(counts) == 0 {
             return None;
         }
         let mut agg = Aggregates {
-            pool: &mut pool[..need],
-            counts,
+            pool,
             levels: 0,
             shapes: [[0; 2]; MAX_LEVELS + 1],
+            at: [0; MAX_LEVELS + 2],
             omega: super::multigrid::OMEGA_BENDING,
         };
         agg.shapes[0] = [counts.nodes as u32, 2 * counts.edges as u32];
         for l in 1..=levels(counts) {
-            let shape = agg.coarsen(mesh, l)?;
-            agg.shapes[l] = shape;
-            agg.levels = l;
+            let (shape, end) = agg.coarsen(mesh, l)?;
+            (agg.shapes[l], agg.at[l + 1], agg.levels) = (shape, end as u32, l);
             if shape[0] as usize <= COARSEST {
                 break;
             }
         }
         let m = 3 * agg.nodes(agg.levels);
-        let room = agg.parts(agg.levels.max(1)).2.len();
+        let room = agg.pool.len().saturating_sub(agg.at[agg.levels + 1] as usize);
         (agg.levels > 0 && room >= m * (m + 1) / 2).then_some(agg)
     }
 
@@ -170,80 +172,50 @@ impl<'a> Aggregates<'a> {
         self.shapes[l][0] as usize
     }
 
+    /// Level `l`'s storage as a slice of `pool`, and its sizes.
+    fn level_of(&self, l: usize) -> (usize, usize, [usize; 3]) {
+        let sizes = [self.nodes(l - 1), self.nodes(l), self.shapes[l][1] as usize];
+        (self.at[l] as usize, self.at[l + 1] as usize, sizes)
+    }
+
     /// Level `l − 1` (none for the mesh), level `l`, and the dense
     /// coarsest factor's storage.
     fn parts(&mut self, l: usize) -> (Option<Level<'_>>, Level<'_>, &mut [f32]) {
-        let counts = self.counts;
-        let (o, dense_at) = (offset(counts, l), offset(counts, levels(counts) + 1));
-        let (lower, upper) = self.pool.split_at_mut(o);
-        let (mine, rest) = upper.split_at_mut(region(counts, l));
-        let dense = &mut rest[dense_at - o - region(counts, l)..];
-        let below = (l > 1).then(|| carve(&mut lower[offset(counts, l - 1)..], counts, l - 1));
-        (below, carve(mine, counts, l), dense)
+        let dense_at = self.at[self.levels + 1] as usize;
+        let (start, end, [b, n, e]) = self.level_of(l);
+        let below = (l > 1).then(|| self.level_of(l - 1));
+        let (lower, upper) = self.pool.split_at_mut(start);
+        let (mine, rest) = upper.split_at_mut(end - start);
+        let dense = &mut rest[dense_at - end..];
+        let below = below.map(|(s, _, [bb, bn, be])| carve(&mut lower[s..], bb, bn, be));
+        (below, carve(mine, b, n, e), dense)
     }
 
     /// Level `l` and level `l + 1`.
     fn pair_of_levels(&mut self, l: usize) -> (Level<'_>, Level<'_>) {
-        let counts = self.counts;
-        let (a, b) = self.pool[offset(counts, l)..].split_at_mut(region(counts, l));
-        (carve(a, counts, l), carve(&mut b[..region(counts, l + 1)], counts, l + 1))
+        let ((s, e, [b, n, c]), (_, e2, [b2, n2, c2])) = (self.level_of(l), self.level_of(l + 1));
+        let (first, second) = self.pool[s..e2].split_at_mut(e - s);
+        (carve(first, b, n, c), carve(second, b2, n2, c2))
     }
 
-    /// Aggregates level `l − 1` into level `l` and lays out its rows.
-    fn coarsen(&mut self, mesh: &Mesh, l: usize) -> Option<[u32; 2]> {
+    /// Aggregates level `l − 1` into level `l`, lays out its rows at the
+    /// end of the storage so far, and returns its shape and where its
+    /// storage ends.
+    fn coarsen(&mut self, mesh: &Mesh, l: usize) -> Option<([u32; 2], usize)> {
         let below_n = self.nodes(l - 1);
-        let bound_l = bound(self.counts.nodes, l);
-        let (below, lv, _) = self.parts(l);
-        let parent = &mut lv.parent[..below_n];
-        parent.fill(NONE);
-        let mut n = 0u32;
-        // Pairs along edges, then the unpaired join a neighbour.
-        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
-            if parent[i] == NONE && parent[j] == NONE {
-                (parent[i], parent[j]) = (n, n);
-                n += 1;
-            }
-        });
-        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
-            if parent[i] == NONE && parent[j] != NONE {
-                parent[i] = parent[j];
-            } else if parent[j] == NONE && parent[i] != NONE {
-                parent[j] = parent[i];
-            }
-        });
-        if !(parent.iter().all(|&p| p != NONE) && n > 0 && n as usize <= bound_l) {
-            return None;
-        }
-        // The pairs paired again along the same edges (aggregates of about
-        // four nodes, as the grid's 2 × 2 boxes), with `x` as the map.
-        let map = &mut bytemuck::cast_slice_mut::<Vec3, u32>(lv.x)[..n as usize];
-        map.fill(NONE);
-        let mut m = 0u32;
-        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
-            let (p, q) = (parent[i] as usize, parent[j] as usize);
-            if p != q && map[p] == NONE && map[q] == NONE {
-                (map[p], map[q]) = (m, m);
-                m += 1;
-            }
-        });
-        each_edge(mesh, below.as_ref(), below_n, |i, j, _| {
-            let (p, q) = (parent[i] as usize, parent[j] as usize);
-            if map[p] == NONE && map[q] != NONE {
-                map[p] = map[q];
-            } else if map[q] == NONE && map[p] != NONE {
-                map[q] = map[p];
-            }
-        });
-        for a in map.iter_mut().filter(|a| **a == NONE) {
-            *a = m;
-            m += 1;
-        }
-        for p in parent.iter_mut() {
-            *p = map[*p as usize];
-        }
-        let n = m as usize;
-        let entries = rows(mesh, below.as_ref(), below_n, n, lv)?;
-        Some([n as u32, entries as u32])
+        let at = self.at[l] as usize;
+        let below = (l > 1).then(|| self.level_of(l - 1));
+        let (lower, upper) = self.pool.split_at_mut(at);
+        let below = below.map(|(s, _, [bb, bn, be])| carve(&mut lower[s..], bb, bn, be));
+        let (parent, rest) = upper.split_at_mut_checked(below_n)?;
+        let parent: &mut [u32] = bytemuck::cast_slice_mut(parent);
+        let n = aggregate(mesh, below.as_ref(), below_n, parent, bytemuck::cast_slice_mut(&mut *rest))?;
+        // The rows: counted, filled and merged in the storage after the
+        // parents, then the blocks and vectors after the merged columns.
+        let (start, rest) = rest.split_at_mut_checked(n + 1)?;
+        let entries = rows(mesh, below.as_ref(), below_n, n, parent, bytemuck::cast_slice_mut(start), rest)?;
+        let end = at + region(below_n, n, entries);
+        (end <= self.pool.len()).then_some(([n as u32, entries as u32], end))
     }
 
     /// Assembles every coarse operator of the fine operator `op` (its
@@ -407,12 +379,80 @@ fn each_edge(mesh: &Mesh, below: Option<&Level>, n: usize, mut f: impl FnMut(usi
     }
 }
 
+/// Aggregates the level `below` (`below_n` nodes; the mesh when `None`)
+/// into `parent`: pairs along its edges (a node left unpaired joins the
+/// pair of a neighbour), then those pairs paired the same way (aggregates
+/// of about four nodes, as the grid's 2 × 2 boxes), with `scratch` for the
+/// second map. Returns the aggregates' count.
+fn aggregate(
+    mesh: &Mesh,
+    below: Option<&Level>,
+    below_n: usize,
+    parent: &mut [u32],
+    scratch: &mut [u32],
+) -> Option<usize> {
+    let parent = parent.get_mut(..below_n)?;
+    parent.fill(NONE);
+    let mut n = 0u32;
+    each_edge(mesh, below, below_n, |i, j, _| {
+        if parent[i] == NONE && parent[j] == NONE {
+            (parent[i], parent[j]) = (n, n);
+            n += 1;
+        }
+    });
+    each_edge(mesh, below, below_n, |i, j, _| {
+        if parent[i] == NONE && parent[j] != NONE {
+            parent[i] = parent[j];
+        } else if parent[j] == NONE && parent[i] != NONE {
+            parent[j] = parent[i];
+        }
+    });
+    if !(parent.iter().all(|&p| p != NONE) && n > 0) {
+        return None;
+    }
+    let map = scratch.get_mut(..n as usize)?;
+    map.fill(NONE);
+    let mut m = 0u32;
+    each_edge(mesh, below, below_n, |i, j, _| {
+        let (p, q) = (parent[i] as usize, parent[j] as usize);
+        if p != q && map[p] == NONE && map[q] == NONE {
+            (map[p], map[q]) = (m, m);
+            m += 1;
+        }
+    });
+    each_edge(mesh, below, below_n, |i, j, _| {
+        let (p, q) = (parent[i] as usize, parent[j] as usize);
+        if map[p] == NONE && map[q] != NONE {
+            map[p] = map[q];
+        } else if map[q] == NONE && map[p] != NONE {
+            map[q] = map[p];
+        }
+    });
+    for a in map.iter_mut().filter(|a| **a == NONE) {
+        *a = m;
+        m += 1;
+    }
+    for p in parent.iter_mut() {
+        *p = map[*p as usize];
+    }
+    Some(m as usize)
+}
+
 /// The compressed rows of a level of `n` nodes aggregating the level
-/// `below` (`below_n` nodes; the mesh when `None`): the distinct aggregate
-/// pairs its edges join, both directions, each row's columns sorted.
-/// Returns the couplings stored.
-fn rows(mesh: &Mesh, below: Option<&Level>, below_n: usize, n: usize, lv: Level) -> Option<usize> {
-    let (start, cols, parent) = (&mut lv.start[..=n], lv.cols, &*lv.parent);
+/// `below` (`below_n` nodes; the mesh when `None`) by `parent`: the
+/// distinct aggregate pairs its edges join, both directions, each row's
+/// columns sorted, in `start` and at the front of `cols`. Returns the
+/// couplings stored.
+fn rows(
+    mesh: &Mesh,
+    below: Option<&Level>,
+    below_n: usize,
+    n: usize,
+    parent: &[u32],
+    start: &mut [u32],
+    cols: &mut [f32],
+) -> Option<usize> {
+    let cols: &mut [u32] = bytemuck::cast_slice_mut(cols);
     start.fill(0);
     let pairs = |f: &mut dyn FnMut(usize, usize)| {
         each_edge(mesh, below, below_n, |i, j, _| {
