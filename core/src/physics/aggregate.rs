@@ -5,9 +5,11 @@
 //!   its edges (greedy matching in edge order; a node left unpaired joins
 //!   the pair of a neighbour), then pairs those pairs the same way:
 //!   aggregates of about four nodes, as the grid's boxes, and every one of
-//!   two nodes or more, so each level has at most half the nodes of the one below
-//!   and the storage is bounded by the mesh's counts alone
-//!   ([`floats`]). Prolongation is piecewise constant, as on the grid.
+//!   two nodes or more, so each level has at most half the nodes of the
+//!   one below and the storage is bounded by the mesh's counts alone
+//!   ([`floats`]); the levels are laid out at their actual sizes, so a
+//!   smaller pool often holds them. Prolongation is piecewise constant, as
+//!   on the grid.
 //!   Coarsening stops at [`COARSEST`] nodes or fewer.
 //! - **Coarse operators.** Galerkin products `Pᵀ A P` of the fine blocks
 //!   (diagonal, edge and mass, filtered by the pins and contact planes),
