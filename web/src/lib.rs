@@ -100,7 +100,7 @@ struct Cloths {
 
 impl Cloths {
     /// The cloths of `shape` for `setting`.
-    fn new(shape: Shape3, setting: &Setting, net: &Checked) -> Result<Cloths, WebError> {
+    fn new(shape: ClothMesh, setting: &Setting, net: &Checked) -> Result<Cloths, WebError> {
         let buffers = Box::leak(Box::new(MeshBuffers::<
             { board::COUNTS.nodes },
             { board::COUNTS.triangles },
@@ -108,8 +108,8 @@ impl Cloths {
             { board::COUNTS.hinges },
         >::new()));
         let mesh = match shape {
-            Shape3::Grid => Mesh::grid(&board::grid(), buffers.storage()),
-            Shape3::Disc => {
+            ClothMesh::Grid => Mesh::grid(&board::grid(), buffers.storage()),
+            ClothMesh::Disc => {
                 let (x, t) = scenes::disc();
                 Mesh::from_triangles(&x, &t, buffers.storage())
             }
@@ -146,7 +146,7 @@ impl Cloths {
 
 /// The page's meshes: the board's grid, and a disc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape3 {
+pub enum ClothMesh {
     Grid,
     Disc,
 }
@@ -173,7 +173,7 @@ impl Sim {
     pub fn new(scene: WebScene) -> Result<Sim, WebError> {
         let net = weft_weights::NETWORK.check().map_err(|_| WebError::Setup)?;
         let setting = Setting::of(WebScene::Swing);
-        let grid = Cloths::new(Shape3::Grid, &setting, &net)?;
+        let grid = Cloths::new(ClothMesh::Grid, &setting, &net)?;
         let latents = Box::leak(vec![0i8; board::SCRATCH.latents].into_boxed_slice());
         let mut sim = Sim {
             scene,
@@ -190,23 +190,24 @@ impl Sim {
         Ok(sim)
     }
 
-    /// The cloths of the current scene, with its setting and the network.
-    fn parts(&mut self) -> (&Setting, &mut Cloths, Checked<'static, 'static>) {
+    /// The cloths of the current scene, with its setting, the network and
+    /// its latents.
+    fn parts(&mut self) -> (&Setting, &mut Cloths, Checked<'static, 'static>, &mut [i8]) {
         let cloths = match (self.scene.shape(), &mut self.disc) {
-            (Shape3::Disc, Some(d)) => d,
+            (ClothMesh::Disc, Some(d)) => d,
             _ => &mut self.grid,
         };
-        (&self.setting, cloths, self.net)
+        (&self.setting, cloths, self.net, &mut *self.latents)
     }
 
     /// Starts `scene` from rest (its pinned nodes moving with their pins).
     pub fn load(&mut self, scene: WebScene) -> Result<(), WebError> {
         let setting = Setting::of(scene);
-        if scene.shape() == Shape3::Disc && self.disc.is_none() {
-            self.disc = Some(Cloths::new(Shape3::Disc, &setting, &self.net)?);
+        if scene.shape() == ClothMesh::Disc && self.disc.is_none() {
+            self.disc = Some(Cloths::new(ClothMesh::Disc, &setting, &self.net)?);
         }
         (self.setting, self.scene) = (setting, scene);
-        let (setting, cloths, net) = self.parts();
+        let (setting, cloths, net, _) = self.parts();
         cloths.restart(setting, &net)?;
         self.reports = [StepReport::default(); 2];
         self.dynamic_edges = 0;
@@ -216,7 +217,7 @@ impl Sim {
 
     /// One physics step of `cloth`.
     pub fn physics(&mut self, cloth: Cloth) -> Result<(), WebError> {
-        let (setting, cloths, net) = self.parts();
+        let (setting, cloths, net, _) = self.parts();
         let model = setting.model(cloths.mesh, cloth, &net)?;
         let report =
             weft_core::physics::step(&model, &mut cloths.states[cloth as usize]).map_err(|_| WebError::Physics)?;
@@ -227,15 +228,11 @@ impl Sim {
     /// The network's correction of the corrected cloth's last physics
     /// step ([`weft_core::step::step2`]).
     pub fn correct(&mut self) -> Result<(), WebError> {
-        let latents: &mut [i8] = &mut *self.latents;
-        let cloths = match (self.scene.shape(), &mut self.disc) {
-            (Shape3::Disc, Some(d)) => d,
-            _ => &mut self.grid,
-        };
-        let model = self.setting.model(cloths.mesh, Cloth::Corrected, &self.net)?;
+        let (setting, cloths, net, latents) = self.parts();
+        let model = setting.model(cloths.mesh, Cloth::Corrected, &net)?;
         let mut scratch = Scratch { latents };
         let state = &mut cloths.states[Cloth::Corrected as usize];
-        let report = weft_core::step::step2(&model, state, self.net, &mut scratch).map_err(|_| WebError::Network)?;
+        let report = weft_core::step::step2(&model, state, net, &mut scratch).map_err(|_| WebError::Network)?;
         self.dynamic_edges = report.dynamic_edges;
         Ok(())
     }
@@ -284,7 +281,7 @@ impl Sim {
     }
     fn cloths(&self) -> &Cloths {
         match (self.scene.shape(), &self.disc) {
-            (Shape3::Disc, Some(d)) => d,
+            (ClothMesh::Disc, Some(d)) => d,
             _ => &self.grid,
         }
     }

@@ -9,7 +9,7 @@ use weft_core::mesh::NodeId;
 use weft_core::model::{Collider, Pin, Shape, Wind};
 
 use crate::board::{self, Scenario, N};
-use crate::Shape3;
+use crate::ClothMesh;
 
 /// One of the page's scenes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,11 +43,11 @@ impl WebScene {
     }
 
     /// The mesh the scene's cloth is.
-    pub fn shape(self) -> Shape3 {
+    pub fn shape(self) -> ClothMesh {
         if self == WebScene::Tablecloth {
-            Shape3::Disc
+            ClothMesh::Disc
         } else {
-            Shape3::Grid
+            ClothMesh::Grid
         }
     }
 

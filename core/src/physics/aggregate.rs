@@ -37,9 +37,9 @@ const fn bound(nodes: usize, l: usize) -> usize {
     nodes >> l
 }
 
-/// Stored couplings (both directions, before duplicates are merged) of a
+/// Stored couplings (both directions, before duplicates are merged) of any
 /// coarse level at most: every level has at most the mesh's edges.
-const fn entries(counts: MeshCounts, _l: usize) -> usize {
+const fn entries(counts: MeshCounts) -> usize {
     2 * counts.edges
 }
 
@@ -97,7 +97,7 @@ const fn offset(counts: MeshCounts, l: usize) -> usize {
     let mut o = 0;
     let mut k = 1;
     while k < l {
-        o += region(bound(counts.nodes, k - 1), bound(counts.nodes, k), entries(counts, k));
+        o += region(bound(counts.nodes, k - 1), bound(counts.nodes, k), entries(counts));
         k += 1;
     }
     o
@@ -359,21 +359,20 @@ impl<'a> Aggregates<'a> {
     }
 }
 
-/// `f(i, j, k)` for the edges `(i, j)`, `i < j`, of the level whose
+/// `f(i, j)` for the edges `(i, j)`, `i < j`, of the level whose
 /// storage is `below` (the mesh's when `None`; `n` its nodes).
-fn each_edge(mesh: &Mesh, below: Option<&Level>, n: usize, mut f: impl FnMut(usize, usize, usize)) {
+fn each_edge(mesh: &Mesh, below: Option<&Level>, n: usize, mut f: impl FnMut(usize, usize)) {
     match below {
         None => {
-            for (k, e) in mesh.edges().iter().enumerate() {
-                f(e.a as usize, e.b as usize, k);
+            for e in mesh.edges() {
+                f(e.a as usize, e.b as usize);
             }
         }
         Some(lv) => {
             for p in 0..n {
-                for k in lv.start[p] as usize..lv.start[p + 1] as usize {
-                    let q = lv.cols[k] as usize;
-                    if p < q {
-                        f(p, q, k);
+                for &q in &lv.cols[lv.start[p] as usize..lv.start[p + 1] as usize] {
+                    if p < q as usize {
+                        f(p, q as usize);
                     }
                 }
             }
@@ -396,13 +395,13 @@ fn aggregate(
     let parent = parent.get_mut(..below_n)?;
     parent.fill(NONE);
     let mut n = 0u32;
-    each_edge(mesh, below, below_n, |i, j, _| {
+    each_edge(mesh, below, below_n, |i, j| {
         if parent[i] == NONE && parent[j] == NONE {
             (parent[i], parent[j]) = (n, n);
             n += 1;
         }
     });
-    each_edge(mesh, below, below_n, |i, j, _| {
+    each_edge(mesh, below, below_n, |i, j| {
         if parent[i] == NONE && parent[j] != NONE {
             parent[i] = parent[j];
         } else if parent[j] == NONE && parent[i] != NONE {
@@ -415,14 +414,14 @@ fn aggregate(
     let map = scratch.get_mut(..n as usize)?;
     map.fill(NONE);
     let mut m = 0u32;
-    each_edge(mesh, below, below_n, |i, j, _| {
+    each_edge(mesh, below, below_n, |i, j| {
         let (p, q) = (parent[i] as usize, parent[j] as usize);
         if p != q && map[p] == NONE && map[q] == NONE {
             (map[p], map[q]) = (m, m);
             m += 1;
         }
     });
-    each_edge(mesh, below, below_n, |i, j, _| {
+    each_edge(mesh, below, below_n, |i, j| {
         let (p, q) = (parent[i] as usize, parent[j] as usize);
         if map[p] == NONE && map[q] != NONE {
             map[p] = map[q];
@@ -457,7 +456,7 @@ fn rows(
     let cols: &mut [u32] = bytemuck::cast_slice_mut(cols);
     start.fill(0);
     let pairs = |f: &mut dyn FnMut(usize, usize)| {
-        each_edge(mesh, below, below_n, |i, j, _| {
+        each_edge(mesh, below, below_n, |i, j| {
             let (p, q) = (parent[i] as usize, parent[j] as usize);
             if p != q {
                 f(p, q);
