@@ -59,6 +59,10 @@ enum Command {
         /// rest to the same folder.
         #[arg(long, value_parser = ["train", "val", "test", "heldout"])]
         split: Vec<String>,
+        /// Only the trajectories of this family (repeatable); the index
+        /// keeps what an earlier run with the same settings made.
+        #[arg(long)]
+        family: Vec<weft_host::learn::data::families::Family>,
         #[arg(short, long)]
         quiet: bool,
     },
@@ -271,8 +275,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate { scenario, out, corrected, int8, quiet } => {
             simulate(&scenario, out, corrected, &int8, quiet)?
         }
-        Command::Generate { out, spec, shard, split, quiet } => {
-            let index = data::generate_splits(&spec, shard, &split, &out, !quiet)?;
+        Command::Generate { out, spec, shard, split, family, quiet } => {
+            let only = data::Only { splits: split, families: family };
+            let index = data::generate_only(&spec, shard, &only, &out, !quiet)?;
             print!("{}", index.summary(&out));
         }
         Command::Train { opts, export } => {

@@ -36,7 +36,14 @@ fn generation_is_deterministic_and_round_trips() {
         assert_eq!(ta.x, tb.x, "{} differs between runs", e.file);
         assert_eq!(ta.v, tb.v);
         assert_eq!(ta.x.len(), 13);
-        assert_eq!(ta.x[0].len(), 25);
+        let nodes = match e.family {
+            // The mesh families' shapes 5 cells across: the disc of 2
+            // rings, the 5 × 3-cell sheet with a one-cell hole.
+            Family::Tablecloth => 1 + 6 + 12,
+            Family::Holed => 6 * 4,
+            _ => 25,
+        };
+        assert_eq!(ta.x[0].len(), nodes, "{}", e.file);
         // Frame 0 is the coarse rest state: the fine grid contains the coarse nodes.
         let rest = rest_of(&ta.scenario);
         for (p, q) in ta.x[0].iter().zip(&rest) {
@@ -199,18 +206,26 @@ fn hanging_cloths_start_moving_with_their_pins() {
     assert!(kicked > 4, "{kicked} of 24 hangs kicked");
 }
 
-/// `--split` generates only the named splits, into a folder that a later
-/// run without it completes, keeping what is there.
+/// `--split` and `--family` generate only the named splits and families,
+/// into a folder that a later run without them completes, keeping what is
+/// there.
 #[test]
-fn generation_of_some_splits_is_completed_later() {
+fn generation_of_some_splits_or_families_is_completed_later() {
     let dir = tempfile::tempdir().unwrap();
     let spec = DatasetSpec { per_family: 1, ..tiny() };
-    let only = data::generate_splits(&spec, data::Shard::ALL, &["heldout".into()], dir.path(), false).unwrap();
+    let heldout = data::Only { splits: vec!["heldout".into()], ..data::Only::default() };
+    let only = data::generate_only(&spec, data::Shard::ALL, &heldout, dir.path(), false).unwrap();
     let splits: Vec<_> =
         only.trajectories.iter().map(|t| (t.family, data::split_of(&spec, t.family, t.seed))).collect();
     assert_eq!(splits, [(Family::Flag, "heldout")]);
+    // A run of one family keeps the other's trajectory in the index.
+    let table = data::Only { families: vec![Family::Tablecloth], ..data::Only::default() };
+    let two = data::generate_only(&spec, data::Shard::ALL, &table, dir.path(), false).unwrap();
+    let mut families: Vec<_> = two.trajectories.iter().map(|t| t.family).collect();
+    families.sort_by_key(|f| *f as u8);
+    assert_eq!((families, two.reused), (vec![Family::Flag, Family::Tablecloth], 0));
     let all = data::generate(&spec, data::Shard::ALL, dir.path(), false).unwrap();
-    assert_eq!((all.trajectories.len(), all.reused), (Family::ALL.len(), 1));
+    assert_eq!((all.trajectories.len(), all.reused), (Family::ALL.len(), 2));
 }
 
 /// Shards partition the jobs; the held-out family stops at its count; the

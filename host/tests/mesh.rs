@@ -249,3 +249,70 @@ fn the_mesh_scenes_solve_every_step() {
         assert!(s.cg_iterations_mean < 80.0, "{name}: {} CG iterations a step", s.cg_iterations_mean);
     }
 }
+
+/// `[cloth] shape = "…"` is the shape `weft mesh` writes, at any size the
+/// shape has; a size it has not is an error that names the shape.
+#[test]
+fn a_built_in_shape_is_its_mesh_file() {
+    for (shape, key) in [(Shape::Disc, "disc"), (Shape::Holed, "holed"), (Shape::Panel, "panel")] {
+        let (x, t) = shape.mesh();
+        let from_file = scenario(&obj::write(&x, &t), "scale = 1.5\ncenter = [0, 1, 0]").unwrap();
+        let named = Scenario::parse(&format!("[cloth]\nshape = \"{key}\"\nscale = 1.5\ncenter = [0, 1, 0]")).unwrap();
+        let (a, b) = (from_file.rest_positions(), named.rest_positions());
+        assert_eq!(a.len(), b.len(), "{key}");
+        assert!(a.iter().zip(&b).all(|(p, q)| (*p - *q).norm() < 1e-6), "{key}");
+    }
+    let disc = Scenario::parse("[cloth]\nshape = \"disc\"\nresolution = [6, 6]").unwrap();
+    assert_eq!(disc.node_count(), 1 + 6 + 12 + 18);
+    let err = Scenario::parse("[cloth]\nshape = \"panel\"\nresolution = [8, 8]").unwrap_err();
+    assert!(format!("{err:#}").contains("Panel at 8 cells"), "{err:#}");
+    let both = scenario(SQUARE, "shape = \"disc\"").unwrap_err();
+    assert!(format!("{both:#}").contains("cloth.mesh and cloth.shape"), "{both:#}");
+}
+
+/// The mesh families: the tablecloth is the disc, clear of its colliders;
+/// the holed sheet hangs by its whole top edge or its two top corners,
+/// and its fine reference (the mesh split twice) holds every fine node of
+/// that edge, starting with its pins' motion.
+#[test]
+fn the_mesh_families_hold_their_cloths_as_the_grid_families_do() {
+    use weft_host::learn::data::families::{scenario, Family};
+    use weft_host::learn::data::generate::fine_scenario;
+    let (mut edges, mut corners) = (0, 0);
+    for seed in 0..30 {
+        let table = scenario(Family::Tablecloth, seed, 16, 10, 1.0 / 60.0);
+        assert_eq!(table.node_count(), 217);
+        let colliders: Vec<_> = table.colliders.iter().map(|c| c.collider().unwrap()).collect();
+        for p in table.rest_positions() {
+            assert!(colliders.iter().all(|c| c.distance(p, 0.0).0 >= 0.03), "tablecloth {seed}");
+        }
+        let holed = scenario(Family::Holed, seed, 16, 10, 1.0 / 60.0);
+        let rest = holed.rest_positions();
+        let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+        let pinned = holed.pin_nodes(&holed.pins[0]).unwrap();
+        let on_top = rest.iter().filter(|p| p.y > top - 1e-4).count();
+        assert!(pinned.iter().all(|&n| rest[n].y > top - 1e-4), "holed {seed}: a pin below the top");
+        match pinned.len() {
+            2 => corners += 1,
+            n => {
+                assert_eq!(n, on_top, "holed {seed}");
+                edges += 1;
+                let (fine, map) = fine_scenario(&holed, 4, 1, Default::default()).unwrap();
+                let fine_pinned = fine.pin_nodes(&fine.pins[0]).unwrap();
+                assert_eq!(fine_pinned.len(), 4 * (n - 1) + 1, "holed {seed}: the fine top edge");
+                let fine_rest = fine.rest_positions();
+                assert!(map.iter().zip(&rest).all(|(&f, p)| (fine_rest[f] - *p).norm() < 1e-6));
+            }
+        }
+        // The pinned nodes start at their pins' velocity.
+        let mut parts = ModelParts::default();
+        let model = build::model(&holed, Default::default(), &mut parts).unwrap();
+        let mut storage = VecStateStorage::new(&model, 8 * holed.node_count());
+        let state = build::start(&holed, &model, &mut storage).unwrap();
+        let v_pin = weft_core::model::PinMotion::from(holed.pins[0].motion).start_velocity();
+        for &n in &pinned {
+            assert!((state.velocities()[n] - v_pin).norm() < 1e-4, "holed {seed} node {n}");
+        }
+    }
+    assert!(edges > 5 && corners > 5, "{edges} held by the edge, {corners} by the corners");
+}

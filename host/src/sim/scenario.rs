@@ -152,6 +152,11 @@ pub struct ClothSpec {
     /// `rotation` and placed at `center`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<std::path::PathBuf>,
+    /// A built-in shape instead of the rectangle or a mesh file (`disc`,
+    /// `holed`, `irregular`, `panel`: [`crate::sim::shapes::Shape`]), in
+    /// the x–z plane, placed as a mesh file's vertices are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<crate::sim::shapes::Shape>,
     /// Metres per unit of the mesh file.
     #[serde(default = "one")]
     pub scale: f32,
@@ -192,6 +197,17 @@ impl ClothSpec {
     /// A mesh file's vertex `p` placed: scaled, turned, moved to `center`.
     pub fn place(&self, p: Vec3) -> Vec3 {
         Vec3::from_array(self.center) + rotate(p * self.scale, self.rotation)
+    }
+
+    /// The mesh of `shape`, `resolution[0]` cells across (16 when the
+    /// resolution is not given).
+    pub fn shape_mesh(&self) -> Result<std::sync::Arc<ObjMesh>> {
+        let shape = self.shape.context("cloth.shape is not given")?;
+        let cells = if self.resolution == [0, 0] { 16 } else { self.resolution[0] };
+        let mesh = shape.obj(cells).with_context(|| {
+            format!("cloth.shape {shape:?} at {cells} cells across: the disc takes 2 or more, the holed sheet 4 or more, the others 16")
+        })?;
+        Ok(std::sync::Arc::new(mesh))
     }
 
     pub fn grid(&self) -> Grid {
@@ -625,8 +641,13 @@ impl Scenario {
     /// A scenario from TOML text whose mesh file is relative to `dir`.
     pub fn parse_in(text: &str, dir: &std::path::Path) -> Result<Scenario> {
         let mut s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let Some(file) = &s.cloth.mesh {
-            s.mesh = Some(std::sync::Arc::new(obj::load(&dir.join(file)).context("cloth.mesh")?));
+        match (&s.cloth.mesh, s.cloth.shape) {
+            (Some(_), Some(_)) => bail!("cloth.mesh and cloth.shape: give one of them"),
+            (Some(file), None) => {
+                s.mesh = Some(std::sync::Arc::new(obj::load(&dir.join(file)).context("cloth.mesh")?));
+            }
+            (None, Some(_)) => s.mesh = Some(s.cloth.shape_mesh()?),
+            (None, None) => {}
         }
         s.check()?;
         Ok(s)
@@ -664,7 +685,8 @@ impl Scenario {
         match &self.mesh {
             None => self.check_rectangle()?,
             Some(m) => {
-                if self.cloth.resolution != [0, 0] || self.cloth.width != 0.0 || self.cloth.height != 0.0 {
+                let sized = self.cloth.shape.is_some() || self.cloth.resolution == [0, 0];
+                if !sized || self.cloth.width != 0.0 || self.cloth.height != 0.0 {
                     bail!("cloth.mesh and cloth.width / height / resolution: give the mesh or the rectangle");
                 }
                 if !(self.cloth.scale.is_finite() && self.cloth.scale > 0.0) {

@@ -13,8 +13,9 @@
 use weft_core::math::Vec3;
 use weft_core::mesh::NodeId;
 
-/// A shape `weft mesh` makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// A shape `weft mesh` makes (and `[cloth] shape = "…"` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Shape {
     Disc,
     Holed,
@@ -26,14 +27,41 @@ pub enum Shape {
 pub type Triangles = (Vec<Vec3>, Vec<[NodeId; 3]>);
 
 impl Shape {
+    /// The shape at its own size, 16 cells across.
     pub fn mesh(self) -> Triangles {
         match self {
             Shape::Disc => disc(0.4, 8),
-            Shape::Holed => masked(16, 12, 0.8, 0.6, 0.0, 1, |i, j| !((7..9).contains(&i) && (5..7).contains(&j))),
+            Shape::Holed => holed(16),
             Shape::Irregular => masked(15, 15, 0.8, 0.8, 0.3, 7, |_, _| true),
             Shape::Panel => masked(16, 14, 0.8, 0.7, 0.0, 1, panel),
         }
     }
+
+    /// The shape `cells` cells across (the disc: `cells / 2` rings), or
+    /// `None` for a shape drawn at one size only (the irregular sheet and
+    /// the panel: 16). `Some(shape.mesh())` at 16.
+    pub fn mesh_at(self, cells: usize) -> Option<Triangles> {
+        match self {
+            Shape::Disc if cells >= 2 => Some(disc(0.4, cells / 2)),
+            Shape::Holed if cells >= 4 => Some(holed(cells)),
+            _ if cells == 16 => Some(self.mesh()),
+            _ => None,
+        }
+    }
+
+    /// [`Shape::mesh_at`] as a mesh read from a file, without groups.
+    pub fn obj(self, cells: usize) -> Option<crate::sim::obj::ObjMesh> {
+        let (positions, triangles) = self.mesh_at(cells)?;
+        Some(crate::sim::obj::ObjMesh { positions, triangles, groups: Default::default() })
+    }
+}
+
+/// A 0.8 × 0.6 m sheet of `n × 3n/4` cells with a square hole of `n / 8`
+/// cells a side (at least one) about its centre.
+fn holed(n: usize) -> Triangles {
+    let (ny, h) = (3 * n / 4, (n / 8).max(1));
+    let (i0, j0) = (n / 2 - h / 2, ny / 2 - h / 2);
+    masked(n, ny, 0.8, 0.6, 0.0, 1, |i, j| !((i0..i0 + h).contains(&i) && (j0..j0 + h).contains(&j)))
 }
 
 /// Cell `(i, j)` of a 16 × 14 grid inside a garment's front: the body

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use weft_core::math::Vec3;
 
 use crate::sim::scenario::{
-    ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario, SelfContactSpec,
-    ShapeKind, SolverSpec, TimeSpec, WindSpec,
+    BoxSpec, ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario,
+    SelfContactSpec, ShapeKind, SolverSpec, TimeSpec, WindSpec,
 };
+use crate::sim::shapes::Shape;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -23,10 +24,15 @@ pub enum Family {
     Fold,
     /// Hung on a line by its top edge or corners in gusting wind.
     Line,
+    /// A round tablecloth (a disc mesh) dropped over a sphere or a capsule.
+    Tablecloth,
+    /// A sheet with a hole (a mesh) hung by its top, swinging or in wind.
+    Holed,
 }
 
 impl Family {
-    pub const ALL: [Family; 5] = [Family::Hang, Family::Drape, Family::Flag, Family::Fold, Family::Line];
+    pub const ALL: [Family; 7] =
+        [Family::Hang, Family::Drape, Family::Flag, Family::Fold, Family::Line, Family::Tablecloth, Family::Holed];
     pub fn name(self) -> &'static str {
         match self {
             Family::Hang => "hang",
@@ -34,6 +40,8 @@ impl Family {
             Family::Flag => "flag",
             Family::Fold => "fold",
             Family::Line => "line",
+            Family::Tablecloth => "tablecloth",
+            Family::Holed => "holed",
         }
     }
 }
@@ -242,32 +250,87 @@ fn fold(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
     Setup { colliders: vec![ground()], ..Setup::default() }
 }
 
-/// The scenario of `family` for `seed` on an `n × n` grid, `steps` frames
-/// of `dt` seconds (one physics step per frame).
-pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Scenario {
-    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(family as u64));
-    let size = rng.range(0.8, 1.2);
-    let mut cloth = ClothSpec {
+/// A sheet with a hole, hung by its top edge or top corners: on a line in
+/// gusting wind (as [`line`]) or from pins that swing or are dragged (as
+/// [`hang`]). The top edge is pinned by a box in rest coordinates, so that
+/// the fine reference's split mesh holds the nodes between its nodes too.
+fn holed(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
+    let corners = rng.range(0.0, 1.0) < 0.4;
+    let (mut setup, motion) = if rng.range(0.0, 1.0) < 0.5 {
+        (Setup { wind: line(rng).wind, ..Setup::default() }, MotionSpec::Fixed)
+    } else {
+        let mut s = hang(rng, cloth, kicked);
+        let motion = s.pins.pop().map(|p| p.motion).unwrap_or_default();
+        (s, motion)
+    };
+    // The sheet lies in x–z; −90° about x stands it up, its +z edge on top.
+    cloth.rotation[0] -= 90.0;
+    let rest: Vec<Vec3> =
+        cloth.shape_mesh().map(|m| m.positions.iter().map(|&p| cloth.place(p)).collect()).unwrap_or_default();
+    let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+    let pin = if corners {
+        // Node indices: the split mesh of the fine reference keeps them.
+        let x = cloth.place(Vec3::new(1.0, 0.0, 0.0)) - cloth.place(Vec3::ZERO);
+        let edge = || rest.iter().enumerate().filter(|(_, p)| p.y > top - 1e-4).map(|(i, p)| (i, p.dot(x)));
+        let ends = [edge().min_by(|a, b| a.1.total_cmp(&b.1)), edge().max_by(|a, b| a.1.total_cmp(&b.1))];
+        PinSpec { nodes: Some(ends.into_iter().flatten().map(|e| e.0).collect()), motion, ..PinSpec::default() }
+    } else {
+        let bbox = Some(BoxSpec { min: [-1e3, top - 1e-4, -1e3], max: [1e3, top + 1e-4, 1e3] });
+        PinSpec { bbox, motion, ..PinSpec::default() }
+    };
+    setup.pins = vec![pin];
+    setup
+}
+
+/// The cloth of a family: a rectangle of `n × n` nodes about `size`
+/// metres a side, or for the mesh families their shape `n` cells across
+/// and `size` metres wide.
+fn cloth_of(family: Family, rng: &mut Rng, n: usize, size: f32) -> ClothSpec {
+    let shape = match family {
+        Family::Tablecloth => Some(Shape::Disc),
+        Family::Holed => Some(Shape::Holed),
+        _ => None,
+    };
+    let height = size * rng.range(0.85, 1.15);
+    let rotation = [0.0, rng.range(-30.0, 30.0), 0.0];
+    let cloth = ClothSpec {
         mesh: None,
+        shape,
         scale: 1.0,
         width: size,
-        height: size * rng.range(0.85, 1.15),
+        height,
         resolution: [n, n],
         orientation: Orientation::Vertical,
         center: [0.0, 1.2, 0.0],
-        rotation: [0.0, rng.range(-30.0, 30.0), 0.0],
+        rotation,
         velocity: [0.0; 3],
         spin: [0.0; 3],
     };
+    match shape {
+        // Both shapes are 0.8 m across at scale 1.
+        Some(_) => ClothSpec { scale: size / 0.8, width: 0.0, height: 0.0, ..cloth },
+        None => cloth,
+    }
+}
+
+/// The scenario of `family` for `seed` on an `n × n` grid (a mesh family:
+/// its shape `n` cells across), `steps` frames of `dt` seconds (one
+/// physics step per frame).
+pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Scenario {
+    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(family as u64));
+    let size = rng.range(0.8, 1.2);
+    let mut cloth = cloth_of(family, &mut rng, n, size);
     // Half the cloths start with a kick: up to 1.5 m/s and 2 rad/s.
     let kicked = rng.range(0.0, 1.0) < 0.5;
     let setup = match family {
         Family::Hang => hang(&mut rng, &mut cloth, kicked),
-        Family::Drape => drape(&mut rng, &mut cloth, kicked),
+        Family::Drape | Family::Tablecloth => drape(&mut rng, &mut cloth, kicked),
         Family::Flag => flag(&mut rng, &mut cloth, size),
         Family::Fold => fold(&mut rng, &mut cloth, kicked),
         Family::Line => line(&mut rng),
+        Family::Holed => holed(&mut rng, &mut cloth, kicked),
     };
+    let mesh = cloth.shape.and_then(|_| cloth.shape_mesh().ok());
     let mut scn = Scenario {
         name: format!("{}-{seed}", family.name()),
         cloth,
@@ -281,7 +344,7 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
         self_contact: SelfContactSpec::default(),
         output: OutputSpec { every: 0 },
         kicks: Vec::new(),
-        mesh: None,
+        mesh,
     };
     if let Some(spin) = setup.swing {
         (scn.cloth.velocity, scn.cloth.spin) = start_with_pins(&scn, spin);
@@ -296,10 +359,9 @@ pub fn scenario(family: Family, seed: u64, n: usize, steps: u32, dt: f32) -> Sce
 /// `spin`'s own axis when the pin holds one node or a cluster).
 fn start_with_pins(scn: &Scenario, spin: Vec3) -> ([f32; 3], [f32; 3]) {
     let Some(pin) = scn.pins.first() else { return ([0.0; 3], [0.0; 3]) };
-    let (cloth, grid) = (&scn.cloth, scn.cloth.grid());
-    let nx = cloth.resolution[0];
+    let (cloth, rest) = (&scn.cloth, scn.rest_positions());
     let at: Vec<Vec3> =
-        scn.pin_nodes(pin).unwrap_or_default().into_iter().map(|n| grid.position(n % nx, n / nx)).collect();
+        scn.pin_nodes(pin).unwrap_or_default().into_iter().filter_map(|n| rest.get(n).copied()).collect();
     let Some(&first) = at.first() else { return ([0.0; 3], [0.0; 3]) };
     let far = at.iter().copied().fold(first, |a, p| if (p - first).norm() > (a - first).norm() { p } else { a });
     let line = far - first;
@@ -314,10 +376,7 @@ fn start_with_pins(scn: &Scenario, spin: Vec3) -> ([f32; 3], [f32; 3]) {
 fn lift_clear(scn: &mut Scenario) {
     let colliders: Vec<_> = scn.colliders.iter().filter_map(|c| c.collider().ok()).collect();
     for _ in 0..200 {
-        let grid = scn.cloth.grid();
-        let clear = (0..grid.ny)
-            .flat_map(|j| (0..grid.nx).map(move |i| (i, j)))
-            .all(|(i, j)| colliders.iter().all(|c| c.distance(grid.position(i, j), 0.0).0 >= 0.03));
+        let clear = scn.rest_positions().into_iter().all(|p| colliders.iter().all(|c| c.distance(p, 0.0).0 >= 0.03));
         if clear {
             return;
         }

@@ -100,8 +100,12 @@ pub fn jobs(spec: &DatasetSpec, shard: Shard) -> Vec<(Family, u64)> {
 pub fn outside_training(scn: &Scenario, spec: &DatasetSpec) -> Vec<String> {
     let mut out = Vec::new();
     let [nx, ny] = scn.cloth.resolution;
-    if scn.mesh.is_some() {
-        out.push("the cloth is a mesh file's; the network was trained on rectangles".to_string());
+    use crate::sim::shapes::Shape;
+    let family_shape = matches!(scn.cloth.shape, Some(Shape::Disc | Shape::Holed));
+    if scn.mesh.is_some() && !family_shape {
+        out.push(
+            "the cloth is a mesh the families have not; they have rectangles, the disc and the holed sheet".into(),
+        );
     } else if [nx, ny] != [spec.coarse, spec.coarse] {
         out.push(format!("cloth.resolution is [{nx}, {ny}]; the network was trained on [{0}, {0}]", spec.coarse));
     }
@@ -237,6 +241,13 @@ pub fn fine_reference(
     Ok((xs, vs, t0.elapsed().as_secs_f32()))
 }
 
+/// Whether two specs make the same trajectory of a (family, seed): all
+/// but how many seeds a family has and whether the first is checked.
+fn same_settings(a: &DatasetSpec, b: &DatasetSpec) -> bool {
+    let key = |s: &DatasetSpec| DatasetSpec { per_family: 0, heldout_count: 0, check_convergence: false, ..s.clone() };
+    key(a) == key(b)
+}
+
 /// A trajectory file already in `out` for this scenario, made with the same
 /// fine settings (an interrupted or smaller earlier run): kept, not re-run.
 fn reusable(
@@ -247,8 +258,7 @@ fn reusable(
     scn: &Scenario,
 ) -> Option<Trajectory> {
     let prev = previous?;
-    let same = |a: &DatasetSpec| DatasetSpec { per_family: 0, heldout_count: 0, check_convergence: false, ..a.clone() };
-    if same(&prev.spec) != same(spec) {
+    if !same_settings(&prev.spec, spec) {
         return None;
     }
     let t = read_trajectory(&out.join(file)).ok()?;
@@ -260,20 +270,31 @@ fn reusable(
 /// kept (files are written as they finish; the index records the spec
 /// first and the trajectories at the end).
 pub fn generate(spec: &DatasetSpec, shard: Shard, out: &Path, progress: bool) -> Result<Index> {
-    generate_splits(spec, shard, &[], out, progress)
+    generate_only(spec, shard, &Only::default(), out, progress)
 }
 
-/// [`generate`] of only the trajectories whose split is in `splits` (all
-/// when empty): `weft generate --split val --split test` gives what
-/// evaluation needs without the training set. The folder stays the full
-/// spec's, so a later run without `--split` keeps these and adds the rest.
-pub fn generate_splits(
-    spec: &DatasetSpec,
-    shard: Shard,
-    splits: &[String],
-    out: &Path,
-    progress: bool,
-) -> Result<Index> {
+/// Which of a spec's trajectories a run generates: those of the named
+/// splits and families (every one when a list is empty).
+#[derive(Clone, Debug, Default)]
+pub struct Only {
+    pub splits: Vec<String>,
+    pub families: Vec<Family>,
+}
+
+impl Only {
+    fn keeps(&self, spec: &DatasetSpec, family: Family, seed: u64) -> bool {
+        let split = split_of(spec, family, seed);
+        (self.splits.is_empty() || self.splits.iter().any(|s| s == split))
+            && (self.families.is_empty() || self.families.contains(&family))
+    }
+}
+
+/// [`generate`] of only some trajectories: `weft generate --split val
+/// --split test` gives what evaluation needs without the training set,
+/// `--family tablecloth` one family. The folder stays the full spec's: the
+/// index keeps the trajectories an earlier run with the same settings
+/// made there, and a later run without the filter adds the rest.
+pub fn generate_only(spec: &DatasetSpec, shard: Shard, only: &Only, out: &Path, progress: bool) -> Result<Index> {
     std::fs::create_dir_all(out)?;
     let t0 = std::time::Instant::now();
     let previous = load_index(out).ok();
@@ -288,7 +309,7 @@ pub fn generate_splits(
     };
     write_index(out, &start)?;
     let mut jobs = jobs(spec, shard);
-    jobs.retain(|&(f, seed)| splits.is_empty() || splits.iter().any(|s| s == split_of(spec, f, seed)));
+    jobs.retain(|&(f, seed)| only.keeps(spec, f, seed));
     let bar = crate::progress_bar(jobs.len() as u64, "trajectories", progress);
     // The index grows as trajectories finish, so that a run stopped
     // part-way leaves a data set that loads.
@@ -319,6 +340,14 @@ pub fn generate_splits(
         wall_seconds: 0.0,
         reused: 0,
     };
+    // What an earlier run made here with the same settings and this run
+    // did not touch stays in the index.
+    if let Some(prev) = previous.as_ref().filter(|p| same_settings(&p.spec, spec)) {
+        let touched = |f: Family, s: u64| jobs.contains(&(f, s));
+        let kept = |e: &&IndexEntry| !touched(e.family, e.seed) && out.join(&e.file).is_file();
+        index.trajectories.extend(prev.trajectories.iter().filter(kept).cloned());
+        index.convergence.extend(prev.convergence.iter().filter(|c| !touched(c.family, c.seed)).cloned());
+    }
     for r in results {
         match r {
             Ok((e, check, kept)) => {
