@@ -1,7 +1,7 @@
 //! `weft floors`: the reference's own error floor at each horizon, per
 //! family — its change over the horizon when started 1 µm apart.
 use crate::learn::eval::horizons::{
-    out_of_colliders, prolongate, push_windows, Floor, Floors, Windows, HORIZONS, START_EVERY,
+    finer, out_of_colliders, push_windows, Floor, Floors, Windows, HORIZONS, START_EVERY,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -53,8 +53,7 @@ fn floor_of(traj: &Trajectory, spec: &data::DatasetSpec) -> Result<Floor> {
         push_windows(&mut windows, &a, &b);
         // What the coarse nodes know: the state restricted and interpolated
         // back, its nodes inside a collider put on its surface.
-        let [nx, ny] = traj.scenario.cloth.resolution;
-        let only = |f: &[Vec3]| prolongate(&map.iter().map(|&i| f[i]).collect::<Vec<_>>(), nx, ny, spec.k);
+        let only = |f: &[Vec3]| finer(&traj.scenario, &map.iter().map(|&i| f[i]).collect::<Vec<_>>(), spec.k);
         let (mut xc, mut vc) = (only(x), only(v));
         out_of_colliders(&fine, s, &mut xc, &mut vc)?;
         push_windows(&mut coarse, &a, &restricted(&xc, &vc)?);

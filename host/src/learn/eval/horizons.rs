@@ -17,6 +17,7 @@ use crate::learn::eval::device::DEVICE_PER_NETWORK;
 use crate::learn::eval::device::DEVICE_PER_STEP;
 use crate::sim::build::{self, ModelParts};
 use crate::sim::obj::subdivide_values;
+use crate::sim::scenario::Scenario;
 use std::path::Path;
 use std::time::Instant;
 use weft_core::math::Vec3;
@@ -119,7 +120,6 @@ fn run_with<'m>(
     let frames = traj.x.len() - 1;
     let scn = col.scenario(&traj.scenario);
     let nodes = col.nodes(&traj.scenario);
-    let [nx, ny] = traj.scenario.cloth.resolution;
     let mut run = ColumnRun { windows: Default::default(), cg_per_frame: 0.0, seconds_per_frame: 0.0 };
     let (mut cg, mut stepped) = (0u64, 0usize);
     let t0 = Instant::now();
@@ -131,13 +131,7 @@ fn run_with<'m>(
         // The start on this column's mesh.
         let k = col.refinement();
         let (x0, v0) = if k > 1 {
-            let (mut x, mut v) = match &traj.scenario.mesh {
-                Some(m) => {
-                    let levels = k.trailing_zeros();
-                    (subdivide_values(m, levels, &traj.x[s]), subdivide_values(m, levels, &traj.v[s]))
-                }
-                None => (prolongate(&traj.x[s], nx, ny, k), prolongate(&traj.v[s], nx, ny, k)),
-            };
+            let (mut x, mut v) = (finer(&traj.scenario, &traj.x[s], k), finer(&traj.scenario, &traj.v[s], k));
             out_of_colliders(&scn, s, &mut x, &mut v)?;
             (x, v)
         } else {
@@ -414,6 +408,16 @@ pub struct Floor {
 /// grid's edges extend their last cells linearly. The coarse nodes keep
 /// their values (restricting the result gives `coarse` back) and a coarse
 /// grid's affine state interpolates to the fine grid's.
+/// Values at the coarse nodes of `scn` carried onto its cloth `k` times
+/// finer: [`prolongate`] on a rectangle, [`subdivide_values`] on a mesh
+/// (`k` a power of two).
+pub fn finer(scn: &Scenario, coarse: &[Vec3], k: usize) -> Vec<Vec3> {
+    match &scn.mesh {
+        Some(m) => subdivide_values(m, k.trailing_zeros(), coarse),
+        None => prolongate(coarse, scn.cloth.resolution[0], scn.cloth.resolution[1], k),
+    }
+}
+
 pub fn prolongate(coarse: &[Vec3], nx: usize, ny: usize, k: usize) -> Vec<Vec3> {
     let (fx, fy) = ((nx - 1) * k + 1, (ny - 1) * k + 1);
     // Along one direction of `n` nodes: node `c`'s value at `c + t`.
