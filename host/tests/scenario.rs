@@ -54,7 +54,7 @@ fn scenario_files() -> Vec<std::path::PathBuf> {
 #[test]
 fn the_envelope_holds_the_families_and_names_what_leaves_it() {
     use weft_host::learn::data::families::{scenario, Family};
-    for family in [Family::Hang, Family::Drape, Family::Fold, Family::Line] {
+    for family in [Family::Hang, Family::Drape, Family::Fold, Family::Line, Family::Tablecloth, Family::Holed] {
         for seed in 0..40 {
             let scn = scenario(family, seed, 16, 10, 1.0 / 60.0);
             assert_eq!(scn.outside_envelope(), Vec::<String>::new(), "{family:?} seed {seed}");
@@ -75,6 +75,21 @@ fn the_envelope_holds_the_families_and_names_what_leaves_it() {
     for name in ["impact_at_pins", "fast_drop_sphere", "edge_first_capsule", "spinning_drop"] {
         assert_eq!(outside(name), Vec::<String>::new(), "{name}");
     }
+    // Cloths that are not rectangles: the families' two shapes are inside,
+    // held as the families hold them; a mesh file, another shape or size,
+    // or the holed sheet held by a side are not.
+    let shape = |extra: &str| {
+        let text = format!("[cloth]\nshape = \"holed\"\nrotation = [-90, 0, 0]\ncenter = [0, 1.2, 0]\n{extra}\n[material]\ncompression = 0.05");
+        Scenario::parse(&text).unwrap().outside_envelope()
+    };
+    assert_eq!(shape("[[pin]]\nbox = { min = [-9, 1.49, -9], max = [9, 9, 9] }"), Vec::<String>::new());
+    assert!(shape("[[pin]]\nbox = { min = [-9, -9, -9], max = [-0.39, 9, 9] }")[0].contains("pin set"));
+    assert!(shape("resolution = [8, 8]")[0].contains("shape the network was not trained on"));
+    let panel =
+        Scenario::parse("[cloth]\nshape = \"panel\"\n[material]\ncompression = 0.05").unwrap().outside_envelope();
+    assert!(panel[0].contains("shape the network was not trained on"), "{panel:?}");
+    let file = Scenario::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tablecloth_disc.toml"));
+    assert!(file.unwrap().outside_envelope().iter().any(|r| r.contains("mesh file")));
 }
 
 #[test]

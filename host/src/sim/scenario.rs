@@ -11,6 +11,7 @@ use weft_core::model::{
 use weft_core::prelude::Vec3;
 
 use crate::sim::obj::{self, ObjMesh};
+use crate::sim::shapes::Shape as ClothShape;
 use crate::sim::storage::VecMeshStorage;
 
 /// A whole scenario file.
@@ -64,6 +65,9 @@ pub const WIND_SPEED_MAX: f32 = 6.0;
 pub const PIN_REGIONS: [&str; 6] =
     ["corners:top", "edge:top", "corner:top-left", "corner:top-right", "edge:left", "corners:bottom"];
 
+/// The shapes of the training families that are not rectangles.
+pub const TRAINED_SHAPES: [ClothShape; 2] = [ClothShape::Disc, ClothShape::Holed];
+
 /// The radii of the training families' spheres and capsules (m).
 pub const COLLIDER_RADII: (f32, f32) = (0.15, 0.35);
 
@@ -112,14 +116,12 @@ impl Scenario {
             }
         }
         for p in &self.pins {
-            if !p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)) {
-                out.push(
-                    "a pin set no training family has (pins by node, box, sphere or group, or another region)".into(),
-                );
+            if !self.family_pin(p) {
+                out.push("a pin set no training family has (on a rectangle: one of its regions; on the holed sheet: nodes of its top edge)".into());
             }
         }
-        if self.cloth.mesh.is_some() {
-            out.push("a cloth from a mesh file; the network was trained on rectangles".into());
+        if self.mesh.is_some() && !self.trained_shape() {
+            out.push("a cloth from a mesh file or a shape the network was not trained on (it was: rectangles, and the disc and the holed sheet 16 cells across)".into());
         }
         if (self.time.dt - NETWORK_DT).abs() > 1e-6 * NETWORK_DT || self.time.substeps != 1 {
             out.push(format!(
@@ -128,6 +130,30 @@ impl Scenario {
             ));
         }
         out
+    }
+}
+
+impl Scenario {
+    /// Whether the cloth is a shape of the training families
+    /// ([`TRAINED_SHAPES`], 16 cells across).
+    fn trained_shape(&self) -> bool {
+        let cells = if self.cloth.resolution == [0, 0] { 16 } else { self.cloth.resolution[0] };
+        self.cloth.mesh.is_none() && self.cloth.shape.is_some_and(|s| TRAINED_SHAPES.contains(&s)) && cells == 16
+    }
+
+    /// Whether `p` holds the cloth as a training family does: a rectangle
+    /// by one of [`PIN_REGIONS`], the holed sheet by nodes of its top edge.
+    fn family_pin(&self, p: &PinSpec) -> bool {
+        match (&self.mesh, self.cloth.shape) {
+            (None, _) => p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)),
+            (Some(_), Some(ClothShape::Holed)) if self.trained_shape() => {
+                let rest = self.rest_positions();
+                let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+                let nodes = self.pin_nodes(p).unwrap_or_default();
+                !nodes.is_empty() && nodes.iter().all(|&n| rest.get(n).is_some_and(|q| q.y > top - 1e-4))
+            }
+            _ => false,
+        }
     }
 }
 
@@ -156,7 +182,7 @@ pub struct ClothSpec {
     /// `holed`, `irregular`, `panel`: [`crate::sim::shapes::Shape`]), in
     /// the x–z plane, placed as a mesh file's vertices are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shape: Option<crate::sim::shapes::Shape>,
+    pub shape: Option<ClothShape>,
     /// Metres per unit of the mesh file.
     #[serde(default = "one")]
     pub scale: f32,
