@@ -117,12 +117,6 @@ fn main() -> ! {
         UNIT
     );
     for scenario in Scenario::ALL {
-        // The tablecloth (a mesh that is not a grid) takes the stack to
-        // 7.8 KB, against 5.5 KB for the grid scenes; the board's SRAM
-        // leaves 8 KB beside the state, so it runs in QEMU only.
-        if scenario == Scenario::Tablecloth && cfg!(not(feature = "qemu")) {
-            continue;
-        }
         let m = if scenario == Scenario::Tablecloth { disc } else { mesh };
         run(scenario, m, net, STATE_BUF, &mut scratch, &clock);
     }

@@ -38,9 +38,13 @@ const fn parse_steps(s: &str) -> u32 {
     assert!(n > 0, "WEFT_FIRMWARE_STEPS is 0");
     n
 }
-/// Dynamic (and contact) pair capacity: the network's
-/// [`weft_core::gnn::int8::PAIRS_PER_NODE`] per node, as on the desktop.
-pub const PAIRS: usize = weft_core::gnn::int8::PAIRS_PER_NODE * N * N;
+/// Dynamic (and contact) pair capacity: two pairs a node (four pair ends),
+/// half the desktop's [`weft_core::gnn::int8::PAIRS_PER_NODE`]. Pairs
+/// beyond it are dropped and counted (`pairs dropped` in the log); the
+/// built-in scenes find at most 14 (`tests/firmware.rs` checks that none
+/// is dropped). The network's latents, sized by it, leave the core-coupled
+/// RAM 22 KB free, and the smaller pair storage leaves the stack 10 KB.
+pub const PAIRS: usize = weft_core::gnn::int8::PAIRS_PER_NODE / 2 * N * N;
 
 pub const COUNTS: MeshCounts = MeshCounts::grid(N, N);
 pub const STATE: StateSizes = StateSizes::new(COUNTS, PAIRS);
