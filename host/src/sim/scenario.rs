@@ -137,8 +137,8 @@ impl Scenario {
     /// Whether the cloth is a shape of the training families
     /// ([`TRAINED_SHAPES`], 16 cells across).
     fn trained_shape(&self) -> bool {
-        let cells = if self.cloth.resolution == [0, 0] { 16 } else { self.cloth.resolution[0] };
-        self.cloth.mesh.is_none() && self.cloth.shape.is_some_and(|s| TRAINED_SHAPES.contains(&s)) && cells == 16
+        let trained = self.cloth.shape.is_some_and(|s| TRAINED_SHAPES.contains(&s));
+        self.cloth.mesh.is_none() && trained && self.cloth.shape_cells() == 16
     }
 
     /// Whether `p` holds the cloth as a training family does: a rectangle
@@ -147,14 +147,24 @@ impl Scenario {
         match (&self.mesh, self.cloth.shape) {
             (None, _) => p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)),
             (Some(_), Some(ClothShape::Holed)) if self.trained_shape() => {
-                let rest = self.rest_positions();
-                let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+                let (_, edge) = top_edge(&self.rest_positions());
                 let nodes = self.pin_nodes(p).unwrap_or_default();
-                !nodes.is_empty() && nodes.iter().all(|&n| rest.get(n).is_some_and(|q| q.y > top - 1e-4))
+                !nodes.is_empty() && nodes.iter().all(|n| edge.contains(n))
             }
             _ => false,
         }
     }
+}
+
+/// How far below the highest rest position a node still lies on the top
+/// edge (m): the rounding of a turned edge, well under any mesh spacing.
+pub const TOP_EDGE_TOLERANCE: f32 = 1e-4;
+
+/// The highest rest height of `rest` and the nodes within
+/// [`TOP_EDGE_TOLERANCE`] of it, in order.
+pub fn top_edge(rest: &[Vec3]) -> (f32, Vec<usize>) {
+    let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+    (top, (0..rest.len()).filter(|&i| rest[i].y > top - TOP_EDGE_TOLERANCE).collect())
 }
 
 fn default_gravity() -> [f32; 3] {
@@ -225,11 +235,20 @@ impl ClothSpec {
         Vec3::from_array(self.center) + rotate(p * self.scale, self.rotation)
     }
 
-    /// The mesh of `shape`, `resolution[0]` cells across (16 when the
-    /// resolution is not given).
+    /// Cells across a `shape`: `resolution[0]`, 16 when the resolution is
+    /// not given.
+    pub fn shape_cells(&self) -> usize {
+        if self.resolution == [0, 0] {
+            16
+        } else {
+            self.resolution[0]
+        }
+    }
+
+    /// The mesh of `shape`, [`ClothSpec::shape_cells`] across.
     pub fn shape_mesh(&self) -> Result<std::sync::Arc<ObjMesh>> {
         let shape = self.shape.context("cloth.shape is not given")?;
-        let cells = if self.resolution == [0, 0] { 16 } else { self.resolution[0] };
+        let cells = self.shape_cells();
         let mesh = shape.obj(cells).with_context(|| {
             format!("cloth.shape {shape:?} at {cells} cells across: the disc takes 2 or more, the holed sheet 4 or more, the others 16")
         })?;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use weft_core::math::Vec3;
 
+use crate::sim::scenario::{top_edge, TOP_EDGE_TOLERANCE};
 use crate::sim::scenario::{
     BoxSpec, ClothSpec, ColliderSpec, MaterialSpec, MotionSpec, Orientation, OutputSpec, PinSpec, Scenario,
     SelfContactSpec, ShapeKind, SolverSpec, TimeSpec, WindSpec,
@@ -267,15 +268,19 @@ fn holed(rng: &mut Rng, cloth: &mut ClothSpec, kicked: bool) -> Setup {
     cloth.rotation[0] -= 90.0;
     let rest: Vec<Vec3> =
         cloth.shape_mesh().map(|m| m.positions.iter().map(|&p| cloth.place(p)).collect()).unwrap_or_default();
-    let top = rest.iter().map(|p| p.y).fold(f32::MIN, f32::max);
+    let (top, edge) = top_edge(&rest);
     let pin = if corners {
         // Node indices: the split mesh of the fine reference keeps them.
         let x = cloth.place(Vec3::new(1.0, 0.0, 0.0)) - cloth.place(Vec3::ZERO);
-        let edge = || rest.iter().enumerate().filter(|(_, p)| p.y > top - 1e-4).map(|(i, p)| (i, p.dot(x)));
-        let ends = [edge().min_by(|a, b| a.1.total_cmp(&b.1)), edge().max_by(|a, b| a.1.total_cmp(&b.1))];
-        PinSpec { nodes: Some(ends.into_iter().flatten().map(|e| e.0).collect()), motion, ..PinSpec::default() }
+        let along = |&i: &usize| rest[i].dot(x);
+        let ends = [
+            edge.iter().min_by(|a, b| along(a).total_cmp(&along(b))),
+            edge.iter().max_by(|a, b| along(a).total_cmp(&along(b))),
+        ];
+        PinSpec { nodes: Some(ends.into_iter().flatten().copied().collect()), motion, ..PinSpec::default() }
     } else {
-        let bbox = Some(BoxSpec { min: [-1e3, top - 1e-4, -1e3], max: [1e3, top + 1e-4, 1e3] });
+        let t = TOP_EDGE_TOLERANCE;
+        let bbox = Some(BoxSpec { min: [-1e3, top - t, -1e3], max: [1e3, top + t, 1e3] });
         PinSpec { bbox, motion, ..PinSpec::default() }
     };
     setup.pins = vec![pin];

@@ -401,13 +401,6 @@ pub struct Floor {
     pub seconds: f32,
 }
 
-/// The fine grid's state from the coarse grid's (`nx` × `ny` nodes, the
-/// fine grid `k` times finer): Catmull–Rom in each grid direction, so that
-/// the interpolated cloth has no kinks at the coarse edges (a bilinear one
-/// would, and its bending forces would move it in the first step); the
-/// grid's edges extend their last cells linearly. The coarse nodes keep
-/// their values (restricting the result gives `coarse` back) and a coarse
-/// grid's affine state interpolates to the fine grid's.
 /// Values at the coarse nodes of `scn` carried onto its cloth `k` times
 /// finer: [`prolongate`] on a rectangle, [`subdivide_values`] on a mesh
 /// (`k` a power of two).
@@ -418,6 +411,13 @@ pub fn finer(scn: &Scenario, coarse: &[Vec3], k: usize) -> Vec<Vec3> {
     }
 }
 
+/// The fine grid's state from the coarse grid's (`nx` × `ny` nodes, the
+/// fine grid `k` times finer): Catmull–Rom in each grid direction, so that
+/// the interpolated cloth has no kinks at the coarse edges (a bilinear one
+/// would, and its bending forces would move it in the first step); the
+/// grid's edges extend their last cells linearly. The coarse nodes keep
+/// their values (restricting the result gives `coarse` back) and a coarse
+/// grid's affine state interpolates to the fine grid's.
 pub fn prolongate(coarse: &[Vec3], nx: usize, ny: usize, k: usize) -> Vec<Vec3> {
     let (fx, fy) = ((nx - 1) * k + 1, (ny - 1) * k + 1);
     // Along one direction of `n` nodes: node `c`'s value at `c + t`.
