@@ -199,3 +199,85 @@ pub fn checksum(x: &[Vec3], v: &[Vec3]) -> u32 {
 
 /// Nodes whose positions the firmware logs (corners and centre).
 pub const PROBES: [usize; 3] = [0, N - 1, N * N / 2 + N / 2];
+
+/// The local–global step ([`weft_core::physics::local_global`]) on the
+/// grid scenes: the QEMU run measures it beside the linearised step, the
+/// desktop checks it bit for bit; the board does not run it.
+#[allow(dead_code)]
+pub mod local_global {
+    use super::{checksum, N, STEPS};
+    use weft_core::math::Vec3;
+
+    /// Iteration counts of the local–global step the QEMU run measures.
+    pub const ITERATIONS: [u32; 3] = [5, 10, 20];
+
+    const NODES: usize = N * N;
+    /// The grid's band in its node order: a row and a diagonal.
+    const FACTOR: usize = weft_core::physics::local_global::factor_floats(NODES, N + 1);
+    const STENCIL: usize = weft_core::physics::stencil::floats(Some([N, N]));
+
+    /// The local–global step's memory on the grid: its factor, pins, bending
+    /// stencil, state and scratch (about 41 KB: QEMU's, not the board's).
+    pub struct Memory {
+        factor: [f32; FACTOR],
+        pinned: [u8; NODES],
+        stencil: [f32; STENCIL],
+        x: [Vec3; NODES],
+        v: [Vec3; NODES],
+        work: [[Vec3; NODES]; 3],
+    }
+
+    impl Memory {
+        pub const fn new() -> Self {
+            Memory {
+                factor: [0.0; FACTOR],
+                pinned: [0; NODES],
+                stencil: [0.0; STENCIL],
+                x: [Vec3::ZERO; NODES],
+                v: [Vec3::ZERO; NODES],
+                work: [[Vec3::ZERO; NODES]; 3],
+            }
+        }
+    }
+
+    impl Default for Memory {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// Runs [`STEPS`](super::STEPS) steps of a grid scene's plain `model` ([`MATERIAL`](super::MATERIAL))
+    /// with the local–global step ([`weft_core::physics::local_global`]) at
+    /// `iterations` from rest, calling `each(None, x)` once its factor is made
+    /// and `each(Some(step), x)` after every step (`x` the positions); returns
+    /// the final state's [`checksum`](super::checksum).
+    pub fn run(
+        model: &weft_core::model::Model,
+        iterations: u32,
+        memory: &mut Memory,
+        mut each: impl FnMut(Option<u32>, &[Vec3]),
+    ) -> Result<u32, weft_core::physics::local_global::LocalGlobalError> {
+        use weft_core::physics::local_global::{LocalGlobal, LocalGlobalError};
+        use weft_core::physics::stencil::{Bending, BendingStencil};
+        let Memory { factor, pinned, stencil, x, v, work } = memory;
+        let step = LocalGlobal::new(model, factor, pinned)?;
+        let plate = model.material.plate();
+        let stencil = BendingStencil::new(&model.mesh, plate, stencil);
+        let bending = stencil.as_ref().map_or(Bending::MatrixFree(plate), Bending::Stencil);
+        let rest = model.mesh.rest();
+        let (x, v) = (
+            x.get_mut(..rest.len()).ok_or(LocalGlobalError::Length)?,
+            v.get_mut(..rest.len()).ok_or(LocalGlobalError::Length)?,
+        );
+        x.copy_from_slice(rest);
+        v.fill(Vec3::ZERO);
+        each(None, x);
+        let [a, b, c] = work;
+        for s in 0..STEPS {
+            let t = f64::from(s) * f64::from(model.params.dt);
+            step.step(model, bending, iterations, t, x, v, [a, b, c])?;
+            each(Some(s), x);
+        }
+        Ok(checksum(x, v))
+    }
+}
