@@ -136,13 +136,17 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
 
     // The local–global step the QEMU run measures: the same bits as here.
     for scenario in [Scenario::Swing, Scenario::Drape] {
-        for k in scene::local_global::ITERATIONS {
-            let lead = format!("{} local-global {k}", scenario.name());
+        for run in scene::local_global::RUNS {
+            let lead = format!("{} local-global {} chebyshev {}", scenario.name(), run.0, run.1);
             let sum = lines(&lead)
                 .iter()
                 .find_map(|l| l.split_once("checksum ").map(|(_, r)| hex(r.split_whitespace().next().unwrap_or(""))))
                 .unwrap_or_else(|| panic!("a checksum line for {lead}"));
-            assert_eq!(sum, host::local_global(scenario, k, |_, _| {}), "{lead}: final-state checksum differs");
+            assert_eq!(
+                sum,
+                host::local_global(scenario, scene::local_global::iterations(run), |_, _| {}),
+                "{lead}: final-state checksum differs"
+            );
         }
     }
 

@@ -50,7 +50,11 @@ pub fn run(
 /// ([`scene::local_global::run`]), calling `each(step, positions)` after every
 /// step; returns the final checksum.
 #[allow(dead_code)]
-pub fn local_global(scenario: Scenario, iterations: u32, mut each: impl FnMut(u32, &[weft_core::math::Vec3])) -> u32 {
+pub fn local_global(
+    scenario: Scenario,
+    iterations: weft_core::physics::local_global::Iterations,
+    mut each: impl FnMut(u32, &[weft_core::math::Vec3]),
+) -> u32 {
     let mut mb =
         Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
     let mut memory = Box::new(scene::local_global::Memory::new());

@@ -3,7 +3,7 @@
 //! and its errors.
 mod common;
 use common::*;
-use weft_core::physics::local_global::{band, factor_floats, LocalGlobal, LocalGlobalError};
+use weft_core::physics::local_global::{band, factor_floats, Iterations, LocalGlobal, LocalGlobalError};
 use weft_core::physics::stencil::Bending;
 use weft_core::prelude::*;
 
@@ -20,12 +20,13 @@ fn run(model: &Model, x0: &[Vec3], steps: u32, iterations: u32) -> (Vec<Vec3>, V
     let lg = LocalGlobal::new(model, &mut f, &mut p).unwrap();
     let n = model.mesh.node_count();
     let (mut x, mut v) = (x0.to_vec(), vec![Vec3::ZERO; n]);
-    let mut work = [vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]];
-    let [a, b, c] = &mut work;
+    let mut work = vec![vec![Vec3::ZERO; n]; 4];
+    let [a, b, c, d] = work.as_mut_slice() else { unreachable!() };
     let bending = Bending::MatrixFree(model.material.plate());
+    let iterations = Iterations { count: iterations, chebyshev: None };
     for s in 0..steps {
         let t = f64::from(s) * f64::from(model.params.dt);
-        lg.step(model, bending, iterations, t, &mut x, &mut v, [a, b, c]).unwrap();
+        lg.step(model, bending, iterations, t, &mut x, &mut v, [a, b, c, d]).unwrap();
     }
     (x, v)
 }
@@ -125,15 +126,16 @@ fn short_buffers_wrong_lengths_and_non_finite_steps_are_errors() {
         assert!(matches!(LocalGlobal::new(model, &mut short, &mut p), Err(LocalGlobalError::Storage { .. })));
         let lg = LocalGlobal::new(model, &mut f, &mut p).unwrap();
         let bending = Bending::MatrixFree(model.material.plate());
-        let mut work = [vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]];
-        let [a, b, c] = &mut work;
+        let mut work = vec![vec![Vec3::ZERO; n]; 4];
+        let [a, b, c, d] = work.as_mut_slice() else { unreachable!() };
+        let five = Iterations { count: 5, chebyshev: None };
         let mut x = model.mesh.rest().to_vec();
         let mut v = vec![Vec3::ZERO; n - 1];
-        assert_eq!(lg.step(model, bending, 5, 0.0, &mut x, &mut v, [a, b, c]), Err(LocalGlobalError::Length));
+        assert_eq!(lg.step(model, bending, five, 0.0, &mut x, &mut v, [a, b, c, d]), Err(LocalGlobalError::Length));
         let mut v = vec![Vec3::ZERO; n];
         v[3] = Vec3::new(f32::NAN, 0.0, 0.0);
         let (x0, v0) = (x.clone(), v.clone());
-        assert_eq!(lg.step(model, bending, 5, 0.0, &mut x, &mut v, [a, b, c]), Err(LocalGlobalError::NonFinite));
+        assert_eq!(lg.step(model, bending, five, 0.0, &mut x, &mut v, [a, b, c, d]), Err(LocalGlobalError::NonFinite));
         assert_eq!(x, x0, "positions changed by a failed step");
         let bits = |v: &[Vec3]| v.iter().flat_map(|p| [p.x, p.y, p.z].map(f32::to_bits)).collect::<Vec<_>>();
         assert_eq!(bits(&v), bits(&v0), "velocities changed by a failed step");

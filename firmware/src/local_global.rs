@@ -19,10 +19,10 @@ pub fn measure(scenario: Scenario, mesh: Mesh, memory: &mut Memory, clock: &Cloc
         Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), scene::params()),
         "local-global model",
     );
-    for k in lg::ITERATIONS {
+    for run in lg::RUNS {
         let (mut factor, mut total, mut worst) = (0u64, 0u64, 0u64);
         let mut last = clock.now();
-        let sum = lg::run(&model, k, memory, |step, _| {
+        let sum = lg::run(&model, lg::iterations(run), memory, |step, _| {
             let ticks = clock.since(last) * PER_TICK;
             match step {
                 None => factor = ticks,
@@ -35,9 +35,10 @@ pub fn measure(scenario: Scenario, mesh: Mesh, memory: &mut Memory, clock: &Cloc
         });
         let sum = crate::ok_or_exit(sum, "local-global step");
         defmt::info!(
-            "{} local-global {}: factor {} {}, {} a step (worst {}), checksum {:08x} after {} steps",
+            "{} local-global {} chebyshev {}: factor {} {}, {} a step (worst {}), checksum {:08x} after {} steps",
             name,
-            k,
+            run.0,
+            run.1,
             factor,
             UNIT,
             total / u64::from(scene::STEPS),

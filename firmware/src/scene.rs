@@ -207,9 +207,16 @@ pub const PROBES: [usize; 3] = [0, N - 1, N * N / 2 + N / 2];
 pub mod local_global {
     use super::{checksum, N, STEPS};
     use weft_core::math::Vec3;
+    use weft_core::physics::local_global::Iterations;
 
-    /// Iteration counts of the local–global step the QEMU run measures.
-    pub const ITERATIONS: [u32; 3] = [5, 10, 20];
+    /// The local–global steps the QEMU run measures: iterations, and
+    /// Chebyshev's `ρ` in hundredths (0: plain).
+    pub const RUNS: [(u32, u32); 5] = [(5, 0), (10, 0), (20, 0), (5, 95), (10, 95)];
+
+    /// A run of [`RUNS`] as the step takes it.
+    pub fn iterations((count, rho): (u32, u32)) -> Iterations {
+        Iterations { count, chebyshev: (rho > 0).then(|| rho as f32 / 100.0) }
+    }
 
     const NODES: usize = N * N;
     /// The grid's band in its node order: a row and a diagonal.
@@ -224,7 +231,7 @@ pub mod local_global {
         stencil: [f32; STENCIL],
         x: [Vec3; NODES],
         v: [Vec3; NODES],
-        work: [[Vec3; NODES]; 3],
+        work: [[Vec3; NODES]; 4],
     }
 
     impl Memory {
@@ -235,7 +242,7 @@ pub mod local_global {
                 stencil: [0.0; STENCIL],
                 x: [Vec3::ZERO; NODES],
                 v: [Vec3::ZERO; NODES],
-                work: [[Vec3::ZERO; NODES]; 3],
+                work: [[Vec3::ZERO; NODES]; 4],
             }
         }
     }
@@ -253,7 +260,7 @@ pub mod local_global {
     /// the final state's [`checksum`](super::checksum).
     pub fn run(
         model: &weft_core::model::Model,
-        iterations: u32,
+        iterations: Iterations,
         memory: &mut Memory,
         mut each: impl FnMut(Option<u32>, &[Vec3]),
     ) -> Result<u32, weft_core::physics::local_global::LocalGlobalError> {
@@ -272,10 +279,10 @@ pub mod local_global {
         x.copy_from_slice(rest);
         v.fill(Vec3::ZERO);
         each(None, x);
-        let [a, b, c] = work;
+        let [a, b, c, d] = work;
         for s in 0..STEPS {
             let t = f64::from(s) * f64::from(model.params.dt);
-            step.step(model, bending, iterations, t, x, v, [a, b, c])?;
+            step.step(model, bending, iterations, t, x, v, [a, b, c, d])?;
             each(Some(s), x);
         }
         Ok(checksum(x, v))

@@ -4,8 +4,8 @@
 //! and a fixed number of local projections and global solves a step.
 //!
 //! ```sh
-//! cargo run --release -p weft-tests --example local_global -- [drape] 200 5 10 20   # accuracy
-//! cargo run --release -p weft-tests --example local_global -- bench [drape] 5 10 20 # time
+//! cargo run --release -p weft-tests --example local_global -- [drape] [chebyshev=0.95] 200 5 10 20   # accuracy
+//! cargo run --release -p weft-tests --example local_global -- bench [drape] [chebyshev=0.95] 5 10 20 # time
 //! ```
 //!
 //! Accuracy: the positions' RMS distance after 1, 5, 15, 30 and 60 steps
@@ -19,7 +19,7 @@
 mod host;
 use weft_core::math::Vec3;
 use weft_core::model::StepParams;
-use weft_core::physics::local_global;
+use weft_core::physics::local_global::{self, Iterations};
 use weft_tests::scene::{self, Scenario, COUNTS};
 
 /// Steps after which positions are compared.
@@ -27,7 +27,7 @@ const AT: [u32; 5] = [1, 5, 15, 30, 60];
 
 /// The local–global step at `iterations`: positions after each of
 /// [`AT`]'s steps, the run's time and its final checksum.
-fn local_global(scenario: Scenario, iterations: u32) -> (Vec<Vec<Vec3>>, f64, u32) {
+fn local_global(scenario: Scenario, iterations: Iterations) -> (Vec<Vec<Vec3>>, f64, u32) {
     let mut out = Vec::new();
     let clock = std::time::Instant::now();
     let sum = host::local_global(scenario, iterations, |s, x| {
@@ -66,6 +66,8 @@ fn main() {
     if counts.is_empty() {
         counts = vec![200, 5, 10, 20];
     }
+    let chebyshev = args.iter().find_map(|a| a.strip_prefix("chebyshev=")).and_then(|r| r.parse().ok());
+    let at = |count: u32| Iterations { count, chebyshev };
     let params = scene::params();
     let (floats, band) = (local_global::factor_floats(COUNTS.nodes, scene::N + 1), scene::N + 1);
     println!("{}: the factor's band {band} ({floats} floats, {} bytes in f32)", scenario.name(), 4 * floats);
@@ -75,7 +77,7 @@ fn main() {
         for _ in 0..RUNS {
             times[0].push(linearised(scenario, params, 1).1);
             for (k, &i) in counts.iter().enumerate() {
-                times[k + 1].push(local_global(scenario, i).1);
+                times[k + 1].push(local_global(scenario, at(i)).1);
             }
         }
         let median = |t: &mut Vec<f64>| {
@@ -95,7 +97,7 @@ fn main() {
     let (reference, _) = linearised(scenario, tight, 4);
     println!("RMS distance (m) after steps from the linearised step at dt/4 solved to 1e-6:");
     println!("  linearised step (the device's settings): {}", distances(&today, &reference));
-    let runs: Vec<_> = counts.iter().map(|&k| local_global(scenario, k)).collect();
+    let runs: Vec<_> = counts.iter().map(|&k| local_global(scenario, at(k))).collect();
     for (k, (x, _, sum)) in counts.iter().zip(&runs) {
         println!("  local-global, {k} iterations: {}  (checksum {sum:08x})", distances(x, &reference));
     }

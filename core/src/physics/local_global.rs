@@ -33,7 +33,9 @@
 //! displacement; velocities are `(x⁺ − x)/h` with the mass damping, and a
 //! node on a collider keeps no velocity into it and loses tangential speed
 //! to kinetic friction. The stiffness damping, self-contact and wind are
-//! not modelled.
+//! not modelled. Chebyshev's semi-iteration ([`Iterations::chebyshev`])
+//! may extrapolate each change from the one before (Wang 2015, from the
+//! third iteration on).
 
 use super::stencil::Bending;
 use crate::math::{sqrt, Vec3};
@@ -63,6 +65,15 @@ pub fn band(mesh: &Mesh) -> usize {
 /// The floats a factor of `nodes` nodes and band `band` takes.
 pub const fn factor_floats(nodes: usize, band: usize) -> usize {
     nodes * (band + 1)
+}
+
+/// How many local and global steps a step takes, and whether Chebyshev's
+/// semi-iteration accelerates them (an estimate `ρ` of the iteration's
+/// spectral radius; `None` or 0: plain).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Iterations {
+    pub count: u32,
+    pub chebyshev: Option<f32>,
 }
 
 /// The constant factor of a model's local–global step.
@@ -155,26 +166,28 @@ impl<'a> LocalGlobal<'a> {
 
     /// One step of `model` from time `t` with `iterations` local and global
     /// steps: `x` and `v` become the end positions and velocities; `work`
-    /// is three vectors of scratch, each a node long. `bending` is the
+    /// is four vectors of scratch, each a node long. `bending` is the
     /// model's bending Hessian as the linearised step applies it.
     #[allow(clippy::too_many_arguments)]
     pub fn step(
         &self,
         model: &Model,
         bending: Bending,
-        iterations: u32,
+        iterations: Iterations,
         t: f64,
         x: &mut [Vec3],
         v: &mut [Vec3],
-        [y, next, rhs]: [&mut [Vec3]; 3],
+        [y, next, rhs, last]: [&mut [Vec3]; 4],
     ) -> Result<(), LocalGlobalError> {
         let mesh = &model.mesh;
         let n = mesh.node_count();
         if x.len() != n || v.len() != n || self.pinned.len() != n {
             return Err(LocalGlobalError::Length);
         }
-        let short = [y.len(), next.len(), rhs.len()].into_iter().min().unwrap_or(0);
-        let (Some(y), Some(next), Some(rhs)) = (y.get_mut(..n), next.get_mut(..n), rhs.get_mut(..n)) else {
+        let short = [y.len(), next.len(), rhs.len(), last.len()].into_iter().min().unwrap_or(0);
+        let (Some(y), Some(next), Some(rhs), Some(last)) =
+            (y.get_mut(..n), next.get_mut(..n), rhs.get_mut(..n), last.get_mut(..n))
+        else {
             return Err(LocalGlobalError::Storage { needed: n, got: short });
         };
         let h = model.params.dt;
@@ -194,7 +207,10 @@ impl<'a> LocalGlobal<'a> {
         let (mu, _) = model.material.lame();
         let compression = model.material.compression;
         let inv_h2 = 1.0 / (h * h);
-        for _ in 0..iterations {
+        let rho = iterations.chebyshev.unwrap_or(0.0).clamp(0.0, 0.999);
+        let rho2 = rho * rho;
+        let mut omega = 1.0;
+        for k in 0..iterations.count {
             // The global step for the change from the last iterate, its
             // right-hand side in differences (`y − x⁺`, `P(F) − F`): the
             // positions' magnitude does not round it away.
@@ -221,8 +237,16 @@ impl<'a> LocalGlobal<'a> {
                 }
             }
             self.solve(rhs);
-            for (ni, d) in next.iter_mut().zip(rhs.iter()) {
-                *ni += *d;
+            // Chebyshev: x_{k+1} = x_k + ω d_k + (ω − 1)(x_k − x_{k−1}).
+            omega = match k {
+                0 | 1 => 1.0,
+                2 => 2.0 / (2.0 - rho2),
+                _ => 4.0 / (4.0 - rho2 * omega),
+            };
+            for ((ni, d), l) in next.iter_mut().zip(rhs.iter()).zip(last.iter_mut()) {
+                let change = *d * omega + *l * (omega - 1.0);
+                *ni += change;
+                *l = change;
             }
             collide(colliders, next, x, t1 as f32);
         }
