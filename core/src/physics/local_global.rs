@@ -40,7 +40,7 @@
 use super::stencil::Bending;
 use crate::math::{sqrt, Vec3};
 use crate::mesh::Mesh;
-use crate::model::{Collider, Model};
+use crate::model::{Collider, Model, Shape};
 
 /// Why a local–global step or its factor cannot be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,16 +151,26 @@ impl<'a> LocalGlobal<'a> {
     pub fn solve(&self, x: &mut [Vec3]) {
         let (b, w, l) = (self.band, self.band + 1, self.factor);
         let n = x.len().min(l.len() / w);
+        let x = &mut x[..n];
+        // L y = x, row by row.
         for i in 0..n {
             let lo = i.saturating_sub(b);
+            let (done, rest) = x.split_at_mut(i);
             let row = &l[i * w + lo + b - i..i * w + b];
-            let s = x[lo..i].iter().zip(row).fold(x[i], |s, (xk, lik)| s - *xk * *lik);
-            x[i] = s * (1.0 / l[i * w + b]);
+            let s = done[lo..].iter().zip(row).fold(rest[0], |s, (xk, lik)| s - *xk * *lik);
+            rest[0] = s * (1.0 / l[i * w + b]);
         }
+        // Lᵀ x = y, column by column: each x_i, once final, leaves the rows
+        // above it (row i of L read in order, as the forward sweep reads it).
         for i in (0..n).rev() {
-            let hi = (i + b + 1).min(n);
-            let s = x[i + 1..hi].iter().enumerate().fold(x[i], |s, (d, xk)| s - *xk * l[(i + 1 + d) * w + b - 1 - d]);
-            x[i] = s * (1.0 / l[i * w + b]);
+            let lo = i.saturating_sub(b);
+            let (above, rest) = x.split_at_mut(i);
+            let xi = rest[0] * (1.0 / l[i * w + b]);
+            rest[0] = xi;
+            let row = &l[i * w + lo + b - i..i * w + b];
+            for (xk, lik) in above[lo..].iter_mut().zip(row) {
+                *xk -= xi * *lik;
+            }
         }
     }
 
@@ -255,7 +265,7 @@ impl<'a> LocalGlobal<'a> {
         let keep = 1.0 - h * model.material.damping_mass;
         for ((u, xi), ni) in y.iter_mut().zip(x.iter()).zip(next.iter()) {
             *u = (*ni - *xi) * (keep / h);
-            for c in colliders {
+            for c in colliders.iter().filter(|c| near(c, *ni, t1 as f32)) {
                 let (d, normal) = c.distance(*ni, t1 as f32);
                 let un = (*u - c.velocity).dot(normal);
                 if d <= c.thickness + 1e-6 && un < 0.0 {
@@ -305,6 +315,9 @@ fn project_stretch(f: [Vec3; 2], compression: f32) -> [Vec3; 2] {
 fn collide(colliders: &[Collider], x: &mut [Vec3], x0: &[Vec3], t: f32) {
     for (xi, x0i) in x.iter_mut().zip(x0) {
         for c in colliders {
+            if !near(c, *xi, t) {
+                continue;
+            }
             let (d, n) = c.distance(*xi, t);
             if d < c.thickness {
                 let depth = c.thickness - d;
@@ -319,5 +332,18 @@ fn collide(colliders: &[Collider], x: &mut [Vec3], x0: &[Vec3], t: f32) {
                 }
             }
         }
+    }
+}
+
+/// Whether `p` may lie within `c`'s thickness (`c.distance(p, t).0 <
+/// c.thickness + 1e-6`) at time `t`: a sphere's squared distance, with room
+/// for the rounding of the root, without the root; other shapes always.
+fn near(c: &Collider, p: Vec3, t: f32) -> bool {
+    match c.shape {
+        Shape::Sphere { center, radius } => {
+            let reach = radius + c.thickness + 1e-5;
+            (p - c.velocity * t - center).norm2() < reach * reach * (1.0 + 1e-4)
+        }
+        _ => true,
     }
 }
