@@ -174,6 +174,38 @@ impl<'a> LocalGlobal<'a> {
         }
     }
 
+    /// The local step and the global step's right-hand side at the
+    /// iterate `next`, into `rhs`, in differences (`y − x⁺`, `P(F) − F`) so
+    /// that the positions' magnitude does not round it away; zero at the
+    /// pins, which are at their targets already.
+    fn local(&self, model: &Model, bending: Bending, y: &[Vec3], next: &[Vec3], rhs: &mut [Vec3]) {
+        let mesh = &model.mesh;
+        let inv_h2 = 1.0 / (model.params.dt * model.params.dt);
+        for (i, (r, (yi, ni))) in rhs.iter_mut().zip(y.iter().zip(next.iter())).enumerate() {
+            *r = (*yi - *ni) * (model.mass(i) * inv_h2);
+        }
+        bending.apply(mesh, -1.0, next, rhs);
+        let (mu, _) = model.material.lame();
+        let compression = model.material.compression;
+        for tri in mesh.triangles() {
+            let [a, b, c] = tri.nodes.map(usize::from);
+            let gr = &tri.grad;
+            let f0 = next[a] * gr[0][0] + next[b] * gr[1][0] + next[c] * gr[2][0];
+            let f1 = next[a] * gr[0][1] + next[b] * gr[1][1] + next[c] * gr[2][1];
+            let [p0, p1] = project_stretch([f0, f1], compression);
+            let weight = 2.0 * mu * tri.area;
+            let (d0, d1) = ((p0 - f0) * weight, (p1 - f1) * weight);
+            for (k, gk) in [a, b, c].into_iter().zip(gr) {
+                rhs[k] += d0 * gk[0] + d1 * gk[1];
+            }
+        }
+        for (r, pinned) in rhs.iter_mut().zip(self.pinned) {
+            if *pinned != 0 {
+                *r = Vec3::ZERO;
+            }
+        }
+    }
+
     /// One step of `model` from time `t` with `iterations` local and global
     /// steps: `x` and `v` become the end positions and velocities; `work`
     /// is four vectors of scratch, each a node long. `bending` is the
@@ -214,38 +246,11 @@ impl<'a> LocalGlobal<'a> {
         }
         let colliders = model.scene.colliders;
         collide(colliders, next, x, t1 as f32);
-        let (mu, _) = model.material.lame();
-        let compression = model.material.compression;
-        let inv_h2 = 1.0 / (h * h);
         let rho = iterations.chebyshev.unwrap_or(0.0).clamp(0.0, 0.999);
         let rho2 = rho * rho;
         let mut omega = 1.0;
         for k in 0..iterations.count {
-            // The global step for the change from the last iterate, its
-            // right-hand side in differences (`y − x⁺`, `P(F) − F`): the
-            // positions' magnitude does not round it away.
-            for (i, (r, (yi, ni))) in rhs.iter_mut().zip(y.iter().zip(next.iter())).enumerate() {
-                *r = (*yi - *ni) * (model.mass(i) * inv_h2);
-            }
-            bending.apply(mesh, -1.0, next, rhs);
-            for tri in mesh.triangles() {
-                let [a, b, c] = tri.nodes.map(usize::from);
-                let gr = &tri.grad;
-                let f0 = next[a] * gr[0][0] + next[b] * gr[1][0] + next[c] * gr[2][0];
-                let f1 = next[a] * gr[0][1] + next[b] * gr[1][1] + next[c] * gr[2][1];
-                let [p0, p1] = project_stretch([f0, f1], compression);
-                let weight = 2.0 * mu * tri.area;
-                let (d0, d1) = ((p0 - f0) * weight, (p1 - f1) * weight);
-                for (k, gk) in [a, b, c].into_iter().zip(gr) {
-                    rhs[k] += d0 * gk[0] + d1 * gk[1];
-                }
-            }
-            // A pinned node is at its target already.
-            for (r, pinned) in rhs.iter_mut().zip(self.pinned) {
-                if *pinned != 0 {
-                    *r = Vec3::ZERO;
-                }
-            }
+            self.local(model, bending, y, next, rhs);
             self.solve(rhs);
             // Chebyshev: x_{k+1} = x_k + ω d_k + (ω − 1)(x_k − x_{k−1}).
             omega = match k {
@@ -262,26 +267,34 @@ impl<'a> LocalGlobal<'a> {
         }
         // The velocities, into `y` (no longer needed), before anything is
         // committed.
-        let keep = 1.0 - h * model.material.damping_mass;
-        for ((u, xi), ni) in y.iter_mut().zip(x.iter()).zip(next.iter()) {
-            *u = (*ni - *xi) * (keep / h);
-            for c in colliders.iter().filter(|c| near(c, *ni, t1 as f32)) {
-                let (d, normal) = c.distance(*ni, t1 as f32);
-                let un = (*u - c.velocity).dot(normal);
-                if d <= c.thickness + 1e-6 && un < 0.0 {
-                    let tangential = *u - c.velocity - normal * un;
-                    let speed = tangential.norm();
-                    let slow = if speed > 0.0 { (1.0 - c.friction * -un / speed).max(0.0) } else { 0.0 };
-                    *u = c.velocity + tangential * slow;
-                }
-            }
-        }
+        end_velocities(model, x, next, y, t1 as f32);
         if !(next.iter().chain(y.iter()).all(|p| p.is_finite())) {
             return Err(LocalGlobalError::NonFinite);
         }
         x.copy_from_slice(next);
         v.copy_from_slice(y);
         Ok(())
+    }
+}
+
+/// The end velocities `(x⁺ − x)/h` with the mass damping into `u`; a node
+/// on a collider keeps no velocity into it and loses tangential speed to
+/// kinetic friction.
+fn end_velocities(model: &Model, x: &[Vec3], next: &[Vec3], u: &mut [Vec3], t1: f32) {
+    let h = model.params.dt;
+    let keep = 1.0 - h * model.material.damping_mass;
+    for ((u, xi), ni) in u.iter_mut().zip(x.iter()).zip(next.iter()) {
+        *u = (*ni - *xi) * (keep / h);
+        for c in model.scene.colliders.iter().filter(|c| near(c, *ni, t1)) {
+            let (d, normal) = c.distance(*ni, t1);
+            let un = (*u - c.velocity).dot(normal);
+            if d <= c.thickness + 1e-6 && un < 0.0 {
+                let tangential = *u - c.velocity - normal * un;
+                let speed = tangential.norm();
+                let slow = if speed > 0.0 { (1.0 - c.friction * -un / speed).max(0.0) } else { 0.0 };
+                *u = c.velocity + tangential * slow;
+            }
+        }
     }
 }
 
