@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo run --release -p weft-tests --example local_global -- [drape] [chebyshev=0.95] 200 5 10 20   # accuracy
 //! cargo run --release -p weft-tests --example local_global -- bench [drape] [chebyshev=0.95] 5 10 20 # time
+//! cargo run --release -p weft-tests --example local_global -- cantilever 10 50 200             # the elastica
 //! ```
 //!
 //! Accuracy: the positions' RMS distance after 1, 5, 15, 30 and 60 steps
@@ -14,12 +15,20 @@
 //! step at each iteration count; and each count's distance from the first
 //! (the most iterations). Time: 60 steps, the median of 15 runs in turn.
 //!
+//! Cantilever: the strip of the elastica test (`core/tests/elastica.rs`:
+//! overhang l/c = 2 in 16½ cells, two across, ν = 0, clamped by two node
+//! columns, 600 steps of 0.01 s) with the local–global step at each
+//! count, its chord angle against the heavy elastica's 41.49°.
+//!
 //! The local–global step and its model: `weft_core::physics::local_global`.
 #[path = "../host.rs"]
 mod host;
 use weft_core::math::Vec3;
-use weft_core::model::StepParams;
-use weft_core::physics::local_global::{self, Iterations};
+use weft_core::mesh::{Grid, Mesh, NodeId};
+use weft_core::model::{Material, Model, Pin, Scene, StepParams};
+use weft_core::physics::local_global::{self, Iterations, LocalGlobal};
+use weft_core::physics::stencil::Bending;
+use weft_host::sim::storage::VecMeshStorage;
 use weft_tests::scene::{self, Scenario, COUNTS};
 
 /// Steps after which positions are compared.
@@ -59,6 +68,43 @@ fn distances(a: &[Vec<Vec3>], b: &[Vec<Vec3>]) -> String {
     AT.iter().zip(a.iter().zip(b)).map(|(s, (a, b))| format!("{s}: {:.2e}", rms(a, b))).collect::<Vec<_>>().join("  ")
 }
 
+/// The elastica test's strip ([`cantilever`]) at each iteration count.
+fn cantilever(counts: &[u32], chebyshev: Option<f32>) {
+    const EXACT: f32 = 41.49;
+    let (l, cells, across) = (2.0f32, 16usize, 2usize);
+    let mat = Material { poisson: 0.0, damping_mass: 8.0, ..Material::COTTON };
+    let c = (mat.bending / (mat.density * 9.81)).powf(1.0 / 3.0);
+    let dx = l * c / (cells as f32 + 0.5);
+    let grid = Grid::horizontal(cells + 2, across + 1, dx * (cells + 1) as f32, dx * across as f32, 0.0);
+    let mut storage = VecMeshStorage::for_counts(grid.counts());
+    let mesh = Mesh::grid(&grid, storage.storage()).expect("a grid");
+    let clamp = (0..grid.ny).flat_map(|j| [grid.node(0, j), grid.node(1, j)]);
+    let pins: Vec<Pin> = clamp.map(|i| Pin::fixed(i as NodeId, mesh.rest()[i])).collect();
+    let params = StepParams { dt: 0.01, ..StepParams::default() };
+    let model = Model::new(mesh, mat, Scene { pins: &pins, ..Scene::default() }, params).expect("the strip");
+    let n = model.mesh.node_count();
+    let bending = Bending::MatrixFree(model.material.plate());
+    for &count in counts {
+        let (mut factor, mut pinned) =
+            (vec![0.0; local_global::factor_floats(n, local_global::band(&model.mesh))], vec![0; n]);
+        let step = LocalGlobal::new(&model, &mut factor, &mut pinned).expect("a definite matrix");
+        let (mut x, mut v) = (model.mesh.rest().to_vec(), vec![Vec3::ZERO; n]);
+        let mut work = vec![vec![Vec3::ZERO; n]; 4];
+        let [a, b, c, d] = work.as_mut_slice() else { unreachable!("four vectors") };
+        for s in 0..600 {
+            let t = f64::from(s) * f64::from(params.dt);
+            step.step(&model, bending, Iterations { count, chebyshev }, t, &mut x, &mut v, [a, b, c, d])
+                .expect("a step");
+        }
+        let mean =
+            |i: usize| (0..grid.ny).map(|j| x[grid.node(i, j)]).fold(Vec3::ZERO, |a, p| a + p) * (1.0 / grid.ny as f32);
+        let chord = mean(grid.nx - 1) - (mean(0) + mean(1)) * 0.5;
+        let angle = (-chord.y).atan2(chord.x).to_degrees();
+        let speed = v.iter().map(|v| v.norm()).fold(0.0f32, f32::max);
+        println!("local-global, {count} iterations: chord angle {angle:.2}° (the elastica: {EXACT}°), |v| up to {speed:.1e} m/s");
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let scenario = if args.iter().any(|a| a == "drape") { Scenario::Drape } else { Scenario::Swing };
@@ -67,6 +113,10 @@ fn main() {
         counts = vec![200, 5, 10, 20];
     }
     let chebyshev = args.iter().find_map(|a| a.strip_prefix("chebyshev=")).and_then(|r| r.parse().ok());
+    if args.iter().any(|a| a == "cantilever") {
+        cantilever(&counts, chebyshev);
+        return;
+    }
     let at = |count: u32| Iterations { count, chebyshev };
     let params = scene::params();
     let (floats, band) = (local_global::factor_floats(COUNTS.nodes, scene::N + 1), scene::N + 1);
