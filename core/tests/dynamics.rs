@@ -59,23 +59,13 @@ fn momentum_is_conserved_without_external_forces() {
 fn hanging_strip_matches_bar_elongation() {
     // A strip hanging from its top edge: a linear-elastic bar under its own
     // weight stretches by ρ g L² / (2 E t).
-    let (w, l) = (0.04f32, 1.0f32);
-    let grid = Grid::vertical(3, 41, w, l, 0.0);
-    let mat = Material { stretch: 200.0, poisson: 0.0, bending: 1e-7, damping_mass: 2.0, ..Material::COTTON };
-    let top: Vec<usize> = (0..grid.nx).map(|i| grid.node(i, grid.ny - 1)).collect();
+    let strip = HangingStrip::new();
     let params = StepParams { dt: 0.02, cg_tolerance: 1e-6, cg_max_iterations: 1000, ..StepParams::default() };
-    with_pinned(&grid, mat, &top, params, |model, state| {
+    with_pinned(&strip.grid, strip.material, &strip.top, params, |model, state| {
         for _ in 0..1500 {
             step(model, state).unwrap();
         }
-        let bottom: f32 = (0..grid.nx).map(|i| state.positions()[grid.node(i, 0)].y).sum::<f32>() / grid.nx as f32;
-        let elongation = 0.0 - bottom;
-        let analytic = mat.density * 9.81 * l * l / (2.0 * mat.stretch);
-        let err = (elongation - analytic).abs() / analytic;
-        println!("strip elongation {elongation:.6} m, analytic {analytic:.6} m, error {:.2} %", err * 100.0);
-        assert!(err < 0.05, "elongation {elongation} vs analytic {analytic} ({:.1} %)", err * 100.0);
-        let v_max = state.velocities().iter().map(|v| v.norm()).fold(0.0, f32::max);
-        assert!(v_max < 1e-3, "not settled: |v| = {v_max}");
+        strip.assert_elongation(state.positions(), state.velocities());
     });
 }
 

@@ -69,3 +69,37 @@ pub fn with_pinned<R>(
     let mut state = State::new(&model, ss.storage()).expect("state");
     f(&model, &mut state)
 }
+
+/// A strip 0.04 m wide hanging 1 m from its top edge (3 × 41 nodes, ν = 0,
+/// heavily damped): the grid, its material, its top nodes, and the bar's
+/// elongation under its own weight, `ρ g L² / (2 E t)`.
+pub struct HangingStrip {
+    pub grid: Grid,
+    pub material: Material,
+    pub top: Vec<usize>,
+    pub elongation: f32,
+}
+
+impl HangingStrip {
+    pub fn new() -> Self {
+        let l = 1.0f32;
+        let grid = Grid::vertical(3, 41, 0.04, l, 0.0);
+        let material = Material { stretch: 200.0, poisson: 0.0, bending: 1e-7, damping_mass: 2.0, ..Material::COTTON };
+        let top = (0..grid.nx).map(|i| grid.node(i, grid.ny - 1)).collect();
+        let elongation = material.density * 9.81 * l * l / (2.0 * material.stretch);
+        HangingStrip { grid, material, top, elongation }
+    }
+
+    /// Asserts that positions `x` and velocities `v` are at rest within 5 %
+    /// of the bar's elongation (its bottom edge from `y = 0`).
+    pub fn assert_elongation(&self, x: &[Vec3], v: &[Vec3]) {
+        let g = &self.grid;
+        let bottom: f32 = (0..g.nx).map(|i| x[g.node(i, 0)].y).sum::<f32>() / g.nx as f32;
+        let (elongation, analytic) = (0.0 - bottom, self.elongation);
+        let err = (elongation - analytic).abs() / analytic;
+        println!("strip elongation {elongation:.6} m, analytic {analytic:.6} m, error {:.2} %", err * 100.0);
+        assert!(err < 0.05, "elongation {elongation} vs analytic {analytic} ({:.1} %)", err * 100.0);
+        let v_max = v.iter().map(|v| v.norm()).fold(0.0, f32::max);
+        assert!(v_max < 1e-3, "not settled: |v| = {v_max}");
+    }
+}
