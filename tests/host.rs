@@ -2,11 +2,34 @@
 //! (portable int8 kernel), for the bit-exactness test and the solve report.
 
 use weft_core::mesh::Mesh;
-use weft_core::model::{Model, StepParams};
+use weft_core::model::{Collider, Material, Model, StepParams};
 use weft_core::physics::state::State;
 use weft_core::physics::StepReport;
 use weft_core::storage::MeshBuffers;
 use weft_tests::scene::{self, GnnMemory, Scenario, StateMemory, COUNTS};
+
+/// A built-in scene's mesh storage.
+type SceneMesh = MeshBuffers<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>;
+
+/// `scenario`'s model (the disc for the tablecloth, else the grid) with
+/// `material` and `params`, its mesh in `mb`.
+fn scene_model<'a>(
+    scenario: Scenario,
+    mb: &'a mut SceneMesh,
+    material: Material,
+    params: StepParams,
+    pins: &'a scene::Pins,
+    colliders: &'a [Collider],
+) -> Model<'a> {
+    let mesh = match scenario {
+        Scenario::Tablecloth => {
+            let (x, t) = scene::disc().unwrap();
+            Mesh::from_triangles(&x, &t, mb.storage()).unwrap()
+        }
+        _ => Mesh::grid(&scene::grid(), mb.storage()).unwrap(),
+    };
+    Model::new(mesh, material, scene::scene(pins.as_slice(), colliders), params).unwrap()
+}
 
 /// Runs `steps` steps of `scenario` with `params`, corrected by the baked
 /// network or plain, calling `each(step, report, model, state)` after every
@@ -19,20 +42,12 @@ pub fn run(
     steps: u32,
     mut each: impl FnMut(u32, &StepReport, &Model, &State),
 ) -> (u32, Vec<weft_core::math::Vec3>) {
-    let mut mb =
-        Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
+    let mut mb = Box::new(SceneMesh::new());
     let mut sb = Box::new(StateMemory::new());
     let mut gb = Box::new(GnnMemory::new());
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
-    let mesh = match scenario {
-        Scenario::Tablecloth => {
-            let (x, t) = scene::disc().unwrap();
-            Mesh::from_triangles(&x, &t, mb.storage()).unwrap()
-        }
-        _ => Mesh::grid(&scene::grid(), mb.storage()).unwrap(),
-    };
     let material = if corrected { scene::corrected_material(&weft_weights::NETWORK).unwrap() } else { scene::MATERIAL };
-    let model = Model::new(mesh, material, scene::scene(pins.as_slice(), &colliders), params).unwrap();
+    let model = scene_model(scenario, &mut mb, material, params, &pins, &colliders);
     let mut state = State::new(&model, sb.storage()).unwrap();
     let mut scratch = gb.scratch();
     for s in 0..steps {
@@ -55,12 +70,10 @@ pub fn local_global(
     iterations: weft_core::physics::local_global::Iterations,
     mut each: impl FnMut(u32, &[weft_core::math::Vec3]),
 ) -> u32 {
-    let mut mb =
-        Box::new(MeshBuffers::<{ COUNTS.nodes }, { COUNTS.triangles }, { COUNTS.edges }, { COUNTS.hinges }>::new());
+    let mut mb = Box::new(SceneMesh::new());
     let mut memory = Box::new(scene::local_global::Memory::new());
     let (pins, colliders) = (scenario.pins(), scenario.colliders());
-    let mesh = Mesh::grid(&scene::grid(), mb.storage()).unwrap();
-    let model = Model::new(mesh, scene::MATERIAL, scene::scene(pins.as_slice(), &colliders), scene::params()).unwrap();
+    let model = scene_model(scenario, &mut mb, scene::MATERIAL, scene::params(), &pins, &colliders);
     scene::local_global::run(&model, iterations, &mut memory, |s, x| {
         if let Some(s) = s {
             each(s, x)

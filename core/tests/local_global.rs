@@ -13,13 +13,13 @@ fn buffers(model: &Model) -> (Vec<f32>, Vec<u8>) {
     (vec![0.0; factor_floats(n, band(&model.mesh))], vec![0; n])
 }
 
-/// Runs `steps` local–global steps of `iterations` from the state's start;
-/// returns the positions and velocities.
-fn run(model: &Model, x0: &[Vec3], steps: u32, iterations: u32) -> (Vec<Vec3>, Vec<Vec3>) {
+/// Runs `steps` local–global steps of `iterations` from rest; returns the
+/// positions and velocities.
+fn run(model: &Model, steps: u32, iterations: u32) -> (Vec<Vec3>, Vec<Vec3>) {
     let (mut f, mut p) = buffers(model);
     let lg = LocalGlobal::new(model, &mut f, &mut p).unwrap();
     let n = model.mesh.node_count();
-    let (mut x, mut v) = (x0.to_vec(), vec![Vec3::ZERO; n]);
+    let (mut x, mut v) = (model.mesh.rest().to_vec(), vec![Vec3::ZERO; n]);
     let mut work = vec![vec![Vec3::ZERO; n]; 4];
     let [a, b, c, d] = work.as_mut_slice() else { unreachable!() };
     let bending = Bending::MatrixFree(model.material.plate());
@@ -72,7 +72,7 @@ fn the_factor_solves_the_constant_matrix() {
 fn a_cloth_at_rest_without_gravity_stays_at_rest() {
     let grid = Grid::horizontal(8, 8, 0.6, 0.6, 0.5);
     with_cloth(&grid, Material::COTTON, no_gravity(), StepParams::default(), 0, |model, _| {
-        let (x, v) = run(model, model.mesh.rest(), 20, 10);
+        let (x, v) = run(model, 20, 10);
         let moved = x.iter().zip(model.mesh.rest()).map(|(a, b)| (*a - *b).norm()).fold(0.0f32, f32::max);
         let speed = v.iter().map(|v| v.norm()).fold(0.0f32, f32::max);
         assert!(moved < 1e-6 && speed < 1e-4, "moved {moved:e} m, speed {speed:e} m/s");
@@ -83,7 +83,7 @@ fn a_cloth_at_rest_without_gravity_stays_at_rest() {
 fn a_hanging_cloth_holds_its_pins_and_barely_stretches() {
     let grid = Grid::horizontal(8, 8, 0.6, 0.6, 1.0);
     with_pinned(&grid, Material::COTTON, &[56, 63], StepParams::default(), |model, _| {
-        let (x, _) = run(model, model.mesh.rest(), 120, 20);
+        let (x, _) = run(model, 120, 20);
         for i in [56, 63] {
             assert_eq!(x[i], model.mesh.rest()[i], "pin {i} moved");
         }
@@ -108,7 +108,7 @@ fn the_ground_holds_a_dropped_cloth() {
     let ground = [Collider::new(Shape::Plane { normal: Vec3::new(0.0, 1.0, 0.0), offset: 0.0 })];
     let scene = Scene { colliders: &ground, ..Scene::default() };
     with_cloth(&grid, Material::COTTON, scene, StepParams::default(), 0, |model, _| {
-        let (x, v) = run(model, model.mesh.rest(), 60, 10);
+        let (x, v) = run(model, 60, 10);
         let lowest = x.iter().map(|p| p.y).fold(f32::INFINITY, f32::min);
         let into = v.iter().map(|v| v.y).fold(f32::INFINITY, f32::min);
         assert!(lowest >= ground[0].thickness - 1e-5, "a node at y = {lowest}");
@@ -150,7 +150,7 @@ fn a_hanging_strip_matches_the_bar_elongation() {
     let strip = HangingStrip::new();
     let params = StepParams { dt: 0.02, ..StepParams::default() };
     with_pinned(&strip.grid, strip.material, &strip.top, params, |model, _| {
-        let (x, v) = run(model, model.mesh.rest(), 1500, 50);
+        let (x, v) = run(model, 1500, 50);
         strip.assert_elongation(&x, &v);
     });
 }

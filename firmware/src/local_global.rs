@@ -9,9 +9,9 @@ use crate::bench::{Clock, PER_TICK, UNIT};
 use crate::scene::local_global::{self as lg, Memory};
 use crate::scene::{self, Scenario};
 
-/// Logs, for each of [`lg::ITERATIONS`], the factor's
-/// cost, the mean and worst step's and the final checksum, each line led
-/// by `"<scene> local-global <iterations>: "`.
+/// Logs, for each of [`lg::RUNS`], the factor's cost, the mean and worst
+/// step's and the final checksum, each line led by `"<scene> local-global
+/// <iterations> chebyshev <ρ in hundredths>: "`.
 pub fn measure(scenario: Scenario, mesh: Mesh, memory: &mut Memory, clock: &Clock) {
     let name = scenario.name();
     let (pins, colliders) = (scenario.pins(), scenario.colliders());

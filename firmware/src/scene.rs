@@ -220,7 +220,9 @@ pub mod local_global {
 
     const NODES: usize = N * N;
     /// The grid's band in its node order: a row and a diagonal.
-    const FACTOR: usize = weft_core::physics::local_global::factor_floats(NODES, N + 1);
+    pub const BAND: usize = N + 1;
+    /// The factor's floats.
+    pub const FACTOR: usize = weft_core::physics::local_global::factor_floats(NODES, BAND);
     const STENCIL: usize = weft_core::physics::stencil::floats(Some([N, N]));
 
     /// The local–global step's memory on the grid: its factor, pins, bending

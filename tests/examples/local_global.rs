@@ -29,7 +29,7 @@ use weft_core::model::{Material, Model, Pin, Scene, StepParams};
 use weft_core::physics::local_global::{self, Iterations, LocalGlobal};
 use weft_core::physics::stencil::Bending;
 use weft_host::sim::storage::VecMeshStorage;
-use weft_tests::scene::{self, Scenario, COUNTS};
+use weft_tests::scene::{self, Scenario};
 
 /// Steps after which positions are compared.
 const AT: [u32; 5] = [1, 5, 15, 30, 60];
@@ -119,7 +119,7 @@ fn main() {
     }
     let at = |count: u32| Iterations { count, chebyshev };
     let params = scene::params();
-    let (floats, band) = (local_global::factor_floats(COUNTS.nodes, scene::N + 1), scene::N + 1);
+    let (band, floats) = (scene::local_global::BAND, scene::local_global::FACTOR);
     println!("{}: the factor's band {band} ({floats} floats, {} bytes in f32)", scenario.name(), 4 * floats);
     if args.iter().any(|a| a == "bench") {
         const RUNS: usize = 15;

@@ -27,12 +27,12 @@
 //! the mesh's own (17 on a 16×16 grid rather than 34). The global step
 //! solves for the change from the last iterate, with a right-hand side in
 //! differences (`y − x⁺`, `P(F) − F`), so that positions far from the
-//! origin lose nothing to cancellation. Pinned nodes are
-//! held at their targets (rows of the identity in `Q`); colliders act by projection after every global
-//! step, with position-based Coulomb friction on the step's tangential
-//! displacement; velocities are `(x⁺ − x)/h` with the mass damping, and a
-//! node on a collider keeps no velocity into it and loses tangential speed
-//! to kinetic friction. The stiffness damping, self-contact and wind are
+//! origin lose nothing to cancellation. Pinned nodes are held at their
+//! targets (rows of the identity in `Q`); colliders act by projection
+//! after every global step, with position-based Coulomb friction on the
+//! step's tangential displacement; velocities are `(x⁺ − x)/h` with the
+//! mass damping, and a node on a collider keeps no velocity into it and
+//! loses tangential speed to kinetic friction. The stiffness damping, self-contact and wind are
 //! not modelled. Chebyshev's semi-iteration ([`Iterations::chebyshev`])
 //! may extrapolate each change from the one before (Wang 2015, from the
 //! third iteration on).
@@ -124,8 +124,8 @@ impl<'a> LocalGlobal<'a> {
         }
         // In place: L[i][j] = (A[i][j] − Σ_k L[i][k] L[j][k]) / L[j][j].
         for i in 0..n {
-            for j in i.saturating_sub(b)..=i {
-                let lo = i.saturating_sub(b);
+            let lo = i.saturating_sub(b);
+            for j in lo..=i {
                 let sum: f32 = (lo..j).map(|k| factor[i * w + k + b - i] * factor[j * w + k + b - j]).sum();
                 let s = factor[i * w + j + b - i] - sum;
                 factor[i * w + j + b - i] = if i == j {
