@@ -31,6 +31,11 @@ pub trait Corrector {
     fn guarded(&self) -> bool {
         false
     }
+    /// The physics step this corrector corrects, where it replaces the
+    /// scene's own integrator (`None`: the scene's).
+    fn base_step(&self) -> Option<crate::sim::scenario::IntegratorSpec> {
+        None
+    }
 }
 
 /// The plain coarse cloth: no correction.
@@ -69,6 +74,9 @@ pub struct Int8<'n> {
     /// The do-no-harm guard ([`weft_core::gnn::int8::GUARD_START`]): on
     /// unless [`unguarded`] turned it off for the process.
     pub guard: bool,
+    /// The physics step the network was trained to correct, where it is
+    /// not the scene's own (the float network's `base_step`).
+    pub base: Option<crate::sim::scenario::IntegratorSpec>,
 }
 
 /// Whether new [`Int8`] correctors run without the guard.
@@ -83,7 +91,7 @@ pub fn unguarded() {
 impl<'n> Int8<'n> {
     pub fn new(net: &'n NetworkData) -> Int8<'n> {
         let guard = !UNGUARDED.load(std::sync::atomic::Ordering::Relaxed);
-        Int8 { net, views: net.views(), latents: Vec::new(), guard }
+        Int8 { net, views: net.views(), latents: Vec::new(), guard, base: None }
     }
 }
 
@@ -96,6 +104,9 @@ impl Corrector for Int8<'_> {
     }
     fn guarded(&self) -> bool {
         self.guard
+    }
+    fn base_step(&self) -> Option<crate::sim::scenario::IntegratorSpec> {
+        self.base
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         let sizes = ScratchSizes::new(model.mesh.counts(), self.pairs(model.mesh.node_count()), self.net.latent);

@@ -161,6 +161,15 @@ pub fn run_from(
     // A guarded corrector outside the training envelope: the plain step.
     let outside = if corrector.guarded() { scn.outside_envelope() } else { Vec::new() };
     let grain = if outside.is_empty() { corrector.coarse_grain() } else { CoarseGrain::NONE };
+    // The step the corrector was trained on, where it is not the scene's.
+    let based;
+    let scn = match corrector.base_step() {
+        Some(i) if outside.is_empty() && i != scn.solver.integrator => {
+            based = Scenario { solver: scenario::SolverSpec { integrator: i, ..scn.solver }, ..scn.clone() };
+            &based
+        }
+        _ => scn,
+    };
     let mut parts = ModelParts::default();
     let model = &build::model(scn, grain, &mut parts)?;
     let net_pairs = corrector.pairs(model.mesh.node_count());
@@ -354,27 +363,40 @@ pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn 
     Ok(summary)
 }
 
+/// A rollout's positions at the nodes asked for, per frame (frame 0 the
+/// start), with its cost and why it stopped early if it did.
+#[derive(Clone, Debug, Default)]
+pub struct Rolled {
+    pub x: Vec<Vec<Vec3>>,
+    /// Wall seconds per frame on this host.
+    pub seconds_per_frame: f64,
+    /// CG iterations per frame stepped (every physics step's, summed).
+    pub cg_per_frame: f64,
+    pub failure: Option<String>,
+}
+
 /// Runs `scn` for `steps` frames through [`run`], each physics step
-/// followed by `corrector`; returns per-frame positions at `nodes`, wall
-/// seconds per frame, and why the rollout stopped early if it did.
-pub fn rollout(
-    scn: &Scenario,
-    steps: usize,
-    nodes: &[usize],
-    corrector: &mut dyn Corrector,
-) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+/// followed by `corrector`; the positions at `nodes` per frame.
+pub fn rollout(scn: &Scenario, steps: usize, nodes: &[usize], corrector: &mut dyn Corrector) -> Result<Rolled> {
     let mut scn = scn.clone();
     scn.time.steps = steps as u32;
-    let mut out = Vec::new();
+    let mut x = Vec::new();
     let t0 = std::time::Instant::now();
     let r = run(&scn, false, corrector, |_, _, state| {
-        out.push(nodes.iter().map(|&i| state.positions()[i]).collect());
+        x.push(nodes.iter().map(|&i| state.positions()[i]).collect());
         Ok(())
     });
-    let secs = t0.elapsed().as_secs_f64() / steps.max(1) as f64;
+    let seconds_per_frame = t0.elapsed().as_secs_f64() / steps.max(1) as f64;
+    let cg = |s: &Summary| {
+        let stepped = s.frames.len().saturating_sub(1).max(1);
+        s.frames.iter().map(|f| f.cg_iterations as f64).sum::<f64>() / stepped as f64
+    };
     match r {
-        Ok(_) => Ok((out, secs, None)),
-        Err(e) if !out.is_empty() => Ok((out, secs, Some(format!("{e:#}")))),
+        Ok(s) => Ok(Rolled { x, seconds_per_frame, cg_per_frame: cg(&s), failure: None }),
+        Err(e) if !x.is_empty() => {
+            let cg_per_frame = e.downcast_ref::<RunFailed>().map_or(0.0, |f| cg(&f.summary));
+            Ok(Rolled { x, seconds_per_frame, cg_per_frame, failure: Some(format!("{e:#}")) })
+        }
         Err(e) => Err(e),
     }
 }

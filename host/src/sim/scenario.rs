@@ -378,7 +378,7 @@ pub struct SolverSpec {
 }
 
 /// The time integrator of a scenario (`solver.integrator`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum IntegratorSpec {
     #[default]

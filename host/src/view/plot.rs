@@ -58,5 +58,7 @@ fn color(column: Column) -> Rgb<u8> {
         Column::QuarterDt => [120, 120, 120],
         Column::Bdf2 => [20, 170, 170],
         Column::Fine2 => [40, 160, 60],
+        Column::Bdf2HalfDt => [90, 140, 200],
+        Column::Bdf2EighthDt => [0, 0, 0],
     })
 }

@@ -37,13 +37,19 @@ pub enum Column {
     Bdf2,
     /// Backward Euler on a mesh twice as fine, one step per frame.
     Fine2,
+    /// BDF2, two steps of `dt / 2` per frame.
+    Bdf2HalfDt,
+    /// BDF2, eight steps of `dt / 8` per frame: the coarse mesh at the fine
+    /// reference's own step, the ceiling of any correction of the time
+    /// step alone.
+    Bdf2EighthDt,
 }
 
 impl Column {
     /// Every column, in the tables' order; every one is measured at
     /// horizons too ([`Column::Fine2`] starts from the reference's coarse
     /// nodes interpolated onto its finer mesh, `learn::eval::horizons::prolongate`).
-    pub const ALL: [Column; 8] = [
+    pub const ALL: [Column; 10] = [
         Column::Plain,
         Column::Float,
         Column::Int8,
@@ -51,6 +57,8 @@ impl Column {
         Column::HalfDt,
         Column::QuarterDt,
         Column::Bdf2,
+        Column::Bdf2HalfDt,
+        Column::Bdf2EighthDt,
         Column::Fine2,
     ];
 
@@ -64,6 +72,26 @@ impl Column {
             Column::QuarterDt => "plain dt/4",
             Column::Bdf2 => "plain BDF2",
             Column::Fine2 => "plain 2× finer",
+            Column::Bdf2HalfDt => "plain BDF2 dt/2",
+            Column::Bdf2EighthDt => "plain BDF2 dt/8",
+        }
+    }
+
+    /// Physics steps per frame of this column per step of the scenario's.
+    pub fn substep_factor(self) -> u32 {
+        match self {
+            Column::HalfDt | Column::Bdf2HalfDt => 2,
+            Column::QuarterDt => 4,
+            Column::Bdf2EighthDt => 8,
+            _ => 1,
+        }
+    }
+
+    /// The integrator this column steps with (`None`: the scenario's own).
+    pub fn integrator(self) -> Option<IntegratorSpec> {
+        match self {
+            Column::Bdf2 | Column::Bdf2HalfDt | Column::Bdf2EighthDt => Some(IntegratorSpec::Bdf2),
+            _ => None,
         }
     }
 
@@ -84,10 +112,11 @@ impl Column {
     /// The scenario this column steps.
     pub fn scenario(self, scn: &Scenario) -> Scenario {
         let mut s = scn.clone();
+        s.time.substeps *= self.substep_factor();
+        if let Some(i) = self.integrator() {
+            s.solver.integrator = i;
+        }
         match self {
-            Column::HalfDt => s.time.substeps *= 2,
-            Column::QuarterDt => s.time.substeps *= 4,
-            Column::Bdf2 => s.solver.integrator = IntegratorSpec::Bdf2,
             Column::Fine2 => match &scn.mesh {
                 // A mesh cloth: its triangles split at their edges' midpoints.
                 Some(m) => {
@@ -96,7 +125,7 @@ impl Column {
                 }
                 None => s = scn.refined(self.refinement(), 1),
             },
-            Column::Plain | Column::Float | Column::Int8 | Column::Grained => {}
+            _ => {}
         }
         s
     }
@@ -120,7 +149,13 @@ impl Column {
     ) -> Option<Box<dyn Corrector + 'm>> {
         match self {
             Column::Float => float.map(|m| Box::new(network::Float(m)) as Box<dyn Corrector>),
-            Column::Int8 => int8.map(|n| Box::new(Int8::new(n)) as Box<dyn Corrector>),
+            Column::Int8 => int8.map(|n| {
+                // The float network's base step, which its int8 file does not carry.
+                let base = float.map(|m| m.meta.config.base_step);
+                let mut c = Int8::new(n);
+                c.base = base;
+                Box::new(c) as Box<dyn Corrector>
+            }),
             Column::Grained => {
                 let grain = float.map(|m| m.meta.config.coarse_grain()).or(int8.map(|n| n.coarse))?;
                 (grain != CoarseGrain::NONE).then(|| Box::new(Grained(grain)) as Box<dyn Corrector>)
@@ -142,12 +177,7 @@ impl Column {
 
     /// Physics steps per frame of a scenario with `substeps`.
     pub fn steps_per_frame(self, substeps: u32) -> f64 {
-        substeps as f64
-            * match self {
-                Column::HalfDt => 2.0,
-                Column::QuarterDt => 4.0,
-                _ => 1.0,
-            }
+        (substeps * self.substep_factor()) as f64
     }
 
     /// Network calls per frame of a scenario with `substeps`.

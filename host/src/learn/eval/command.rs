@@ -1,8 +1,9 @@
-//! `weft eval`: rollouts of the plain coarse step, the corrected coarse step,
-//! and the plain alternatives that spend more compute instead (a mesh twice
-//! as fine, the coarse mesh at half and at a quarter of the time step),
-//! against the fine reference; per family and overall, with each one's
-//! cost ([`Report::pareto`]).
+//! `weft eval`: rollouts from each scene's own start of the plain coarse
+//! step, the corrected coarse step, and the plain alternatives that spend
+//! more compute instead (smaller time steps, BDF2, a mesh twice as fine),
+//! against the fine reference; per family and overall, each column with
+//! its device cost, and the corrected columns' frontier ratios against the
+//! plain step of the same cost ([`crate::learn::eval::frontier`]).
 
 use std::path::Path;
 
@@ -11,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::learn::data::Trajectory;
 use crate::learn::eval::columns::Column;
+use crate::learn::eval::device::{device_per_frame, network_cost};
+use crate::learn::eval::frontier::{self, Point, FRONTIER_HORIZONS};
 use crate::learn::eval::metrics::{frame_errors, mean};
 use crate::learn::network::Trained;
 use crate::sim::rollout;
@@ -28,6 +31,13 @@ pub struct Run {
     pub mean: f32,
     /// Seconds per frame on this host.
     pub cost: f64,
+    /// CG iterations per frame.
+    #[serde(default)]
+    pub cg_per_frame: f64,
+    /// The board's instructions per frame
+    /// ([`crate::learn::eval::device::device_per_frame`]).
+    #[serde(default)]
+    pub device_per_frame: f64,
 }
 
 /// One trajectory's runs, every column evaluated.
@@ -67,12 +77,21 @@ pub fn evaluate(
         cost_fine: traj.fine_seconds as f64 / (traj.x.len() - 1) as f64,
         ..Rollout::default()
     };
+    let per_network = network_cost(model, int8);
     for column in Column::ALL {
         let Some(mut corrector) = column.corrector(model, int8) else { continue };
-        let (xs, cost, fail) = rollout(&column.scenario(scn), steps, &column.nodes(scn), corrector.as_mut())?;
-        let rmse = frame_errors(&xs, &traj.x);
-        r.runs.push(Run { column, mean: mean(&rmse), rmse, cost });
-        r.failures.extend(fail.map(|f| format!("{}: {f}", column.label())));
+        let run = rollout(&column.scenario(scn), steps, &column.nodes(scn), corrector.as_mut())?;
+        let rmse = frame_errors(&run.x, &traj.x);
+        let device = device_per_frame(column, scn.time.substeps, run.cg_per_frame, column.mesh_scale(scn), per_network);
+        r.runs.push(Run {
+            column,
+            mean: mean(&rmse),
+            rmse,
+            cost: run.seconds_per_frame,
+            cg_per_frame: run.cg_per_frame,
+            device_per_frame: device,
+        });
+        r.failures.extend(run.failure.map(|f| format!("{}: {f}", column.label())));
     }
     Ok(r)
 }
@@ -130,10 +149,6 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) 
     Ok(trajs)
 }
 
-/// `weft eval` asks whether any plain alternative costing less than this
-/// many corrected steps is as accurate.
-pub const PARETO_BUDGET: f64 = 3.0;
-
 /// `weft eval`: rolls out every trajectory of `source` plain, corrected by
 /// the float model at `model` (when it exists) and by the int8 model file
 /// `int8` (when given), and the plain alternatives; writes `report.json`
@@ -166,11 +181,7 @@ pub fn command(
         return Ok((rep.table(), None));
     }
     let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
-    let bar = crate::progress_bar(
-        trajs.len() as u64,
-        "rollouts, each plain, corrected, int8, 2× finer, at dt/2 and dt/4",
-        true,
-    );
+    let bar = crate::progress_bar(trajs.len() as u64, "rollouts from the start, every column", true);
     let mut rollouts = Vec::new();
     for t in &trajs {
         bar.set_message(format!("{}-{}", t.family.name(), t.seed));
@@ -203,7 +214,7 @@ fn summary(rep: &Report, steps: usize, out: &Path) -> String {
         let _ = write!(text, " {} {:.4} m ({:.2e} s);", c.column.label(), c.overall, c.cost);
     }
     let _ = writeln!(text, " fine reference {:.2e} s; wrote {}", rep.cost_fine, out.display());
-    text.push_str(&tables(rep, PARETO_BUDGET));
+    text.push_str(&tables(rep));
     for r in &rep.rollouts {
         for f in &r.failures {
             let _ = writeln!(text, "{}: {f}", r.name);
@@ -229,8 +240,15 @@ pub struct ColumnStats {
     pub per_frame: Vec<f32>,
     /// Averaged over frames and rollouts.
     pub overall: f32,
-    /// Mean seconds per frame.
+    /// Mean seconds per frame on this host.
     pub cost: f64,
+    /// Mean CG iterations per frame.
+    #[serde(default)]
+    pub cg_per_frame: f64,
+    /// Mean board instructions per frame
+    /// ([`crate::learn::eval::device::device_per_frame`]): the frontier's cost.
+    #[serde(default)]
+    pub device_per_frame: f64,
 }
 
 /// Everything `weft eval` writes.
@@ -246,6 +264,10 @@ pub struct Report {
     pub cost_fine: f64,
     /// The same means per family (and the rollouts' count).
     pub families: Vec<FamilyRow>,
+    /// The corrected columns' frontier ratios, pooled, per family and per
+    /// scenario ([`crate::learn::eval::frontier`]).
+    #[serde(default)]
+    pub frontier: Vec<FrontierRow>,
 }
 
 /// Mean position RMSE (m) of one family's rollouts, each column.
@@ -274,17 +296,29 @@ impl FamilyRow {
     }
 }
 
-/// One plain alternative against the corrected step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Alternative {
+/// Over what a frontier ratio pools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Every rollout.
+    #[default]
+    Pooled,
+    /// One family's rollouts.
+    Family,
+    /// One rollout.
+    Scenario,
+}
+
+/// One corrected column's frontier ratio at [`FRONTIER_HORIZONS`] over
+/// some rollouts: their per-frame errors averaged, each column at its mean
+/// device cost over them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FrontierRow {
+    pub scope: Scope,
+    /// "all", the family's or the scenario's name.
+    pub name: String,
     pub column: Column,
-    /// Mean position RMSE (m).
-    pub error: f32,
-    /// Seconds per frame over the corrected step's ([`Report::corrected_step`]).
-    pub cost_ratio: f64,
-    /// It costs less than `budget` times the corrected step and the
-    /// corrected step is not more accurate.
-    pub beats_corrected: bool,
+    pub ratio: [f64; 3],
 }
 
 impl Report {
@@ -305,33 +339,41 @@ impl Report {
         Some(self.column(a)?.overall / self.column(b)?.overall)
     }
 
-    /// The plain alternatives against the corrected step
-    /// ([`Report::corrected_step`]): each one's error and cost, and whether
-    /// it beats the corrected step at less than `budget` times its cost (the
-    /// goal: none does for `budget` 3).
-    pub fn pareto(&self, budget: f64) -> Vec<Alternative> {
-        let Some(corrected) = self.corrected_step() else { return Vec::new() };
-        let base = corrected.cost.max(f64::MIN_POSITIVE);
-        self.columns
-            .iter()
-            .filter(|c| !c.column.corrected())
-            .map(|c| {
-                let cost_ratio = c.cost / base;
-                Alternative {
-                    column: c.column,
-                    error: c.overall,
-                    cost_ratio,
-                    beats_corrected: cost_ratio < budget && c.overall <= corrected.overall,
-                }
-            })
-            .collect()
+    /// The pooled frontier ratio of `column`.
+    pub fn frontier_ratio(&self, column: Column) -> Option<[f64; 3]> {
+        self.frontier.iter().find(|r| r.scope == Scope::Pooled && r.column == column).map(|r| r.ratio)
     }
 }
 
+/// The frontier rows of `rollouts` pooled under `name`: each corrected
+/// column's ratio against the plain columns, every column's per-frame
+/// errors averaged over the rollouts and its cost their mean.
+fn frontier_rows(scope: Scope, name: &str, rollouts: &[&Rollout]) -> Vec<FrontierRow> {
+    let stats: Vec<(Column, f64, Vec<f32>)> = Column::ALL
+        .into_iter()
+        .filter_map(|c| {
+            let runs: Vec<&Run> = rollouts.iter().filter_map(|r| r.run(c)).collect();
+            let cost = runs.iter().map(|r| r.device_per_frame).sum::<f64>() / runs.len().max(1) as f64;
+            (!runs.is_empty()).then(|| (c, cost, per_frame(&runs)))
+        })
+        .collect();
+    let points: Vec<Point> =
+        stats.iter().map(|(c, cost, pf)| Point { column: *c, cost: *cost, per_frame: pf }).collect();
+    stats
+        .iter()
+        .filter(|s| s.0.corrected())
+        .filter_map(|s| {
+            let ratio = frontier::ratios(&points, s.0)?;
+            Some(FrontierRow { scope, name: name.to_string(), column: s.0, ratio })
+        })
+        .collect()
+}
+
 /// The per-family table (mean position RMSE of every column, and each one
-/// over plain) and the plain alternatives against the corrected step, as
-/// `weft eval` prints them.
-pub fn tables(rep: &Report, budget: f64) -> String {
+/// over plain), every column's device cost and from-start errors × plain
+/// at [`FRONTIER_HORIZONS`], and the frontier ratios, as `weft eval`
+/// prints them.
+pub fn tables(rep: &Report) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let cols: Vec<Column> = rep.columns.iter().map(|c| c.column).collect();
@@ -360,37 +402,57 @@ pub fn tables(rep: &Report, budget: f64) -> String {
         row(&mut s, &f.family, f.rollouts, &|c| f.mean(c));
     }
     row(&mut s, "all", rep.rollouts.len(), &|c| rep.column(c).map(|c| c.overall));
-    if let Some(corrected) = rep.corrected_step() {
+    // Every column from the start: cost and error × plain at the horizons.
+    let [k1, k2, k3] = FRONTIER_HORIZONS;
+    let _ = writeln!(
+        s,
+        "from each scene's start, every rollout pooled ({k1} / {k2} / {k3} frames: mean RMSE over frames 1–k):"
+    );
+    let _ = writeln!(s, "  {:<18} {:>14} {:>9}   {:<23}", "column", "M instr/frame", "× plain", "error × plain");
+    let plain = rep.column(Column::Plain);
+    for c in &rep.columns {
+        let (Some(p), true) = (plain, !c.per_frame.is_empty()) else { continue };
+        let r =
+            FRONTIER_HORIZONS.map(|k| frontier::window_mean(&c.per_frame, k) / frontier::window_mean(&p.per_frame, k));
         let _ = writeln!(
             s,
-            "plain alternatives against the {} step ({:.4} m, {:.2} ms per frame on this host):",
-            corrected.column.label(),
-            corrected.overall,
-            corrected.cost * 1e3
+            "  {:<18} {:>14.2} {:>9.2}   {:.3} / {:.3} / {:.3}",
+            c.column.label(),
+            c.device_per_frame / 1e6,
+            c.device_per_frame / p.device_per_frame.max(f64::MIN_POSITIVE),
+            r[0],
+            r[1],
+            r[2]
         );
     }
-    for a in rep.pareto(budget) {
-        let verdict = if a.beats_corrected {
-            format!("as accurate at under {budget}× the cost: the correction does not pay")
-        } else if a.cost_ratio < budget {
-            "less accurate".to_string()
-        } else {
-            format!("costs {budget}× or more")
+    if !rep.frontier.is_empty() {
+        let _ = writeln!(
+            s,
+            "frontier ratio (the corrected step's error over the best plain step of its device cost) at {k1} / {k2} / {k3} frames:"
+        );
+    }
+    for r in &rep.frontier {
+        let scope = match r.scope {
+            Scope::Pooled => "pooled",
+            Scope::Family => "family",
+            Scope::Scenario => "scenario",
         };
         let _ = writeln!(
             s,
-            "  {:<14} {:.4} m at {:.2}× the corrected step's cost: {verdict}",
-            a.column.label(),
-            a.error,
-            a.cost_ratio
+            "  {:<6} {:<8} {:<22} {:.3} / {:.3} / {:.3}",
+            r.column.label(),
+            scope,
+            r.name,
+            r.ratio[0],
+            r.ratio[1],
+            r.ratio[2]
         );
     }
     s
 }
 
-/// The per-frame mean of `column` over the rollouts that ran it.
-fn per_frame(rollouts: &[Rollout], column: Column) -> Vec<f32> {
-    let runs: Vec<&Run> = rollouts.iter().filter_map(|r| r.run(column)).collect();
+/// The per-frame mean of `runs`.
+fn per_frame(runs: &[&Run]) -> Vec<f32> {
     let len = runs.iter().map(|r| r.rmse.len()).max().unwrap_or(0);
     (0..len).map(|t| mean(&runs.iter().filter_map(|r| r.rmse.get(t).copied()).collect::<Vec<_>>())).collect()
 }
@@ -403,60 +465,79 @@ pub fn report(rollouts: Vec<Rollout>, steps: usize, resolution: [usize; 2]) -> R
         .means
         .iter()
         .map(|&(column, overall)| {
-            let costs: Vec<f64> = rollouts.iter().filter_map(|r| r.run(column)).map(|r| r.cost).collect();
+            let runs: Vec<&Run> = rollouts.iter().filter_map(|r| r.run(column)).collect();
+            let avg = |f: &dyn Fn(&Run) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / runs.len().max(1) as f64;
             ColumnStats {
                 column,
-                per_frame: per_frame(&rollouts, column),
+                per_frame: per_frame(&runs),
                 overall,
-                cost: costs.iter().sum::<f64>() / costs.len().max(1) as f64,
+                cost: avg(&|r| r.cost),
+                cg_per_frame: avg(&|r| r.cg_per_frame),
+                device_per_frame: avg(&|r| r.device_per_frame),
             }
         })
         .collect();
     let mut names: Vec<&str> = rollouts.iter().map(|r| r.family.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    let families = names
-        .iter()
-        .map(|name| FamilyRow::of(name, &rollouts.iter().filter(|r| r.family == *name).collect::<Vec<_>>()))
-        .collect();
+    let of_family = |name: &str| rollouts.iter().filter(|r| r.family == name).collect::<Vec<_>>();
+    let families = names.iter().map(|name| FamilyRow::of(name, &of_family(name))).collect();
+    let mut frontier = frontier_rows(Scope::Pooled, "all", &rollouts.iter().collect::<Vec<_>>());
+    if rollouts.len() > 1 {
+        for name in &names {
+            frontier.extend(frontier_rows(Scope::Family, name, &of_family(name)));
+        }
+        for r in &rollouts {
+            frontier.extend(frontier_rows(Scope::Scenario, &r.name, &[r]));
+        }
+    }
     let cost_fine = rollouts.iter().map(|r| r.cost_fine).sum::<f64>() / rollouts.len().max(1) as f64;
-    Report { steps, resolution, rollouts, columns, cost_fine, families }
+    Report { steps, resolution, rollouts, columns, cost_fine, families, frontier }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn stats(column: Column, overall: f32, cost: f64) -> ColumnStats {
-        ColumnStats { column, overall, cost, ..ColumnStats::default() }
+    fn run(column: Column, rmse: Vec<f32>, device: f64) -> Run {
+        Run { column, mean: mean(&rmse), rmse, cost: 1.0, cg_per_frame: 0.0, device_per_frame: device }
     }
 
+    /// The pooled ratio averages the rollouts' per-frame errors first, and
+    /// a family's ratio uses that family's costs.
     #[test]
-    fn an_alternative_beats_the_corrected_step_only_when_cheaper_than_the_budget_and_as_accurate() {
-        let rep = Report {
-            columns: vec![
-                stats(Column::Plain, 0.08, 0.5),
-                stats(Column::Float, 0.04, 10.0),
-                stats(Column::Int8, 0.05, 1.0),
-                stats(Column::HalfDt, 0.05, 1.2),
-                stats(Column::QuarterDt, 0.03, 3.5),
-                stats(Column::Fine2, 0.02, 2.0),
+    fn the_report_holds_each_corrected_column_against_the_plain_envelope() {
+        let a = Rollout {
+            name: "a".into(),
+            family: "drape".into(),
+            runs: vec![
+                run(Column::Plain, vec![0.04; 200], 10.0),
+                run(Column::QuarterDt, vec![0.01; 200], 30.0),
+                run(Column::Int8, vec![0.02; 200], 12.0),
             ],
-            ..Report::default()
+            ..Rollout::default()
         };
-        // Held against the int8 step (0.05 m, 1 s), budget 3.
-        assert_eq!(rep.corrected_step().map(|c| c.column), Some(Column::Int8));
-        let beats: Vec<(Column, bool)> = rep.pareto(3.0).iter().map(|a| (a.column, a.beats_corrected)).collect();
-        assert_eq!(
-            beats,
-            [(Column::Plain, false), (Column::HalfDt, true), (Column::QuarterDt, false), (Column::Fine2, true)]
-        );
-        let mut float = rep.clone();
-        float.columns.retain(|c| c.column != Column::Int8);
-        assert_eq!(float.corrected_step().map(|c| c.column), Some(Column::Float));
-        // Held against the float step (0.04 m, 10 s): all cost under 30 s.
-        let beats: Vec<bool> = float.pareto(3.0).iter().map(|a| a.beats_corrected).collect();
-        assert_eq!(beats, [false, false, true, true]);
+        let b = Rollout {
+            name: "b".into(),
+            family: "hang".into(),
+            runs: vec![
+                run(Column::Plain, vec![0.02; 200], 10.0),
+                run(Column::QuarterDt, vec![0.01; 200], 30.0),
+                run(Column::Int8, vec![0.04; 200], 12.0),
+            ],
+            ..Rollout::default()
+        };
+        let rep = report(vec![a, b], 200, [16, 16]);
+        // Pooled: plain 0.03 at 10, dt/4 0.01 at 30; at 12 the envelope is
+        // 0.03 − 0.02 · 2/20 = 0.028, and int8's pooled error is 0.03.
+        let r = rep.frontier_ratio(Column::Int8).unwrap();
+        for x in r {
+            assert!((x - 0.03 / 0.028).abs() < 1e-5, "{r:?}");
+        }
+        let drape = rep.frontier.iter().find(|f| f.scope == Scope::Family && f.name == "drape").unwrap();
+        assert!((drape.ratio[0] - 0.02 / 0.037).abs() < 1e-5, "{drape:?}");
+        assert_eq!(rep.frontier.iter().filter(|f| f.scope == Scope::Scenario).count(), 2);
+        assert_eq!(rep.column(Column::Int8).unwrap().device_per_frame, 12.0);
     }
 
     /// Every column's values end where its heading ends, however long the
@@ -466,15 +547,10 @@ mod tests {
         let runs = Column::ALL
             .iter()
             .enumerate()
-            .map(|(k, &column)| Run {
-                column,
-                rmse: vec![0.01 * (k + 1) as f32; 4],
-                mean: 0.01 * (k + 1) as f32,
-                cost: 1.0,
-            })
+            .map(|(k, &column)| run(column, vec![0.01 * (k + 1) as f32; 4], 1.0))
             .collect();
         let rollout = Rollout { name: "a".into(), family: "drape".into(), runs, ..Rollout::default() };
-        let text = tables(&report(vec![rollout], 4, [5, 5]), 3.0);
+        let text = tables(&report(vec![rollout], 4, [5, 5]));
         let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
         let head = &lines[0];
         let ends: Vec<usize> = (2..head.len()).filter(|&i| head[i - 2..=i] == ['(', 'm', ')']).collect();

@@ -1,6 +1,7 @@
 //! The board's cost per frame as `weft eval` charges it: physics by its
 //! CG iterations, the network by its size.
 
+use crate::learn::eval::columns::Column;
 use weft_core::gnn::int8::forward_macs;
 
 /// Device instructions per CG iteration of the 16×16 step and per step
@@ -46,3 +47,26 @@ pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
 const NODES: usize = 256;
 
 const EDGES: usize = 1410;
+
+/// The board's instructions per frame of `column` on a scenario with
+/// `substeps` physics steps a frame, at `cg_per_frame` CG iterations a
+/// frame (every physics step's, summed), on a mesh `mesh_scale` times the
+/// coarse one's nodes ([`Column::mesh_scale`]), a network call costing
+/// `per_network` ([`device_per_network`]).
+pub fn device_per_frame(column: Column, substeps: u32, cg_per_frame: f64, mesh_scale: f64, per_network: f64) -> f64 {
+    mesh_scale * (cg_per_frame * DEVICE_PER_CG_ITERATION + column.steps_per_frame(substeps) * DEVICE_PER_STEP)
+        + column.network_calls_per_frame(substeps) * per_network
+}
+
+/// [`device_per_network`] of the evaluated network: the int8 one's size
+/// when given, else the float one's, else the shipped size's count.
+pub fn network_cost(
+    float: Option<&crate::learn::network::Trained>,
+    int8: Option<&weft_weights::format::NetworkData>,
+) -> f64 {
+    match (int8, float) {
+        (Some(q), _) => device_per_network(q.latent, q.mlps.rounds()),
+        (None, Some(t)) => device_per_network(t.meta.config.latent, t.meta.config.rounds),
+        (None, None) => DEVICE_PER_NETWORK,
+    }
+}

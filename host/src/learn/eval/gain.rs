@@ -143,13 +143,13 @@ fn int8_error(traj: &Trajectory, q: &NetworkData, steps: usize) -> Result<f32> {
     let scn = &traj.scenario;
     let steps = steps.min(traj.x.len() - 1);
     let mut corrector = crate::sim::corrector::Int8::new(q);
-    let (xs, _, _) = rollout(scn, steps, &Column::Int8.nodes(scn), &mut corrector)?;
-    Ok(rollout_mean(frame_errors(&xs, &traj.x), steps))
+    let r = rollout(scn, steps, &Column::Int8.nodes(scn), &mut corrector)?;
+    Ok(rollout_mean(frame_errors(&r.x, &traj.x), steps))
 }
 
 /// The plain rollout's mean error over `steps` frames.
 fn plain_error(traj: &Trajectory, steps: usize) -> Result<f32> {
     let scn = &traj.scenario;
-    let (xs, _, _) = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
-    Ok(mean(&frame_errors(&xs, &traj.x)))
+    let r = rollout(scn, steps.min(traj.x.len() - 1), &Column::Plain.nodes(scn), &mut Plain)?;
+    Ok(mean(&frame_errors(&r.x, &traj.x)))
 }

@@ -8,13 +8,9 @@
 //!
 //! Each column's cost is given as device instructions per frame from a
 //! per-stage model calibrated on the firmware's QEMU counts
-//! ([`DEVICE_PER_CG_ITERATION`], [`DEVICE_PER_STEP`], [`DEVICE_PER_NETWORK`]),
-//! beside host time.
+//! ([`device_per_frame`]), beside host time.
 use crate::learn::data::families::Family;
-use crate::learn::eval::device::device_per_network;
-use crate::learn::eval::device::DEVICE_PER_CG_ITERATION;
-use crate::learn::eval::device::DEVICE_PER_NETWORK;
-use crate::learn::eval::device::DEVICE_PER_STEP;
+use crate::learn::eval::device::{device_per_frame, network_cost};
 use crate::sim::build::{self, ModelParts};
 use crate::sim::obj::subdivide_values;
 use crate::sim::scenario::Scenario;
@@ -245,12 +241,7 @@ pub fn report(
     // A column's mesh against the coarse one (the 31×31 column's steps
     // cost about its nodes' share more; the device does not hold it).
     let scale = |col: Column| trajs.first().map_or(1.0, |t| col.mesh_scale(&t.scenario));
-    let size = match (int8, float) {
-        (Some(q), _) => Some((q.latent, q.mlps.rounds())),
-        (None, Some(t)) => Some((t.meta.config.latent, t.meta.config.rounds)),
-        (None, None) => None,
-    };
-    let per_network = size.map_or(DEVICE_PER_NETWORK, |(l, r)| device_per_network(l, r));
+    let per_network = network_cost(float, int8);
     let mut rep = Report::default();
     for fam in &families {
         if let Some(f) = floors.families.iter().find(|f| f.family.name() == fam) {
@@ -303,16 +294,14 @@ impl Sums {
     }
 
     /// The report's cells, with the device cost from the stage model
-    /// (`per_network`: [`device_per_network`] of the evaluated network).
+    /// (`per_network`: [`network_cost`] of the evaluated network).
     fn cells(&self, substeps: u32, per_network: f64, mesh_scale: f64) -> Cells {
         let n = self.runs.max(1) as f64;
         Cells {
             error: [0, 1, 2].map(|k| mean(&self.windows[k])),
             windows: [0, 1, 2].map(|k| self.windows[k].len()),
             cg_per_frame: self.cg / n,
-            device_per_frame: mesh_scale
-                * (self.cg / n * DEVICE_PER_CG_ITERATION + self.col.steps_per_frame(substeps) * DEVICE_PER_STEP)
-                + self.col.network_calls_per_frame(substeps) * per_network,
+            device_per_frame: device_per_frame(self.col, substeps, self.cg / n, mesh_scale, per_network),
             seconds_per_frame: self.seconds / n,
         }
     }

@@ -1,7 +1,8 @@
 //! Evaluation: `weft eval` ([`command`]) over the ways to step the coarse
 //! cloth ([`columns`]) with the shared error measures ([`metrics`]), the
 //! errors at horizons ([`horizons`]) beside the reference's floors
-//! (`weft floors`, [`floors`]) and the board's cost model ([`device`]);
+//! (`weft floors`, [`floors`]), the board's cost model ([`device`]) and
+//! the frontier ratio against the plain step of the same cost ([`frontier`]);
 //! `weft gain` ([`gain`]) and `weft select` ([`select`]), which choose
 //! what ships.
 
@@ -9,6 +10,7 @@ pub mod columns;
 pub mod command;
 pub mod device;
 pub mod floors;
+pub mod frontier;
 pub mod gain;
 pub mod horizons;
 pub mod metrics;

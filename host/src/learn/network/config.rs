@@ -65,6 +65,12 @@ pub struct GnnConfig {
     #[arg(long, default_value_t = 0.0)]
     #[serde(default)]
     pub coarse_taut: f32,
+    /// `--base-step bdf2`: the physics step the network corrects is BDF2
+    /// instead of backward Euler (a scene's own integrator is replaced
+    /// wherever this network corrects it).
+    #[arg(long, value_enum, default_value = "backward-euler")]
+    #[serde(default)]
+    pub base_step: crate::sim::scenario::IntegratorSpec,
 }
 
 fn unit_factor() -> f32 {

@@ -42,6 +42,9 @@ impl Corrector for Float<'_> {
     fn coarse_grain(&self) -> CoarseGrain {
         self.0.meta.config.coarse_grain()
     }
+    fn base_step(&self) -> Option<crate::sim::scenario::IntegratorSpec> {
+        Some(self.0.meta.config.base_step)
+    }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))?;
         Ok(state.pairs().len())
@@ -50,7 +53,7 @@ impl Corrector for Float<'_> {
 
 /// The float network's corrected rollout of `scn` at every node
 /// ([`crate::sim::rollout`]).
-pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(Vec<Vec<Vec3>>, f64, Option<String>)> {
+pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<crate::sim::Rolled> {
     let all: Vec<usize> = (0..scn.node_count()).collect();
     crate::sim::rollout(scn, steps, &all, &mut Float(m))
 }
@@ -60,6 +63,6 @@ pub fn corrected_rollout(scn: &Scenario, steps: usize, m: &Trained) -> Result<(V
 /// for the remaining frames.
 pub fn corrected_error(traj: &Trajectory, m: &Trained, steps: usize) -> Result<f32> {
     let steps = steps.min(traj.x.len() - 1);
-    let (xs, _, _) = corrected_rollout(&traj.scenario, steps, m)?;
-    Ok(rollout_mean(frame_errors(&xs, &traj.x), steps))
+    let r = corrected_rollout(&traj.scenario, steps, m)?;
+    Ok(rollout_mean(frame_errors(&r.x, &traj.x), steps))
 }

@@ -14,7 +14,7 @@ use crate::learn::train::samples::{draw, picks, samples};
 use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
-fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
+pub(crate) fn augment(graphs: &mut [Graph], on: bool, rng: &mut Rng) {
     if on {
         for g in graphs {
             g.rotate_about_vertical(rng.range(0.0, std::f32::consts::TAU));
@@ -135,9 +135,42 @@ pub struct TrainOptions {
     /// velocity-only network becomes a two-head one).
     #[arg(long)]
     pub both_heads: bool,
+    /// What the one-step targets come from: `fine`, the restricted fine
+    /// reference of the data set's training trajectories; `coarse`, the
+    /// coarse mesh at the reference's own step asked from the network's own
+    /// from-start rollouts ([`crate::learn::train::on_policy`]).
+    #[arg(long, value_enum, default_value_t = Teacher::Fine)]
+    pub teacher: Teacher,
+    /// With `--teacher coarse`: training scenes per family (the families'
+    /// training seeds, simulated here).
+    #[arg(long, default_value_t = 60)]
+    pub scenes: usize,
+    /// With `--teacher coarse`: samples the buffer holds.
+    #[arg(long, default_value_t = 6000)]
+    pub buffer: usize,
+    /// With `--teacher coarse`: training steps between the buffer's refills.
+    #[arg(long, default_value_t = 200)]
+    pub refresh: usize,
+    /// With `--teacher coarse`: rollouts from scene starts per refill.
+    #[arg(long, default_value_t = 2)]
+    pub refresh_scenes: usize,
+    /// With `--teacher coarse`: a sample every this many frames of a rollout.
+    #[arg(long, default_value_t = 2)]
+    pub sample_every: usize,
+    /// With `--teacher coarse`: the validation error is the mean from-start
+    /// error over this many frames.
+    #[arg(long, default_value_t = 50)]
+    pub select_frames: usize,
     /// `--quiet`: no progress bars.
     #[arg(short = 'q', long = "quiet", action = clap::ArgAction::SetFalse)]
     pub progress: bool,
+}
+
+/// Where the one-step targets come from ([`TrainOptions::teacher`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Teacher {
+    Fine,
+    Coarse,
 }
 
 impl Default for TrainOptions {
@@ -173,6 +206,9 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
 
 /// Trains (or resumes) and returns the model and its loss history.
 pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
+    if opts.teacher == Teacher::Coarse {
+        return crate::learn::train::on_policy::train(opts);
+    }
     let (train, val) = splits(opts)?;
     let dev = Device::Cpu;
     let mut rng = Rng::new(opts.seed);
@@ -434,7 +470,7 @@ fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Re
 }
 
 /// Appends this run's log to `out.log.json` (a fresh log unless resuming).
-fn append_log(opts: &TrainOptions, log: &TrainLog) -> Result<()> {
+pub(crate) fn append_log(opts: &TrainOptions, log: &TrainLog) -> Result<()> {
     let log_path = opts.out.with_extension("log.json");
     let mut all: TrainLog = std::fs::read_to_string(&log_path)
         .ok()
