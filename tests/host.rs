@@ -60,24 +60,3 @@ pub fn run(
     }
     (scene::checksum(state.positions(), state.velocities()), state.positions().to_vec())
 }
-
-/// Runs a grid scenario plain with the local–global step at `iterations`
-/// ([`scene::local_global::run`]), calling `each(step, positions)` after every
-/// step; returns the final checksum.
-#[allow(dead_code)]
-pub fn local_global(
-    scenario: Scenario,
-    iterations: weft_core::physics::local_global::Iterations,
-    mut each: impl FnMut(u32, &[weft_core::math::Vec3]),
-) -> u32 {
-    let mut mb = Box::new(SceneMesh::new());
-    let mut memory = Box::new(scene::local_global::Memory::new());
-    let (pins, colliders) = (scenario.pins(), scenario.colliders());
-    let model = scene_model(scenario, &mut mb, scene::MATERIAL, scene::params(), &pins, &colliders);
-    scene::local_global::run(&model, iterations, &mut memory, |s, x| {
-        if let Some(s) = s {
-            each(s, x)
-        }
-    })
-    .unwrap()
-}

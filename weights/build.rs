@@ -28,6 +28,11 @@ fn main() {
         .unwrap_or_else(|e| fail(format!("cannot read the model file {}: {e}; {REGENERATE}", path.display())));
     let net = format::NetworkData::from_bytes(&bytes)
         .unwrap_or_else(|e| fail(format!("model file {}: {e}; {REGENERATE}", path.display())));
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("network.rs");
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out = out_dir.join("network.rs");
     std::fs::write(&out, net.to_rust()).unwrap_or_else(|e| fail(format!("writing {}: {e}", out.display())));
+    // The validated file itself, for programs that read the format (the
+    // desktop's default network).
+    let file = out_dir.join("weft-gnn.q8");
+    std::fs::write(&file, &bytes).unwrap_or_else(|e| fail(format!("writing {}: {e}", file.display())));
 }

@@ -6,7 +6,6 @@
 
 mod bench;
 #[cfg(feature = "qemu")]
-mod local_global;
 mod scene;
 mod selftest;
 mod stack;
@@ -78,8 +77,6 @@ static mut GNN: MaybeUninit<GnnMemory> = MaybeUninit::uninit();
 #[entry]
 fn main() -> ! {
     static mut STATE_BUF: StateMemory = StateMemory::new();
-    #[cfg(feature = "qemu")]
-    static mut LOCAL_GLOBAL: scene::local_global::Memory = scene::local_global::Memory::new();
 
     stack::paint();
     let cp = match cortex_m::Peripherals::take() {
@@ -123,10 +120,6 @@ fn main() -> ! {
     for scenario in Scenario::ALL {
         let m = if scenario == Scenario::Tablecloth { disc } else { mesh };
         run(scenario, m, net, STATE_BUF, &mut scratch, &clock);
-    }
-    #[cfg(feature = "qemu")]
-    for scenario in [Scenario::Swing, Scenario::Drape] {
-        local_global::measure(scenario, mesh, LOCAL_GLOBAL, &clock);
     }
     defmt::info!("stack high-water mark {} bytes", stack::used());
     exit(0)

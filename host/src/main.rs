@@ -30,12 +30,13 @@ enum Command {
         /// Output folder (default: out/STEM, STEM the scenario file's name without its extension).
         #[arg(short, long)]
         out: Option<PathBuf>,
-        /// Correct every step with the int8 network (the model file of
-        /// --int8; trained for 16×16 cloth at 1/60 s steps).
+        /// Correct every step with the int8 network (the one baked into
+        /// weft, or --int8's; trained for 16×16 cloth at 1/60 s steps).
         #[arg(long)]
         corrected: bool,
-        #[arg(long, default_value = "weights/weft-gnn.q8")]
-        int8: PathBuf,
+        /// An int8 model file instead of the baked network.
+        #[arg(long)]
+        int8: Option<PathBuf>,
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
@@ -89,9 +90,10 @@ enum Command {
         /// Trained model stem; without it only the plain columns are filled.
         #[arg(short, long, default_value = "weights/weft-gnn")]
         model: PathBuf,
-        /// int8 model file for the int8 column ("none" to skip).
-        #[arg(long, default_value = "weights/weft-gnn.q8")]
-        int8: PathBuf,
+        /// int8 model file for the int8 column instead of the baked
+        /// network ("none" to skip the column).
+        #[arg(long)]
+        int8: Option<PathBuf>,
         /// Frames per rollout (default: 200 for a split, the scenario's own
         /// `time.steps` for a scenario).
         #[arg(long, value_parser = weft_host::at_least_one)]
@@ -216,8 +218,6 @@ enum Command {
         #[arg(short, long, default_value = "weights/weft-gnn.q8")]
         out: PathBuf,
     },
-    /// A test-split drape over a sphere as an animated GIF: plain coarse,
-    /// int8-corrected coarse and the fine reference side by side.
     /// Write a cloth shape that is not a rectangle as an OBJ file (for
     /// `[cloth] mesh = "…"`).
     Mesh {
@@ -244,12 +244,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         scene: u32,
     },
+    /// A drape over a sphere as an animated GIF and a PNG still: plain
+    /// coarse, int8-corrected coarse and the fine reference side by side
+    /// (the test split's median case where the data has it).
     Demo {
         #[arg(short, long, default_value = "weft-demo.gif")]
         out: PathBuf,
-        /// int8 model file.
-        #[arg(long, default_value = "weights/weft-gnn.q8")]
-        int8: PathBuf,
+        /// An int8 model file instead of the baked network.
+        #[arg(long)]
+        int8: Option<PathBuf>,
         /// A drape family seed to show instead of the test split's median
         /// case (its fine reference is simulated).
         #[arg(long)]
@@ -273,7 +276,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Simulate { scenario, out, corrected, int8, quiet } => {
-            simulate(&scenario, out, corrected, &int8, quiet)?
+            simulate(&scenario, out, corrected, int8.as_deref(), quiet)?
         }
         Command::Generate { out, spec, shard, split, family, quiet } => {
             let only = data::Only { splits: split, families: family };
@@ -316,12 +319,15 @@ fn run(cli: Cli) -> Result<()> {
             if no_guard {
                 weft_host::sim::corrector::unguarded();
             }
-            let int8 = if int8.as_os_str() == "none" { None } else { Some(int8) };
+            let int8 = match int8 {
+                Some(p) if p.as_os_str() == "none" => None,
+                p => Some(quantise::load_or_baked(p.as_deref())?),
+            };
             let source = match scenario {
                 Some(path) => eval::Source::Scenario(path),
                 None => eval::Source::Split(split),
             };
-            let (text, report) = eval::command(&source, &data, &model, int8.as_deref(), steps, horizons, &out)?;
+            let (text, report) = eval::command(&source, &data, &model, int8, steps, horizons, &out)?;
             if let Some(report) = report {
                 weft_host::view::plot::plot(&report, &out.join("rmse.png"))?;
             }
@@ -340,7 +346,7 @@ fn run(cli: Cli) -> Result<()> {
             weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref(), scene)?
         }
         Command::Demo { out, int8, seed, data } => {
-            let net = quantise::load(&int8)?;
+            let net = quantise::load_or_baked(int8.as_deref())?;
             let case = render::demo_case(&net, seed, &data)?;
             println!("{}", render::demo(&net, case, &out)?);
         }
@@ -350,9 +356,9 @@ fn run(cli: Cli) -> Result<()> {
 
 /// `weft simulate`: runs a scenario file, writes its frames and summary,
 /// prints what it counted.
-fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: &Path, quiet: bool) -> Result<()> {
+fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: Option<&Path>, quiet: bool) -> Result<()> {
     let scn = Scenario::load(scenario)?;
-    let net = if corrected { Some(quantise::load(int8)?) } else { None };
+    let net = if corrected { Some(quantise::load_or_baked(int8)?) } else { None };
     let out = out.unwrap_or_else(|| {
         PathBuf::from("out").join(scenario.file_stem().map(|s| s.to_os_string()).unwrap_or_default())
     });

@@ -228,3 +228,18 @@ fn documented_scenario_example_is_valid() {
     assert_eq!(scn.colliders.len(), 1);
     assert!(scn.wind.is_some() && scn.self_contact.enabled);
 }
+
+/// A shape's size is checked before its mesh is built: a disc a thousand
+/// million cells across is refused at once, naming the key, while the
+/// largest allowed disc builds.
+#[test]
+fn an_oversized_shape_is_refused_before_it_is_built() {
+    let disc = |r: &str| format!("[cloth]\nshape = \"disc\"\nresolution = {r}\n[material]\ncompression = 0.05");
+    let e = err(&disc("[1000000000, 5]"));
+    assert!(e.contains("cloth.resolution") && e.contains("148"), "{e}");
+    let most = weft_host::sim::scenario::MAX_SHAPE_CELLS;
+    let ok = Scenario::parse(&disc(&format!("[{most}, {most}]"))).unwrap();
+    // 74 rings about a centre node.
+    assert_eq!(ok.node_count(), 1 + 3 * 74 * 75);
+    assert!(err(&disc(&format!("[{}, {0}]", most + 1))).contains("cloth.resolution"));
+}

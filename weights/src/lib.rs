@@ -24,3 +24,8 @@ mod baked {
 
 #[cfg(feature = "bake")]
 pub use baked::{LATENT, NETWORK, ROUNDS};
+
+/// The baked model file's bytes, as validated by the build (the format of
+/// [`format`]): what the desktop reads when no other file is named.
+#[cfg(feature = "bake")]
+pub static MODEL_FILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/weft-gnn.q8"));

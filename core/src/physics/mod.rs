@@ -33,7 +33,6 @@ pub mod energy;
 pub mod gather;
 pub mod hierarchy;
 pub mod limit;
-pub mod local_global;
 pub mod membrane;
 pub mod multigrid;
 pub mod solver;

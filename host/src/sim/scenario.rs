@@ -229,6 +229,11 @@ fn horizontal() -> Orientation {
     Orientation::Horizontal
 }
 
+/// The most cells across a `cloth.shape` may have: a square grid's most
+/// ([`Scenario`]'s rectangle check: 148 × 148 nodes fill a mesh's 65535
+/// edges).
+pub const MAX_SHAPE_CELLS: usize = 148;
+
 impl ClothSpec {
     /// A mesh file's vertex `p` placed: scaled, turned, moved to `center`.
     pub fn place(&self, p: Vec3) -> Vec3 {
@@ -249,6 +254,11 @@ impl ClothSpec {
     pub fn shape_mesh(&self) -> Result<std::sync::Arc<ObjMesh>> {
         let shape = self.shape.context("cloth.shape is not given")?;
         let cells = self.shape_cells();
+        // Checked before anything is built: a shape's nodes grow with the
+        // square of its cells, and a mesh holds at most 65535 edges.
+        if cells > MAX_SHAPE_CELLS {
+            bail!("cloth.resolution: a cloth.shape is at most {MAX_SHAPE_CELLS} cells across (as a square grid), got {cells}");
+        }
         let mesh = shape.obj(cells).with_context(|| {
             format!("cloth.shape {shape:?} at {cells} cells across: the disc takes 2 or more, the holed sheet 4 or more, the others 16")
         })?;

@@ -150,7 +150,7 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) 
 }
 
 /// `weft eval`: rolls out every trajectory of `source` plain, corrected by
-/// the float model at `model` (when it exists) and by the int8 model file
+/// the float model at `model` (when it exists) and by the int8 network
 /// `int8` (when given), and the plain alternatives; writes `report.json`
 /// into `out`; returns the printed report and the report itself (which
 /// `view::plot` draws; none with `horizons`, whose table is the report). A scenario outside the
@@ -160,7 +160,7 @@ pub fn command(
     source: &Source,
     data: &Path,
     model: &Path,
-    int8: Option<&Path>,
+    int8: Option<NetworkData>,
     steps: Option<usize>,
     horizons: bool,
     out: &Path,
@@ -171,7 +171,6 @@ pub fn command(
         eprintln!("no model at {} — plain columns only", model.display());
         None
     };
-    let int8 = int8.map(crate::learn::quantise::load).transpose()?;
     let trajs = trajectories(source, data, steps, out)?;
     if horizons {
         let name = matches!(source, Source::Scenario(_)).then_some("scenario");

@@ -33,6 +33,15 @@ pub fn command(
     ))
 }
 
+/// The int8 network at `path`, or the one baked into this program
+/// (`weft_weights::MODEL_FILE`) when none is named.
+pub fn load_or_baked(path: Option<&std::path::Path>) -> Result<NetworkData> {
+    match path {
+        Some(p) => load(p),
+        None => NetworkData::from_bytes(weft_weights::MODEL_FILE).context("the baked model file"),
+    }
+}
+
 /// Reads and validates a model file (`weights/weft-gnn.q8`).
 pub fn load(path: &std::path::Path) -> Result<NetworkData> {
     let bytes =

@@ -306,7 +306,14 @@ pub fn calibration(trained: &Trained, data: &std::path::Path, samples: usize) ->
     let float = FloatNet::from_trained(trained)?;
     let train_set = crate::learn::data::load_split(data, Some("train"))?;
     if train_set.is_empty() {
-        anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
+        // A network trained on its own rollouts (`--teacher coarse`) is
+        // calibrated on them: the training scenes' samples.
+        let graphs = on_policy_samples(trained, data, samples);
+        if graphs.is_empty() {
+            anyhow::bail!("no training trajectories in {} (run `weft generate`)", data.display());
+        }
+        let ranges = calibrate(&float, &graphs);
+        return Ok((float, ranges, graphs.len()));
     }
     let mut rng = crate::learn::data::families::Rng::new(0x9a7e);
     let picks = crate::learn::train::samples::picks(&train_set, samples, &mut rng, 0);
@@ -314,6 +321,19 @@ pub fn calibration(trained: &Trained, data: &std::path::Path, samples: usize) ->
     let graphs = crate::learn::train::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
     let ranges = calibrate(&float, &graphs);
     Ok((float, ranges, graphs.len()))
+}
+
+/// About `samples` graphs of `trained`'s own rollouts from the starts of
+/// the training scenes of `data`'s spec, every tenth frame.
+fn on_policy_samples(trained: &Trained, data: &std::path::Path, samples: usize) -> Vec<Graph> {
+    use crate::learn::train::on_policy::{collect, training_scenes};
+    use rayon::prelude::*;
+    let spec = crate::learn::data::load_index(data).map(|i| i.spec).unwrap_or_default();
+    let scenes = training_scenes(&spec, 4);
+    let frames = spec.steps;
+    let per = (samples / scenes.len().max(1)).max(1);
+    let every = (frames as usize / per).max(1);
+    scenes.par_iter().flat_map(|s| collect(s, &trained.meta.config, Some(trained), frames, every)).collect()
 }
 
 /// The scale of an int8 channel whose largest magnitude is `max`.

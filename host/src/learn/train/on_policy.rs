@@ -7,15 +7,19 @@
 //! (BDF2, [`TEACHER_SUBSTEPS`] steps a frame): exact from any coarse state,
 //! cheap, and the ceiling of a correction of the time step alone. A sample
 //! is the graph of the base step from state `s` (the step the network
-//! corrects) with targets `teacher(s) − base(s)` in position and velocity.
+//! corrects) with targets `teacher(s) − base(s)`: in position, and in
+//! velocity the teacher's mean over the frame, `(x_teacher − x_s) / dt`
+//! (its end velocity also carries the membrane's fast vibrations, which
+//! one implicit step of the frame's length damps), as the fine reference's
+//! targets are made (`network::frame_velocity`).
 //!
 //! The loop keeps a buffer of such samples. Every `--refresh` training
 //! steps it rolls the current network out from the starts of
 //! `--refresh-scenes` training scenes (the families' training seeds,
 //! simulated here: no fine reference is needed) and puts every
 //! `--sample-every`-th frame's sample into the buffer, oldest out first;
-//! batches are drawn from the buffer. The first buffer comes from plain
-//! rollouts, and the normaliser from it. Checkpoints, resume and the
+//! batches are drawn from the buffer. Until `--unroll-after` the rollouts
+//! are plain; the normaliser comes from the first of them. Checkpoints, resume and the
 //! choice of the best model by validation (the mean from-start error over
 //! `--select-frames` frames of the validation trajectories, which need the
 //! fine reference) work as `weft train`'s.
@@ -39,6 +43,16 @@ use weft_core::prelude::*;
 
 /// The teacher's physics steps per frame: the fine reference's.
 pub const TEACHER_SUBSTEPS: u32 = 8;
+
+/// A sample whose target moves a node more than this (m) or changes its
+/// velocity more than [`MAX_DV`] (m/s) ends its rollout unused: the
+/// network has left the states a cloth reaches.
+pub const MAX_DX: f32 = 0.05;
+
+pub const MAX_DV: f32 = 3.0;
+
+/// Plain rollouts the normaliser of a new network is taken from.
+pub const FIRST_SCENES: usize = 12;
 
 /// The teacher's scenario: `scn` at [`TEACHER_SUBSTEPS`] BDF2 steps a frame.
 pub fn teacher_scenario(scn: &Scenario) -> Scenario {
@@ -99,17 +113,27 @@ impl Corrector for Collector<'_> {
         if self.step % self.every == 0 {
             let b = self.before.borrow();
             // A teacher that fails (a state it cannot step) gives no sample.
-            if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
+            if let Ok((xt, _)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
                 let mut g = graph_of(model, state, self.cfg)?;
                 let fx = if self.cfg.velocity_only { 0.0 } else { 1.0 };
                 let (x, v) = (state.positions(), state.velocities());
+                let inv_dt = 1.0 / self.teacher.time.dt;
                 g.targets = (0..x.len())
                     .map(|i| {
                         let dx = (xt[i] - x[i]) * fx;
-                        let dv = vt[i] - v[i];
+                        let dv = (xt[i] - b.x[i]) * inv_dt - v[i];
                         [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
                     })
                     .collect();
+                // A rollout gone far from any cloth's motion teaches
+                // nothing: it ends here.
+                let wild = g
+                    .targets
+                    .iter()
+                    .any(|t| t[..3].iter().any(|d| d.abs() > MAX_DX) || t[3..].iter().any(|d| d.abs() > MAX_DV));
+                if wild {
+                    anyhow::bail!("the teacher's correction exceeds {MAX_DX} m or {MAX_DV} m/s");
+                }
                 self.samples.push(g);
             }
         }
@@ -132,10 +156,13 @@ pub fn collect(scn: &Scenario, cfg: &GnnConfig, net: Option<&Trained>, frames: u
     scn.time.steps = frames;
     let teacher = teacher_scenario(&scn);
     let mut c = Collector { cfg, net, teacher, before: &before, every: every.max(1), step: 0, samples: Vec::new() };
-    let _ = sim::run(&scn, false, &mut c, |f, _, st| {
+    // A rollout that fails (a state the step refuses) keeps the samples
+    // before it.
+    let r = sim::run(&scn, false, &mut c, |f, _, st| {
         *before.borrow_mut() = Before { x: st.positions().to_vec(), v: st.velocities().to_vec(), frame: f };
         Ok(())
     });
+    let _ = r;
     c.samples
 }
 
@@ -168,10 +195,21 @@ impl Buffer {
     }
 }
 
-/// Rolls `net` out from `count` random scenes' starts and returns the
-/// samples.
+/// Rolls `net` out from `--refresh-scenes` random scenes' starts and
+/// returns the samples.
 fn refresh(opts: &TrainOptions, scenes: &[Scenario], net: Option<&Trained>, rng: &mut Rng) -> Vec<Graph> {
-    let picks: Vec<usize> = (0..opts.refresh_scenes).map(|_| (rng.next_u64() % scenes.len() as u64) as usize).collect();
+    refresh_n(opts, scenes, net, opts.refresh_scenes, rng)
+}
+
+/// [`refresh`] from `count` scenes.
+fn refresh_n(
+    opts: &TrainOptions,
+    scenes: &[Scenario],
+    net: Option<&Trained>,
+    count: usize,
+    rng: &mut Rng,
+) -> Vec<Graph> {
+    let picks: Vec<usize> = (0..count).map(|_| (rng.next_u64() % scenes.len() as u64) as usize).collect();
     let cfg = net.map_or(opts.config, |m| m.meta.config);
     picks
         .par_iter()
@@ -203,7 +241,9 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
             m
         }
         None => {
-            let mut first = refresh(opts, scenes, None, rng);
+            // The normaliser from a dozen scenes, so that every family's
+            // range is in it.
+            let mut first = refresh_n(opts, scenes, None, FIRST_SCENES, rng);
             augment(&mut first, opts.augment, rng);
             let meta = ModelMeta {
                 format: MODEL_FORMAT.into(),
@@ -211,8 +251,8 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
                 normalizer: network::normalizer(&first),
                 noise: opts.noise,
                 steps: 0,
-                train_loss: f32::NAN,
-                val_loss: f32::NAN,
+                train_loss: 0.0,
+                val_loss: 0.0,
                 parameters: 0,
                 gain: 1.0,
                 val_rollout: None,
@@ -239,8 +279,8 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let mut rng = Rng::new(opts.seed);
     let mut buffer = Buffer { graphs: Vec::new(), capacity: opts.buffer, next: 0 };
     let (mut model, start) = start_model(opts, &scenes, &mut rng, &dev)?;
-    let on_policy = |m: &Trained, rng: &mut Rng| refresh(opts, &scenes, Some(m), rng);
-    for g in on_policy(&model, &mut rng) {
+    let net = (start >= opts.unroll_after).then_some(&model);
+    for g in refresh(opts, &scenes, net, &mut rng) {
         buffer.push(g);
     }
     let mut opt = AdamW::new(
@@ -261,7 +301,9 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
         opt.set_learning_rate(lr as f64);
         if step > start && step % opts.refresh == 0 {
-            for g in on_policy(&model, &mut step_rng) {
+            // Plain rollouts until `--unroll-after`, the network's own after.
+            let net = (step >= opts.unroll_after).then_some(&model);
+            for g in refresh(opts, &scenes, net, &mut step_rng) {
                 buffer.push(g);
             }
         }
@@ -290,6 +332,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
                 let e = from_start_error(&val, &model, opts.select_frames)?;
                 log.rollouts.push((step + 1, e));
                 model.meta.val_rollout = Some(e);
+                model.meta.val_loss = e;
                 line.push_str(&format!(" validation {e:.5} m"));
                 if e < best.1 {
                     best = (step + 1, e);
@@ -297,7 +340,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
                     line.push_str(" (best)");
                 }
             }
-            log.history.push((step + 1, tr, f32::NAN));
+            log.history.push((step + 1, tr, model.meta.val_loss));
             model.save(&opts.out)?;
             eprintln!("{line}");
         }
@@ -337,11 +380,11 @@ mod tests {
         .unwrap();
         let (x0, v0) = &base[0];
         let (x1, v1) = &base[1];
-        let (xt, vt) = teacher_frame(&teacher_scenario(&scn), x0, v0, 0).unwrap();
+        let (xt, _) = teacher_frame(&teacher_scenario(&scn), x0, v0, 0).unwrap();
         for i in 0..x1.len() {
             let t = samples[0].targets[i];
             let dx = xt[i] - x1[i];
-            let dv = vt[i] - v1[i];
+            let dv = (xt[i] - x0[i]) * (1.0 / scn.time.dt) - v1[i];
             assert_eq!([dx.x, dx.y, dx.z, dv.x, dv.y, dv.z], t, "node {i}");
         }
         // The teacher is not the base step: the targets are not all zero.
