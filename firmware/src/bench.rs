@@ -61,7 +61,13 @@ pub struct Stages<'c> {
     step_physics: u64,
     pub worst_step: u64,
     pub worst_physics: u64,
+    /// Every step's ticks, in order (the first [`MAX_STEPS`]).
+    pub costs: [u64; MAX_STEPS],
+    pub steps: usize,
 }
+
+/// Steps whose cost [`Stages`] keeps one by one.
+pub const MAX_STEPS: usize = 64;
 
 impl<'c> Stages<'c> {
     pub fn new(clock: &'c Clock) -> Self {
@@ -74,6 +80,8 @@ impl<'c> Stages<'c> {
             step_physics: 0,
             worst_step: 0,
             worst_physics: 0,
+            costs: [0; MAX_STEPS],
+            steps: 0,
         }
     }
     /// Ends the running stage and the step.
@@ -81,6 +89,10 @@ impl<'c> Stages<'c> {
         self.stop();
         self.worst_step = self.worst_step.max(self.step);
         self.worst_physics = self.worst_physics.max(self.step_physics);
+        if let Some(c) = self.costs.get_mut(self.steps) {
+            *c = self.step;
+            self.steps += 1;
+        }
         (self.step, self.step_physics) = (0, 0);
     }
     fn stop(&mut self) {
@@ -107,6 +119,21 @@ impl Probe for Stages<'_> {
     }
 }
 
+/// The mean, the 95th percentile (nearest rank) and the largest of
+/// `costs` (all 0 when empty).
+pub fn distribution(costs: &[u64]) -> (u64, u64, u64) {
+    let mut sorted = [0u64; MAX_STEPS];
+    let n = costs.len().min(MAX_STEPS);
+    sorted[..n].copy_from_slice(&costs[..n]);
+    let sorted = &mut sorted[..n];
+    sorted.sort_unstable();
+    let mean = sorted.iter().sum::<u64>().checked_div(n as u64).unwrap_or(0);
+    // Nearest rank: the smallest cost with at least 95 % of the steps at or below it.
+    let rank = (95 * n).div_ceil(100);
+    let p95 = rank.checked_sub(1).and_then(|r| sorted.get(r)).copied().unwrap_or(0);
+    (mean, p95, sorted.last().copied().unwrap_or(0))
+}
+
 /// Logs a scene's cost per step: physics, dynamic edges, network,
 /// correction, total and the worst steps; the network's
 /// multiply-accumulates (`macs` over all steps) and its instructions per
@@ -128,6 +155,17 @@ pub fn report(name: &str, stages: &Stages, steps: u32, macs: u64) {
         per(physics + edges + gnn + correction),
         stages.worst_step * PER_TICK,
         stages.worst_physics * PER_TICK
+    );
+    let (mean, p95, worst) = distribution(&stages.costs[..stages.steps]);
+    defmt::info!(
+        "{}: step cost ({}): mean {}, 95th percentile {}, worst {}; worst / mean {}.{=u64:02}",
+        name,
+        UNIT,
+        mean * PER_TICK,
+        p95 * PER_TICK,
+        worst * PER_TICK,
+        (worst * 100).checked_div(mean).unwrap_or(0) / 100,
+        (worst * 100).checked_div(mean).unwrap_or(0) % 100
     );
     let milli = (gnn * PER_TICK * 1000).checked_div(macs).unwrap_or(0);
     defmt::info!(

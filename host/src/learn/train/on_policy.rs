@@ -7,11 +7,10 @@
 //! (BDF2, [`TEACHER_SUBSTEPS`] steps a frame): exact from any coarse state,
 //! cheap, and the ceiling of a correction of the time step alone. A sample
 //! is the graph of the base step from state `s` (the step the network
-//! corrects) with targets `teacher(s) − base(s)`: in position, and in
-//! velocity the teacher's mean over the frame, `(x_teacher − x_s) / dt`
-//! (its end velocity also carries the membrane's fast vibrations, which
-//! one implicit step of the frame's length damps), as the fine reference's
-//! targets are made (`network::frame_velocity`).
+//! corrects) with targets `teacher(s) − base(s)` in position and velocity
+//! (the teacher's velocity at the frame's end: its mean over the frame
+//! would lag it by half a frame's acceleration, and a rollout corrected to
+//! it falls behind by `g dt² / 2` a frame).
 //!
 //! The loop keeps a buffer of such samples. Every `--refresh` training
 //! steps it rolls the current network out from the starts of
@@ -113,15 +112,14 @@ impl Corrector for Collector<'_> {
         if self.step % self.every == 0 {
             let b = self.before.borrow();
             // A teacher that fails (a state it cannot step) gives no sample.
-            if let Ok((xt, _)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
+            if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
                 let mut g = graph_of(model, state, self.cfg)?;
                 let fx = if self.cfg.velocity_only { 0.0 } else { 1.0 };
                 let (x, v) = (state.positions(), state.velocities());
-                let inv_dt = 1.0 / self.teacher.time.dt;
                 g.targets = (0..x.len())
                     .map(|i| {
                         let dx = (xt[i] - x[i]) * fx;
-                        let dv = (xt[i] - b.x[i]) * inv_dt - v[i];
+                        let dv = vt[i] - v[i];
                         [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
                     })
                     .collect();
@@ -380,11 +378,11 @@ mod tests {
         .unwrap();
         let (x0, v0) = &base[0];
         let (x1, v1) = &base[1];
-        let (xt, _) = teacher_frame(&teacher_scenario(&scn), x0, v0, 0).unwrap();
+        let (xt, vt) = teacher_frame(&teacher_scenario(&scn), x0, v0, 0).unwrap();
         for i in 0..x1.len() {
             let t = samples[0].targets[i];
             let dx = xt[i] - x1[i];
-            let dv = (xt[i] - x0[i]) * (1.0 / scn.time.dt) - v1[i];
+            let dv = vt[i] - v1[i];
             assert_eq!([dx.x, dx.y, dx.z, dv.x, dv.y, dv.z], t, "node {i}");
         }
         // The teacher is not the base step: the targets are not all zero.
