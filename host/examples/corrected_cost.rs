@@ -128,13 +128,13 @@ fn main() -> anyhow::Result<()> {
                 let mut errs = Vec::new();
                 let sum = sim::run_from(&scn, Some(restart), false, c, |f, _, st| {
                     if f > 0 {
-                        errs.push(weft_host::learn::eval::metrics::rmse(st.positions(), &t.x[s + f as usize]));
+                        errs.push(weft_host::learn::data::metrics::rmse(st.positions(), &t.x[s + f as usize]));
                     }
                     Ok(())
                 })
                 .ok()?;
                 let f = &sum.frames[1..11.min(sum.frames.len())];
-                let m = |h: usize| weft_host::learn::eval::metrics::mean(&errs[..h.min(errs.len())]);
+                let m = |h: usize| weft_host::learn::data::metrics::mean(&errs[..h.min(errs.len())]);
                 Some((
                     f.iter().map(|f| f.cg_iterations).sum::<u32>(),
                     f.iter().map(|f| f.solves).sum::<u32>(),

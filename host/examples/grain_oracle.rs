@@ -27,8 +27,8 @@ use rayon::prelude::*;
 use weft_core::mesh::{MeshParts, Triangle};
 use weft_core::model::CoarseGrain;
 use weft_core::prelude::*;
+use weft_host::learn::data::metrics::{mean, rmse};
 use weft_host::learn::data::{self, Trajectory};
-use weft_host::learn::eval::metrics::{mean, rmse};
 use weft_host::sim::build::{self, ModelParts};
 use weft_host::sim::storage::VecStateStorage;
 

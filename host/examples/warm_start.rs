@@ -9,7 +9,7 @@ use weft_core::math::Vec3;
 use weft_host::learn::data::{fine_scenario, DatasetSpec, PERTURBATION};
 mod common;
 use weft_host::learn::data::families::Family;
-use weft_host::learn::eval::metrics::{mean, rmse};
+use weft_host::learn::data::metrics::{mean, rmse};
 use weft_host::sim::{self, corrector::Plain, scenario::Scenario};
 
 type Frames = Vec<Vec<Vec3>>;

@@ -24,7 +24,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a scenario file: OBJ frames and summary.json into the output folder.
+    /// Run a scenario file: OBJ frames, summary.json and a preview (GIF and
+    /// PNG; with --corrected the plain and the corrected cloth side by
+    /// side) into the output folder.
     Simulate {
         scenario: PathBuf,
         /// Output folder (default: out/STEM, STEM the scenario file's name without its extension).
@@ -37,6 +39,9 @@ enum Command {
         /// An int8 model file instead of the baked network.
         #[arg(long)]
         int8: Option<PathBuf>,
+        /// No preview (preview.gif and preview.png beside the frames).
+        #[arg(long)]
+        no_picture: bool,
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
@@ -183,15 +188,17 @@ enum Command {
         #[arg(long, default_value_t = 0.0)]
         clip: f32,
     },
-    /// Which network ships: each arm's mean over its seeds of `weft gain`'s
-    /// chosen error × plain (int8, validation, horizon 10 under the guards),
-    /// against the shipped network's; an arm ships only with two seeds or
-    /// more and a lower mean.
+    /// Which network ships: each arm's mean over its seeds of the
+    /// corrected step's validation frontier ratio (from each scene's start,
+    /// the mean of 10 and 50 frames) under the whole-rollout guard (200
+    /// frames ≤ 1), against the shipped network's; an arm ships only with
+    /// two seeds or more and a lower mean, and when no network passes the
+    /// guard the best plain step at the device's budget is named.
     Select {
-        /// The shipped network's `weft gain` report.
-        #[arg(long, default_value = "weights/gain.txt")]
+        /// The shipped network's validation report (`weft eval --split val`).
+        #[arg(long, default_value = "weights/eval-val/report.json")]
         baseline: PathBuf,
-        /// Arms as NAME=RUN,RUN… (run folders holding gain.txt).
+        /// Arms as NAME=RUN,RUN… (run folders holding eval-val/report.json).
         #[arg(required = true)]
         arms: Vec<weft_host::learn::eval::select::Arm>,
     },
@@ -275,8 +282,8 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Simulate { scenario, out, corrected, int8, quiet } => {
-            simulate(&scenario, out, corrected, int8.as_deref(), quiet)?
+        Command::Simulate { scenario, out, corrected, int8, no_picture, quiet } => {
+            simulate(&scenario, out, corrected, int8.as_deref(), !no_picture, quiet)?
         }
         Command::Generate { out, spec, shard, split, family, quiet } => {
             let only = data::Only { splits: split, families: family };
@@ -356,7 +363,14 @@ fn run(cli: Cli) -> Result<()> {
 
 /// `weft simulate`: runs a scenario file, writes its frames and summary,
 /// prints what it counted.
-fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: Option<&Path>, quiet: bool) -> Result<()> {
+fn simulate(
+    scenario: &Path,
+    out: Option<PathBuf>,
+    corrected: bool,
+    int8: Option<&Path>,
+    picture: bool,
+    quiet: bool,
+) -> Result<()> {
     let scn = Scenario::load(scenario)?;
     let net = if corrected { Some(quantise::load_or_baked(int8)?) } else { None };
     let out = out.unwrap_or_else(|| {
@@ -367,7 +381,8 @@ fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: Option
         Some(n) => Box::new(corrector::Int8::new(n)),
         None => Box::new(corrector::Plain),
     };
-    let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut())?;
+    let mut frames = Vec::new();
+    let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut(), picture.then_some(&mut frames))?;
     let last = s.frames.last().cloned().unwrap_or_default();
     println!(
         "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; output in {}",
@@ -385,5 +400,32 @@ fn simulate(scenario: &Path, out: Option<PathBuf>, corrected: bool, int8: Option
         s.dropped_pairs,
         out.display()
     );
+    if picture {
+        // Outside the training envelope the guarded corrector ran the plain step.
+        let title =
+            if s.outside_envelope.is_empty() { "int8-corrected" } else { "corrected (outside the envelope: plain)" };
+        let (gif, png) = preview(&scn, corrected.then_some(title), &frames, &out)?;
+        println!("preview: {} and {}", gif.display(), png.display());
+    }
     Ok(())
+}
+
+/// `weft simulate`'s preview of `frames`: alone, or for a corrected run
+/// (titled `corrected`) beside the plain run of the same scene.
+fn preview(
+    scn: &Scenario,
+    corrected: Option<&str>,
+    frames: &[Vec<weft_core::math::Vec3>],
+    out: &Path,
+) -> Result<(PathBuf, PathBuf)> {
+    use weft_host::view::preview::{self, Track};
+    let every = (scn.time.steps as usize / 100).max(2);
+    let (red, blue) = ([220.0, 90.0, 70.0], [70.0, 130.0, 220.0]);
+    let Some(title) = corrected else {
+        return preview::write(scn, &[Track { title: "plain", color: red, frames }], every, out);
+    };
+    let all: Vec<usize> = (0..scn.node_count()).collect();
+    let plain = sim::rollout(scn, scn.time.steps as usize, &all, &mut corrector::Plain)?;
+    let tracks = [Track { title: "plain", color: red, frames: &plain.x }, Track { title, color: blue, frames }];
+    preview::write(scn, &tracks, every, out)
 }

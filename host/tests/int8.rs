@@ -459,8 +459,8 @@ fn corrected_rollouts_on_a_test_scenario() {
     let (fine, v, secs) = data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator).unwrap();
     let mean_rmse = |frames: Vec<Vec<Vec3>>| -> f32 {
         let per_frame: Vec<f32> =
-            frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::learn::eval::metrics::rmse(a, b)).collect();
-        weft_host::learn::eval::metrics::mean(&per_frame)
+            frames.iter().zip(&fine[1..]).map(|(a, b)| weft_host::learn::data::metrics::rmse(a, b)).collect();
+        weft_host::learn::data::metrics::mean(&per_frame)
     };
     let (plain, int8) = (mean_rmse(drape_rollout(false)), mean_rmse(drape_rollout(true)));
     let trained = trained();

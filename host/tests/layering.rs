@@ -160,6 +160,22 @@ fn upward_imports(krate: &str, ranks: &[(&str, u32)]) -> Vec<String> {
 fn host_layers_import_downwards() {
     let up = upward_imports("host", &[("sim", 0), ("learn", 1), ("view", 2)]);
     assert!(up.is_empty(), "host: imports of a layer above: {up:?}");
+    // Inside `learn`: data, the network, quantisation, evaluation, training.
+    let graph = imports(&modules(&src("host")));
+    let ranks = ["learn::data", "learn::network", "learn::quantise", "learn::eval", "learn::train"];
+    let rank = |m: &str| ranks.iter().position(|r| m == *r || m.starts_with(&format!("{r}::")));
+    let mut up = Vec::new();
+    for (m, deps) in &graph {
+        for d in deps {
+            if let (Some(a), Some(b)) = (rank(m), rank(d)) {
+                if b > a {
+                    up.push(format!("{m} → {d}"));
+                }
+            }
+        }
+    }
+    assert!(up.is_empty(), "learn: imports of a room above: {up:?}");
+    assert!(graph["learn::eval::gain"].contains("learn::quantise"), "the check sees learn's rooms");
 }
 
 #[test]

@@ -173,7 +173,7 @@ fn regions_select_the_documented_nodes() {
 fn simulate_writes_objs_and_a_summary() {
     let dir = tempfile::tempdir().unwrap();
     let scn = Scenario::parse(&format!("{MINIMAL}\n[output]\nevery = 2\n[[pin]]\nregion = \"corners:top\"\n")).unwrap();
-    let s = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain).unwrap();
+    let s = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain, None).unwrap();
     let objs: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -202,7 +202,7 @@ fn a_failed_run_keeps_its_summary_and_last_good_state() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("{MINIMAL}\n[[pin]]\nregion = \"corners:top\"\n[wind]\nvelocity = [0, 0, 1e7]\n");
     let scn = Scenario::parse(&text).unwrap();
-    let e = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain).unwrap_err();
+    let e = sim::simulate(&scn, dir.path(), false, &mut weft_host::sim::corrector::Plain, None).unwrap_err();
     let failed = e.downcast_ref::<sim::RunFailed>().expect("a RunFailed error");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();

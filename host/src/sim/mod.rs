@@ -332,8 +332,15 @@ fn write_obj_parts(path: &Path, triangles: &[Triangle], x: &[Vec3]) -> Result<()
 }
 
 /// `weft simulate`: OBJ frames and `summary.json` into `out`, each step
-/// corrected by `corrector`.
-pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn Corrector) -> Result<Summary> {
+/// corrected by `corrector`; every frame's positions pushed onto `keep`
+/// when given (frame 0 the start).
+pub fn simulate(
+    scn: &Scenario,
+    out: &Path,
+    progress: bool,
+    corrector: &mut dyn Corrector,
+    mut keep: Option<&mut Vec<Vec<Vec3>>>,
+) -> Result<Summary> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let every = scn.output.every;
     let mut mesh_triangles = Vec::new();
@@ -343,6 +350,9 @@ pub fn simulate(scn: &Scenario, out: &Path, progress: bool, corrector: &mut dyn 
         }
         if every > 0 && frame % every == 0 {
             write_obj(&out.join(format!("frame_{frame:05}.obj")), &model.mesh, state.positions())?;
+        }
+        if let Some(k) = keep.as_deref_mut() {
+            k.push(state.positions().to_vec());
         }
         Ok(())
     });

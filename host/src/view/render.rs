@@ -13,8 +13,8 @@ use weft_core::prelude::*;
 use weft_weights::format::NetworkData;
 
 use crate::learn::data::families::Family;
+use crate::learn::data::metrics;
 use crate::learn::data::{self, DatasetSpec};
-use crate::learn::eval::metrics;
 use crate::sim;
 use crate::sim::corrector::{self, Corrector};
 use crate::sim::scenario::Scenario;

@@ -124,8 +124,8 @@ pub fn outside_training(scn: &Scenario, spec: &DatasetSpec) -> Vec<String> {
 
 /// Mean over frames of the position RMSE between two frame sequences.
 fn mean_rmse(a: &Frames, b: &Frames) -> f32 {
-    let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::learn::eval::metrics::rmse(p, q)).collect();
-    crate::learn::eval::metrics::mean(&per_frame)
+    let per_frame: Vec<f32> = a.iter().zip(b).skip(1).map(|(p, q)| crate::learn::data::metrics::rmse(p, q)).collect();
+    crate::learn::data::metrics::mean(&per_frame)
 }
 
 /// The time-convergence check of one scenario's fine reference `fine_x`

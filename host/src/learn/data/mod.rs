@@ -5,6 +5,7 @@
 pub mod families;
 pub mod format;
 pub mod generate;
+pub mod metrics;
 
 pub use format::*;
 pub use generate::*;

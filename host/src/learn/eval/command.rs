@@ -10,11 +10,11 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::learn::data::metrics::{frame_errors, mean};
 use crate::learn::data::Trajectory;
 use crate::learn::eval::columns::Column;
 use crate::learn::eval::device::{device_per_frame, network_cost};
 use crate::learn::eval::frontier::{self, Point, FRONTIER_HORIZONS};
-use crate::learn::eval::metrics::{frame_errors, mean};
 use crate::learn::network::Trained;
 use crate::sim::rollout;
 use crate::sim::scenario::Scenario;

@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use weft_core::prelude::Vec3;
 
 use crate::learn::data::families::Family;
+use crate::learn::data::metrics::mean;
 use crate::learn::data::{self, Frames, Trajectory, PERTURBATION};
-use crate::learn::eval::metrics::mean;
 use crate::sim::corrector::Plain;
 
 use crate::sim::{self, Restart};

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::learn::data::metrics::{frame_errors, mean, rollout_mean};
 use crate::learn::data::Trajectory;
 use crate::learn::eval::columns::Column;
 use crate::learn::eval::horizons;
-use crate::learn::eval::metrics::{frame_errors, mean, rollout_mean};
 use crate::learn::network::{corrected_error, Trained};
 use crate::sim::corrector::Plain;
 use crate::sim::rollout;

@@ -21,9 +21,9 @@ use weft_core::math::Vec3;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::learn::data::metrics::{mean, rmse};
 use crate::learn::data::{Frames, Trajectory};
 use crate::learn::eval::columns::Column;
-use crate::learn::eval::metrics::{mean, rmse};
 use crate::learn::network::Trained;
 use crate::sim::corrector::{Corrector, Grained};
 use weft_core::model::CoarseGrain;

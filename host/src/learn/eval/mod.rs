@@ -1,5 +1,6 @@
 //! Evaluation: `weft eval` ([`command`]) over the ways to step the coarse
-//! cloth ([`columns`]) with the shared error measures ([`metrics`]), the
+//! cloth ([`columns`]) with the shared error measures
+//! ([`crate::learn::data::metrics`]), the
 //! errors at horizons ([`horizons`]) beside the reference's floors
 //! (`weft floors`, [`floors`]), the board's cost model ([`device`]) and
 //! the frontier ratio against the plain step of the same cost ([`frontier`]);
@@ -13,7 +14,6 @@ pub mod floors;
 pub mod frontier;
 pub mod gain;
 pub mod horizons;
-pub mod metrics;
 pub mod select;
 
 pub use command::*;

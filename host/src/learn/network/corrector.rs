@@ -12,8 +12,8 @@ use weft_core::prelude::*;
 
 use crate::sim::corrector::Corrector;
 
+use crate::learn::data::metrics::{frame_errors, rollout_mean};
 use crate::learn::data::Trajectory;
-use crate::learn::eval::metrics::{frame_errors, rollout_mean};
 use crate::sim::scenario::Scenario;
 
 /// The graph of the state after a physics step, `net`'s corrections of it

@@ -14,9 +14,11 @@
 //! Inputs and targets are normalised by statistics of the training data,
 //! which travel with the weights ([`Normalizer`]).//!
 //! The rooms: [`config`] (configuration, normaliser), [`graph`] (a state
-//! as the network's graph, batches), [`sample`] (training graphs from a
-//! trajectory), [`model`] (the candle network), [`file`] (save and load)
-//! and [`corrector`] (the network in the rollout loop).
+//! as the network's graph, batches), [`sample`] and [`samples`] (training
+//! graphs from a trajectory), [`teacher`] (training graphs from the
+//! network's own rollouts, the coarse teacher's targets), [`model`] (the
+//! candle network), [`file`] (save and load) and [`corrector`] (the
+//! network in the rollout loop).
 
 pub mod config;
 pub mod corrector;
@@ -24,6 +26,8 @@ pub mod file;
 pub mod graph;
 pub mod model;
 pub mod sample;
+pub mod samples;
+pub mod teacher;
 
 pub use config::*;
 pub use corrector::*;

@@ -316,9 +316,9 @@ pub fn calibration(trained: &Trained, data: &std::path::Path, samples: usize) ->
         return Ok((float, ranges, graphs.len()));
     }
     let mut rng = crate::learn::data::families::Rng::new(0x9a7e);
-    let picks = crate::learn::train::samples::picks(&train_set, samples, &mut rng, 0);
+    let picks = crate::learn::network::samples::picks(&train_set, samples, &mut rng, 0);
     let none = crate::learn::network::Noise { position: 0.0, velocity: 0.0 };
-    let graphs = crate::learn::train::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
+    let graphs = crate::learn::network::samples::samples(&train_set, &picks, &trained.meta.config, none, None, 0)?;
     let ranges = calibrate(&float, &graphs);
     Ok((float, ranges, graphs.len()))
 }
@@ -326,7 +326,7 @@ pub fn calibration(trained: &Trained, data: &std::path::Path, samples: usize) ->
 /// About `samples` graphs of `trained`'s own rollouts from the starts of
 /// the training scenes of `data`'s spec, every tenth frame.
 fn on_policy_samples(trained: &Trained, data: &std::path::Path, samples: usize) -> Vec<Graph> {
-    use crate::learn::train::on_policy::{collect, training_scenes};
+    use crate::learn::network::teacher::{collect, training_scenes};
     use rayon::prelude::*;
     let spec = crate::learn::data::load_index(data).map(|i| i.spec).unwrap_or_default();
     let scenes = training_scenes(&spec, 4);

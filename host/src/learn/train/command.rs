@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
+use crate::learn::network::samples::{draw, picks, samples};
 use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
-use crate::learn::train::samples::{draw, picks, samples};
 use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
@@ -206,9 +206,21 @@ pub fn best_stem(out: &std::path::Path) -> PathBuf {
 
 /// Trains (or resumes) and returns the model and its loss history.
 pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
-    if opts.teacher == Teacher::Coarse {
-        return crate::learn::train::on_policy::train(opts);
+    match opts.teacher {
+        Teacher::Coarse => crate::learn::train::on_policy::train(opts),
+        Teacher::Fine => train_on_data(opts),
     }
+}
+
+/// The learning rate of training step `step`: cosine decay from `--lr` to
+/// `--lr-final`.
+pub fn learning_rate(opts: &TrainOptions, step: usize) -> f32 {
+    let f = step as f32 / opts.steps.max(1) as f32;
+    opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos())
+}
+
+/// [`train`] on the fine reference's training trajectories.
+fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let (train, val) = splits(opts)?;
     let dev = Device::Cpu;
     let mut rng = Rng::new(opts.seed);
@@ -241,10 +253,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let (mut acc, mut acc_n, mut acc_rollout) = (0.0f32, 0usize, 0.0f32);
     let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
     for step in start..opts.steps {
-        // Cosine decay from lr to lr_final.
-        let f = step as f32 / opts.steps.max(1) as f32;
-        let lr = opts.lr_final + 0.5 * (opts.lr - opts.lr_final) * (1.0 + (std::f32::consts::PI * f).cos());
-        opt.set_learning_rate(lr as f64);
+        opt.set_learning_rate(learning_rate(opts, step) as f64);
         let (loss, one_step, rollout) = step_loss(opts, &train, &model, step, &mut step_rng, &dev)?;
         acc += one_step;
         acc_rollout += rollout;
@@ -466,7 +475,7 @@ fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Re
             .context("a horizon of weft eval's (checked before training)"),
     };
     let errs = val.iter().map(one).collect::<Result<Vec<_>>>()?;
-    Ok(crate::learn::eval::metrics::mean(&errs))
+    Ok(crate::learn::data::metrics::mean(&errs))
 }
 
 /// Appends this run's log to `out.log.json` (a fresh log unless resuming).

@@ -1,15 +1,14 @@
 //! Training: `weft train` ([`command`]: Adam, checkpoints, resume) on the
 //! one-step loss, the rollout loss ([`rollout_loss`]) and the solver in
 //! the loop ([`solver_loss`]), from samples drawn from the data
-//! ([`samples`]) or from the network's own from-start rollouts with a
-//! coarse teacher ([`on_policy`]); and `weft calibrate` ([`calibrate`]), the coarse step's
+//! (`crate::learn::network::samples`) or from the network's own
+//! from-start rollouts with a coarse teacher ([`on_policy`]); and `weft calibrate` ([`calibrate`]), the coarse step's
 //! membrane fitted to the reference.
 
 pub mod calibrate;
 pub mod command;
 pub mod on_policy;
 pub mod rollout_loss;
-pub mod samples;
 pub mod solver_loss;
 
 pub use command::*;
