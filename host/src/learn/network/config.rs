@@ -49,6 +49,14 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub velocity_only: bool,
+    /// `--position-only`: the network corrects positions only: its
+    /// velocity target and output are zero wherever it is used (a
+    /// correction of the time step's error is mostly in the positions: the
+    /// coarse teacher's position correction alone keeps most of its
+    /// accuracy, its velocity correction alone little).
+    #[arg(long, conflicts_with = "velocity_only")]
+    #[serde(default)]
+    pub position_only: bool,
     /// `--coarse-stretch`: factor on the material's stretch stiffness in
     /// the coarse step the network corrects (`weft calibrate` fits it;
     /// `weft_core::model::CoarseGrain`).
@@ -86,6 +94,12 @@ impl Default for GnnConfig {
 
 impl GnnConfig {
     pub const DEFAULT_PAIRS_PER_NODE: usize = crate::sim::corrector::PAIRS_PER_NODE;
+
+    /// The factors on the position and the velocity outputs: 0 for the
+    /// one a `--velocity-only` or `--position-only` network does not use.
+    pub fn heads(&self) -> (f32, f32) {
+        (if self.velocity_only { 0.0 } else { 1.0 }, if self.position_only { 0.0 } else { 1.0 })
+    }
 
     /// The coarse step's membrane factors this network corrects.
     pub fn coarse_grain(&self) -> CoarseGrain {

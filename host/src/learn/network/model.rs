@@ -98,11 +98,12 @@ impl Gnn {
         let un = |row: &[f32], k: usize| row[k] * t.std[k] + t.mean[k];
         let mut dx = Vec::with_capacity(out.len());
         let mut dv = Vec::with_capacity(out.len());
-        // A velocity-only network's position output is not used.
-        let fx = if self.cfg.velocity_only { 0.0 } else { 1.0 };
+        // A velocity-only network's position output is not used, nor a
+        // position-only one's velocity output.
+        let (fx, fv) = self.cfg.heads();
         for (row, &f) in out.iter().zip(&g.free) {
             dx.push(Vec3::new(un(row, 0), un(row, 1), un(row, 2)) * (f * fx));
-            dv.push(Vec3::new(un(row, 3), un(row, 4), un(row, 5)) * f);
+            dv.push(Vec3::new(un(row, 3), un(row, 4), un(row, 5)) * (f * fv));
         }
         Ok((dx, dv))
     }

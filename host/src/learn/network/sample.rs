@@ -89,11 +89,11 @@ pub fn sample(
     crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
     let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
     let v_next = frame_velocity(traj, t + 1);
-    let fx = if cfg.velocity_only { 0.0 } else { 1.0 };
+    let (fx, fv) = cfg.heads();
     g.targets = (0..xs.len())
         .map(|i| {
             let dx = (traj.x[t + 1][i] - xs[i]) * fx;
-            let dv = v_next[i] - vs[i];
+            let dv = (v_next[i] - vs[i]) * fv;
             [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
         })
         .collect();

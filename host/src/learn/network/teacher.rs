@@ -98,12 +98,12 @@ impl Corrector for Collector<'_> {
             // A teacher that fails (a state it cannot step) gives no sample.
             if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
                 let mut g = graph_of(model, state, self.cfg)?;
-                let fx = if self.cfg.velocity_only { 0.0 } else { 1.0 };
+                let (fx, fv) = self.cfg.heads();
                 let (x, v) = (state.positions(), state.velocities());
                 g.targets = (0..x.len())
                     .map(|i| {
                         let dx = (xt[i] - x[i]) * fx;
-                        let dv = vt[i] - v[i];
+                        let dv = (vt[i] - v[i]) * fv;
                         [dx.x, dx.y, dx.z, dv.x, dv.y, dv.z]
                     })
                     .collect();

@@ -198,6 +198,11 @@ impl FloatNet {
             norm.target.mean[..3].fill(0.0);
             norm.target.std[..3].fill(0.0);
         }
+        if cfg.position_only {
+            // Nor a position-only network's velocity output.
+            norm.target.mean[3..].fill(0.0);
+            norm.target.std[3..].fill(0.0);
+        }
         Ok(FloatNet {
             latent: cfg.latent,
             radius: cfg.radius,
