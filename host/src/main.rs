@@ -83,9 +83,10 @@ enum Command {
     /// Roll out plain coarse, corrected coarse, a plain 2× finer mesh and the plain coarse mesh at dt/2
     /// against the fine reference: report.json and rmse.png.
     Eval {
-        /// A scenario file (its fine reference is simulated here) ...
+        /// Scenario files (repeatable; their fine references are simulated
+        /// here, the rollouts pooled as one family "scenario") ...
         #[arg(long)]
-        scenario: Option<PathBuf>,
+        scenario: Vec<PathBuf>,
         /// ... or a data set split (test, val, heldout, train).
         #[arg(long, default_value = "test")]
         split: String,
@@ -330,9 +331,9 @@ fn run(cli: Cli) -> Result<()> {
                 Some(p) if p.as_os_str() == "none" => None,
                 p => Some(quantise::load_or_baked(p.as_deref())?),
             };
-            let source = match scenario {
-                Some(path) => eval::Source::Scenario(path),
-                None => eval::Source::Split(split),
+            let source = match scenario.is_empty() {
+                false => eval::Source::Scenarios(scenario),
+                true => eval::Source::Split(split),
             };
             let (text, report) = eval::command(&source, &data, &model, int8, steps, horizons, &out)?;
             if let Some(report) = report {

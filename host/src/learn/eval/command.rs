@@ -96,50 +96,32 @@ pub fn evaluate(
     Ok(r)
 }
 
-/// What `weft eval` rolls out: the trajectories of a data set split, or a
-/// scenario file (whose fine reference is simulated first).
+/// What `weft eval` rolls out: the trajectories of a data set split, or
+/// scenario files (whose fine references are simulated first).
 pub enum Source {
     Split(String),
-    Scenario(std::path::PathBuf),
+    Scenarios(Vec<std::path::PathBuf>),
 }
 
-/// The trajectories `source` names: a split of the data set in `data`, or a
-/// scenario file with its fine reference simulated here (`steps` frames, by
-/// default its own), or read from `out/reference.safetensors` where an
-/// earlier run wrote the same scenario's (with the same refinement).
+/// The trajectories `source` names: a split of the data set in `data`, or
+/// scenario files, each with its fine reference simulated here (`steps`
+/// frames, by default its own) or read from where an earlier run wrote the
+/// same scenario's (with the same refinement): `out/reference.safetensors`
+/// for one scenario, `out/references/STEM.safetensors` for several.
 fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) -> Result<Vec<Trajectory>> {
     let trajs = match source {
-        Source::Scenario(path) => {
-            let mut scn = Scenario::load(path)?;
-            if let Some(s) = steps {
-                scn.time.steps = s as u32;
+        Source::Scenarios(paths) => {
+            let mut trajs = Vec::new();
+            for path in paths {
+                let cache = match paths.len() {
+                    1 => out.join("reference.safetensors"),
+                    _ => {
+                        out.join("references").join(path.file_stem().unwrap_or_default()).with_extension("safetensors")
+                    }
+                };
+                trajs.push(scenario_trajectory(path, data, steps, &cache)?);
             }
-            let spec = crate::learn::data::load_index(data).map(|i| i.spec).unwrap_or_default();
-            for w in crate::learn::data::outside_training(&scn, &spec) {
-                eprintln!("warning: {}: {w}", path.display());
-            }
-            let cache = out.join("reference.safetensors");
-            let cached = crate::learn::data::read_trajectory(&cache).ok().filter(|t| t.scenario == scn);
-            let t = match cached {
-                Some(t) => t,
-                None => {
-                    let (x, v, secs) =
-                        crate::learn::data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
-                    let t = Trajectory {
-                        scenario: scn,
-                        family: crate::learn::data::families::Family::Hang,
-                        seed: 0,
-                        split: "scenario".into(),
-                        x,
-                        v,
-                        fine_seconds: secs,
-                    };
-                    std::fs::create_dir_all(out)?;
-                    crate::learn::data::write_trajectory(&cache, &t, &spec)?;
-                    t
-                }
-            };
-            vec![t]
+            trajs
         }
         Source::Split(split) => crate::learn::data::load_split(data, Some(split))?,
     };
@@ -147,6 +129,39 @@ fn trajectories(source: &Source, data: &Path, steps: Option<usize>, out: &Path) 
         anyhow::bail!("nothing to evaluate in {} of {}", source.name(), data.display());
     }
     Ok(trajs)
+}
+
+/// The scenario file at `path` with its fine reference, read from `cache`
+/// when an earlier run wrote the same scenario's there, else simulated
+/// here and written there.
+fn scenario_trajectory(path: &Path, data: &Path, steps: Option<usize>, cache: &Path) -> Result<Trajectory> {
+    let mut scn = Scenario::load(path)?;
+    if let Some(s) = steps {
+        scn.time.steps = s as u32;
+    }
+    let spec = crate::learn::data::load_index(data).map(|i| i.spec).unwrap_or_default();
+    for w in crate::learn::data::outside_training(&scn, &spec) {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    let cached = crate::learn::data::read_trajectory(cache).ok().filter(|t| t.scenario == scn);
+    if let Some(t) = cached {
+        return Ok(t);
+    }
+    let (x, v, secs) = crate::learn::data::fine_reference(&scn, spec.k, spec.time_substeps, spec.fine_integrator)?;
+    let t = Trajectory {
+        scenario: scn,
+        family: crate::learn::data::families::Family::Hang,
+        seed: 0,
+        split: "scenario".into(),
+        x,
+        v,
+        fine_seconds: secs,
+    };
+    if let Some(dir) = cache.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::learn::data::write_trajectory(cache, &t, &spec)?;
+    Ok(t)
 }
 
 /// `weft eval`: rolls out every trajectory of `source` plain, corrected by
@@ -173,19 +188,19 @@ pub fn command(
     };
     let trajs = trajectories(source, data, steps, out)?;
     if horizons {
-        let name = matches!(source, Source::Scenario(_)).then_some("scenario");
+        let name = matches!(source, Source::Scenarios(_)).then_some("scenario");
         let rep = crate::learn::eval::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
         std::fs::create_dir_all(out)?;
         std::fs::write(out.join("horizons.json"), serde_json::to_string_pretty(&rep)?)?;
         return Ok((rep.table(), None));
     }
-    let steps = steps.unwrap_or_else(|| trajs.first().map_or(200, |t| t.x.len() - 1));
+    let steps = steps.unwrap_or_else(|| trajs.iter().map(|t| t.x.len() - 1).max().unwrap_or(200));
     let bar = crate::progress_bar(trajs.len() as u64, "rollouts from the start, every column", true);
     let mut rollouts = Vec::new();
     for t in &trajs {
         bar.set_message(format!("{}-{}", t.family.name(), t.seed));
         let mut r = evaluate(t, trained.as_ref(), int8.as_ref(), steps)?;
-        if let Source::Scenario(_) = source {
+        if let Source::Scenarios(_) = source {
             r.family = "scenario".into();
         }
         rollouts.push(r);
@@ -226,7 +241,9 @@ impl Source {
     fn name(&self) -> String {
         match self {
             Source::Split(s) => format!("split {s:?}"),
-            Source::Scenario(p) => format!("scenario {}", p.display()),
+            Source::Scenarios(p) => {
+                format!("scenarios {}", p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))
+            }
         }
     }
 }

@@ -516,9 +516,10 @@ pub fn summary(model: &Trained, log: &TrainLog, opts: &TrainOptions) -> String {
     );
     if let Some(e) = model.meta.val_rollout {
         let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
-        let what = match opts.select_horizon {
-            0 => format!("{}-frame rollouts", opts.rollout_frames),
-            h => format!("horizon {h}"),
+        let what = match (opts.teacher, opts.select_horizon) {
+            (Teacher::Coarse, _) => format!("the first {} frames from each start", opts.select_frames),
+            (Teacher::Fine, 0) => format!("{}-frame rollouts", opts.rollout_frames),
+            (Teacher::Fine, h) => format!("horizon {h}"),
         };
         let _ = writeln!(
             s,
