@@ -10,8 +10,9 @@
 //! its arm passes the guard and scores below the baseline (the shipped
 //! network's report on the same split, when it passes the guard too),
 //! and then the arm's best seed is the one. When neither an arm nor the
-//! baseline passes, the fallback is no network: the best plain step at the
-//! baseline's device budget, named from its report.
+//! baseline passes, the fallback is no network: the best plain step (by
+//! the same mean of 10 and 50 frames) at the baseline's device budget,
+//! named from its report.
 
 use std::path::{Path, PathBuf};
 
@@ -76,22 +77,22 @@ fn read_scored(run: &Path) -> Result<(Scored, Report)> {
     Ok((s, rep))
 }
 
-/// The plain column with the lowest error over 200 frames among those no
-/// dearer than `budget` device instructions a frame (the cheapest when
-/// every one is dearer).
+/// The plain column with the lowest error by the ranking's measure (the
+/// mean of its errors over 10 and 50 frames from the start, each over
+/// backward Euler's) among those no dearer than `budget` device
+/// instructions a frame (the cheapest when every one is dearer).
 pub fn best_plain(rep: &Report, budget: f64) -> Option<Column> {
-    let plain = rep.columns.iter().filter(|c| !c.column.corrected() && !c.per_frame.is_empty());
-    let k = FRONTIER_HORIZONS[2];
-    let affordable: Vec<_> = plain.clone().filter(|c| c.device_per_frame <= budget).collect();
-    let pool: Vec<_> = if affordable.is_empty() { plain.collect() } else { affordable };
-    let key = |c: &&crate::learn::eval::ColumnStats| {
-        if pool.iter().all(|p| p.device_per_frame > budget) {
-            c.device_per_frame
-        } else {
-            window_mean(&c.per_frame, k)
-        }
+    let plain: Vec<_> = rep.columns.iter().filter(|c| !c.column.corrected() && !c.per_frame.is_empty()).collect();
+    let [k10, k50, _] = FRONTIER_HORIZONS;
+    let unit = |k: usize| rep.column(Column::Plain).map_or(1.0, |p| window_mean(&p.per_frame, k));
+    let error = |c: &crate::learn::eval::ColumnStats| {
+        0.5 * (window_mean(&c.per_frame, k10) / unit(k10) + window_mean(&c.per_frame, k50) / unit(k50))
     };
-    pool.iter().min_by(|a, b| key(a).total_cmp(&key(b))).map(|c| c.column)
+    let affordable = plain.iter().filter(|c| c.device_per_frame <= budget);
+    match affordable.min_by(|a, b| error(a).total_cmp(&error(b))) {
+        Some(c) => Some(c.column),
+        None => plain.iter().min_by(|a, b| a.device_per_frame.total_cmp(&b.device_per_frame)).map(|c| c.column),
+    }
 }
 
 /// What `weft select` decides.
