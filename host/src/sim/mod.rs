@@ -382,6 +382,9 @@ pub struct Rolled {
     pub seconds_per_frame: f64,
     /// CG iterations per frame stepped (every physics step's, summed).
     pub cg_per_frame: f64,
+    /// A guarded corrector ran the plain step: the scene lies outside the
+    /// training envelope.
+    pub plain_outside: bool,
     pub failure: Option<String>,
 }
 
@@ -402,10 +405,15 @@ pub fn rollout(scn: &Scenario, steps: usize, nodes: &[usize], corrector: &mut dy
         s.frames.iter().map(|f| f.cg_iterations as f64).sum::<f64>() / stepped as f64
     };
     match r {
-        Ok(s) => Ok(Rolled { x, seconds_per_frame, cg_per_frame: cg(&s), failure: None }),
+        Ok(s) => {
+            let plain_outside = !s.outside_envelope.is_empty();
+            Ok(Rolled { x, seconds_per_frame, cg_per_frame: cg(&s), plain_outside, failure: None })
+        }
         Err(e) if !x.is_empty() => {
-            let cg_per_frame = e.downcast_ref::<RunFailed>().map_or(0.0, |f| cg(&f.summary));
-            Ok(Rolled { x, seconds_per_frame, cg_per_frame, failure: Some(format!("{e:#}")) })
+            let summary = e.downcast_ref::<RunFailed>().map(|f| &f.summary);
+            let cg_per_frame = summary.map_or(0.0, |s| cg(s));
+            let plain_outside = summary.is_some_and(|s| !s.outside_envelope.is_empty());
+            Ok(Rolled { x, seconds_per_frame, cg_per_frame, plain_outside, failure: Some(format!("{e:#}")) })
         }
         Err(e) => Err(e),
     }
