@@ -143,8 +143,13 @@ fn upward_imports(krate: &str, ranks: &[(&str, u32)]) -> Vec<String> {
     for (name, _) in ranks {
         assert!(graph.keys().any(|m| m.split("::").next() == Some(name)), "{krate}: no {name} module");
     }
+    upward(&graph, rank)
+}
+
+/// The imports of `graph` from a module to one `rank` puts above it.
+fn upward(graph: &BTreeMap<String, BTreeSet<String>>, rank: impl Fn(&str) -> Option<u32>) -> Vec<String> {
     let mut up = Vec::new();
-    for (m, deps) in &graph {
+    for (m, deps) in graph {
         for d in deps {
             if let (Some(a), Some(b)) = (rank(m), rank(d)) {
                 if b > a {
@@ -163,17 +168,8 @@ fn host_layers_import_downwards() {
     // Inside `learn`: data, the network, quantisation, evaluation, training.
     let graph = imports(&modules(&src("host")));
     let ranks = ["learn::data", "learn::network", "learn::quantise", "learn::eval", "learn::train"];
-    let rank = |m: &str| ranks.iter().position(|r| m == *r || m.starts_with(&format!("{r}::")));
-    let mut up = Vec::new();
-    for (m, deps) in &graph {
-        for d in deps {
-            if let (Some(a), Some(b)) = (rank(m), rank(d)) {
-                if b > a {
-                    up.push(format!("{m} → {d}"));
-                }
-            }
-        }
-    }
+    let rank = |m: &str| ranks.iter().position(|r| m == *r || m.starts_with(&format!("{r}::"))).map(|r| r as u32);
+    let up = upward(&graph, rank);
     assert!(up.is_empty(), "learn: imports of a room above: {up:?}");
     assert!(graph["learn::eval::gain"].contains("learn::quantise"), "the check sees learn's rooms");
 }

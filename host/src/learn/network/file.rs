@@ -48,6 +48,24 @@ pub struct ModelMeta {
     pub val_rollout: Option<f32>,
 }
 
+impl ModelMeta {
+    /// The metadata of a new, untrained network.
+    pub fn new(config: GnnConfig, normalizer: Normalizer, noise: Noise) -> ModelMeta {
+        ModelMeta {
+            format: MODEL_FORMAT.into(),
+            config,
+            normalizer,
+            noise,
+            steps: 0,
+            train_loss: 0.0,
+            val_loss: 0.0,
+            parameters: 0,
+            gain: 1.0,
+            val_rollout: None,
+        }
+    }
+}
+
 fn unit_gain() -> f32 {
     1.0
 }
@@ -139,19 +157,8 @@ impl Trained {
     /// measuring cost and shape; its outputs mean nothing).
     pub fn untrained(config: GnnConfig, dev: &Device) -> Result<Trained> {
         let unit = |k: usize| Stats { mean: vec![0.0; k], std: vec![1.0; k] };
-        let meta = ModelMeta {
-            format: MODEL_FORMAT.into(),
-            config,
-            normalizer: Normalizer { node: unit(NODE_FEATURES), edge: unit(EDGE_FEATURES), target: unit(6) },
-            noise: Noise { position: 0.0, velocity: 0.0 },
-            steps: 0,
-            train_loss: 0.0,
-            val_loss: 0.0,
-            parameters: 0,
-            gain: 1.0,
-            val_rollout: None,
-        };
-        Trained::new(meta, dev)
+        let normalizer = Normalizer { node: unit(NODE_FEATURES), edge: unit(EDGE_FEATURES), target: unit(6) };
+        Trained::new(ModelMeta::new(config, normalizer, Noise { position: 0.0, velocity: 0.0 }), dev)
     }
 
     /// The corrections `(Δx, Δv)` as used: the network's, times

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::samples::{draw, picks, samples};
-use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll, MODEL_FORMAT};
+use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll};
 use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
@@ -233,17 +233,9 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     model.meta.parameters = model.parameters();
     model.meta.noise = opts.noise;
     let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
-    let mut opt = AdamW::new(
-        model.varmap.all_vars(),
-        ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() },
-    )?;
-
+    let mut opt = optimizer(opts, &model)?;
     let best_path = best_stem(&opts.out);
-    // (step, error) of the best model so far, this run's or a resumed one's.
-    let mut best = match opts.resume.then(|| Trained::load(&best_path, &dev).ok()).flatten() {
-        Some(b) => (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY)),
-        None => (0usize, f32::INFINITY),
-    };
+    let mut best = resumed_best(opts, &dev);
     let bar = crate::progress_bar(opts.steps as u64, "steps", opts.progress);
     bar.set_position(start as u64);
     let mut log = TrainLog::default();
@@ -286,15 +278,37 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         }
     }
     bar.finish_and_clear();
-    // Validation chooses by rollout error: the best model becomes `out`.
-    if best.0 != opts.steps && best.1.is_finite() && best_path.with_extension("json").exists() {
-        let chosen = Trained::load(&best_path, &dev)?;
-        chosen.save(&opts.out)?;
-        model = chosen;
-    }
+    let model = keep_best(opts, best, model, &dev)?;
     log.seconds = t0.elapsed().as_secs_f32();
     append_log(opts, &log)?;
     Ok((model, log))
+}
+
+/// Adam at `--lr` over `model`'s weights.
+pub(crate) fn optimizer(opts: &TrainOptions, model: &Trained) -> Result<AdamW> {
+    let params = ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() };
+    Ok(AdamW::new(model.varmap.all_vars(), params)?)
+}
+
+/// `(step, error)` of the best model so far: a resumed run's kept one, else
+/// none yet.
+pub(crate) fn resumed_best(opts: &TrainOptions, dev: &Device) -> (usize, f32) {
+    match opts.resume.then(|| Trained::load(&best_stem(&opts.out), dev).ok()).flatten() {
+        Some(b) => (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY)),
+        None => (0, f32::INFINITY),
+    }
+}
+
+/// Validation chooses: the best model kept (`best`: its step and error)
+/// becomes `out` unless it is the last one, `model`.
+pub(crate) fn keep_best(opts: &TrainOptions, best: (usize, f32), model: Trained, dev: &Device) -> Result<Trained> {
+    let path = best_stem(&opts.out);
+    if best.0 == opts.steps || !best.1.is_finite() || !path.with_extension("json").exists() {
+        return Ok(model);
+    }
+    let chosen = Trained::load(&path, dev)?;
+    chosen.save(&opts.out)?;
+    Ok(chosen)
 }
 
 /// The model to start from: the checkpoint at `out` when resuming, else a
@@ -319,18 +333,7 @@ fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: 
     let picks = picks(train, 256, rng, 1_000_000);
     let mut graphs = samples(train, &picks, &opts.config, opts.noise, None, 0)?;
     augment(&mut graphs, opts.augment, rng);
-    let meta = ModelMeta {
-        format: MODEL_FORMAT.into(),
-        config: opts.config,
-        normalizer: network::normalizer(&graphs),
-        noise: opts.noise,
-        steps: 0,
-        train_loss: f32::NAN,
-        val_loss: f32::NAN,
-        parameters: 0,
-        gain: 1.0,
-        val_rollout: None,
-    };
+    let meta = ModelMeta::new(opts.config, network::normalizer(&graphs), opts.noise);
     Ok((Trained::new(meta, dev)?, 0))
 }
 

@@ -18,14 +18,14 @@
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use candle_nn::{AdamW, Optimizer, ParamsAdamW};
+use candle_nn::Optimizer;
 use rayon::prelude::*;
 
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
-use crate::learn::network::{self, Batch, Graph, ModelMeta, Trained, MODEL_FORMAT};
-use crate::learn::train::{append_log, augment, best_stem, TrainLog, TrainOptions};
+use crate::learn::network::{self, Batch, Graph, ModelMeta, Trained};
+use crate::learn::train::{append_log, augment, best_stem, keep_best, optimizer, resumed_best, TrainLog, TrainOptions};
 use crate::sim::scenario::Scenario;
 
 /// A buffer of samples, the oldest replaced first.
@@ -96,19 +96,7 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
             // range is in it.
             let mut first = refresh_n(opts, scenes, None, FIRST_SCENES, rng);
             augment(&mut first, opts.augment, rng);
-            let meta = ModelMeta {
-                format: MODEL_FORMAT.into(),
-                config: opts.config,
-                normalizer: network::normalizer(&first),
-                noise: opts.noise,
-                steps: 0,
-                train_loss: 0.0,
-                val_loss: 0.0,
-                parameters: 0,
-                gain: 1.0,
-                val_rollout: None,
-            };
-            Trained::new(meta, dev)?
+            Trained::new(ModelMeta::new(opts.config, network::normalizer(&first), opts.noise), dev)?
         }
     };
     m.meta.parameters = m.parameters();
@@ -166,15 +154,8 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     for g in refresh(opts, &scenes, net, &mut rng) {
         buffer.push(g);
     }
-    let mut opt = AdamW::new(
-        model.varmap.all_vars(),
-        ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() },
-    )?;
-    let best_path = best_stem(&opts.out);
-    let mut best = match opts.resume.then(|| Trained::load(&best_path, &dev).ok()).flatten() {
-        Some(b) => (b.meta.steps, b.meta.val_rollout.unwrap_or(f32::INFINITY)),
-        None => (0usize, f32::INFINITY),
-    };
+    let mut opt = optimizer(opts, &model)?;
+    let mut best = resumed_best(opts, &dev);
     let mut log = TrainLog::default();
     let t0 = std::time::Instant::now();
     let (mut acc, mut acc_n) = (0.0f32, 0usize);
@@ -204,11 +185,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             eprintln!("{line} buffer {} {:.0} s", buffer.graphs.len(), t0.elapsed().as_secs_f32());
         }
     }
-    if best.0 != opts.steps && best.1.is_finite() && best_path.with_extension("json").exists() {
-        let chosen = Trained::load(&best_path, &dev)?;
-        chosen.save(&opts.out)?;
-        model = chosen;
-    }
+    let model = keep_best(opts, best, model, &dev)?;
     log.seconds = t0.elapsed().as_secs_f32();
     append_log(opts, &log)?;
     Ok((model, log))
