@@ -79,6 +79,37 @@ pub struct GnnConfig {
     #[arg(long, value_enum, default_value = "backward-euler")]
     #[serde(default)]
     pub base_step: crate::sim::scenario::IntegratorSpec,
+    /// `--teacher-step`: the coarse teacher's step (`weft train --teacher
+    /// coarse`): `bdf2-8`, BDF2 at dt/8 (the fine reference's step), or
+    /// `be-4`, backward Euler at dt/4, which damps the membrane's fast
+    /// vibrations that BDF2 keeps.
+    #[arg(long, value_enum, default_value = "bdf2-8")]
+    #[serde(default)]
+    pub teacher_step: TeacherStep,
+}
+
+/// The coarse teacher's step ([`GnnConfig::teacher_step`]).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum TeacherStep {
+    /// BDF2, 8 steps a frame.
+    #[default]
+    #[value(name = "bdf2-8")]
+    Bdf2Eighth,
+    /// Backward Euler, 4 steps a frame.
+    #[value(name = "be-4")]
+    BeQuarter,
+}
+
+impl TeacherStep {
+    /// Steps a frame and the integrator.
+    pub fn step(self) -> (u32, crate::sim::scenario::IntegratorSpec) {
+        use crate::sim::scenario::IntegratorSpec;
+        match self {
+            TeacherStep::Bdf2Eighth => (8, IntegratorSpec::Bdf2),
+            TeacherStep::BeQuarter => (4, IntegratorSpec::BackwardEuler),
+        }
+    }
 }
 
 fn unit_factor() -> f32 {

@@ -17,7 +17,7 @@ use candle_core::Device;
 
 use crate::learn::data::families::{self, Family};
 use crate::learn::data::{self, DatasetSpec};
-use crate::learn::network::{add_network_correction, graph_of, GnnConfig, Graph, Trained};
+use crate::learn::network::{add_network_correction, graph_of, GnnConfig, Graph, TeacherStep, Trained};
 use crate::sim::corrector::Corrector;
 use crate::sim::scenario::{IntegratorSpec, Scenario};
 use crate::sim::{self, Restart};
@@ -37,11 +37,13 @@ pub const MAX_DV: f32 = 3.0;
 /// Plain rollouts the normaliser of a new network is taken from.
 pub const FIRST_SCENES: usize = 12;
 
-/// The teacher's scenario: `scn` at [`TEACHER_SUBSTEPS`] BDF2 steps a frame.
-pub fn teacher_scenario(scn: &Scenario) -> Scenario {
+/// The teacher's scenario: `scn` at `step`'s steps a frame
+/// ([`TeacherStep::Bdf2Eighth`]: [`TEACHER_SUBSTEPS`] BDF2 steps).
+pub fn teacher_scenario(scn: &Scenario, step: TeacherStep) -> Scenario {
+    let (substeps, integrator) = step.step();
     let mut t = scn.clone();
-    t.time.substeps *= TEACHER_SUBSTEPS;
-    t.solver.integrator = IntegratorSpec::Bdf2;
+    t.time.substeps *= substeps;
+    t.solver.integrator = integrator;
     t
 }
 
@@ -136,7 +138,7 @@ pub fn collect(scn: &Scenario, cfg: &GnnConfig, net: Option<&Trained>, frames: u
     let before = RefCell::new(Before::default());
     let mut scn = scn.clone();
     scn.time.steps = frames;
-    let teacher = teacher_scenario(&scn);
+    let teacher = teacher_scenario(&scn, cfg.teacher_step);
     let mut c = Collector { cfg, net, teacher, before: &before, every: every.max(1), step: 0, samples: Vec::new() };
     // A rollout that fails (a state the step refuses) keeps the samples
     // before it.
@@ -184,7 +186,7 @@ mod tests {
         .unwrap();
         let (x0, v0) = &base[0];
         let (x1, v1) = &base[1];
-        let (xt, vt) = teacher_frame(&teacher_scenario(&scn), x0, v0, 0).unwrap();
+        let (xt, vt) = teacher_frame(&teacher_scenario(&scn, TeacherStep::Bdf2Eighth), x0, v0, 0).unwrap();
         for i in 0..x1.len() {
             let t = samples[0].targets[i];
             let dx = xt[i] - x1[i];
