@@ -5,7 +5,6 @@
 #![no_main]
 
 mod bench;
-#[cfg(feature = "qemu")]
 mod scene;
 mod selftest;
 mod stack;

@@ -116,16 +116,15 @@ impl Column {
         if let Some(i) = self.integrator() {
             s.solver.integrator = i;
         }
-        match self {
-            Column::Fine2 => match &scn.mesh {
+        if self == Column::Fine2 {
+            match &scn.mesh {
                 // A mesh cloth: its triangles split at their edges' midpoints.
                 Some(m) => {
                     let k = self.refinement().trailing_zeros();
                     s.mesh = Some(std::sync::Arc::new(crate::sim::obj::subdivide(m, k)));
                 }
                 None => s = scn.refined(self.refinement(), 1),
-            },
-            _ => {}
+            }
         }
         s
     }

@@ -95,7 +95,7 @@ impl Corrector for Collector<'_> {
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         self.step += 1;
-        if self.step % self.every == 0 {
+        if self.step.is_multiple_of(self.every) {
             let b = self.before.borrow();
             // A teacher that fails (a state it cannot step) gives no sample.
             if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {

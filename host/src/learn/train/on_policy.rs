@@ -118,7 +118,7 @@ fn checkpoint(
     model.meta.steps = step;
     model.meta.train_loss = loss;
     let mut line = format!("step {step} loss {loss:.4}");
-    if opts.rollout_every > 0 && (step % opts.rollout_every == 0 || step == opts.steps) {
+    if opts.rollout_every > 0 && (step.is_multiple_of(opts.rollout_every) || step == opts.steps) {
         let e = from_start_error(val, model, opts.select_frames)?;
         log.rollouts.push((step, e));
         model.meta.val_rollout = Some(e);
@@ -162,7 +162,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
     for step in start..opts.steps {
         opt.set_learning_rate(crate::learn::train::learning_rate(opts, step) as f64);
-        if step > start && step % opts.refresh == 0 {
+        if step > start && step.is_multiple_of(opts.refresh.max(1)) {
             // Plain rollouts until `--unroll-after`, the network's own after.
             let net = (step >= opts.unroll_after).then_some(&model);
             for g in refresh(opts, &scenes, net, &mut step_rng) {
@@ -178,7 +178,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         acc += loss.to_scalar::<f32>()?;
         acc_n += 1;
         opt.backward_step(&loss)?;
-        if (step + 1) % opts.every == 0 || step + 1 == opts.steps {
+        if (step + 1).is_multiple_of(opts.every.max(1)) || step + 1 == opts.steps {
             let tr = acc / acc_n.max(1) as f32;
             (acc, acc_n) = (0.0, 0);
             let line = checkpoint(opts, &val, &mut model, step + 1, tr, &mut best, &mut log)?;
