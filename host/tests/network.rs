@@ -233,3 +233,25 @@ fn models_before_the_history_load_their_air_where_it_is_now() {
     assert!(want_w.iter().any(|w| w[HISTORY] != 0.0), "the test wants weights on the history to lose");
     assert!(!read.meta.config.history_inputs);
 }
+
+/// A network with its heads zeroed corrects nothing: with a target mean of
+/// zero, every correction of a real graph is exactly zero, while the same
+/// network before has corrections of its own.
+#[test]
+fn zeroed_heads_correct_nothing() {
+    use weft_host::learn::network::teacher::collect;
+    let scn =
+        weft_host::learn::data::families::scenario(weft_host::learn::data::families::Family::Hang, 0, 6, 2, 1.0 / 60.0);
+    let cfg = GnnConfig { rounds: 1, ..GnnConfig::default() };
+    let graphs = collect(&scn, &cfg, None, 2, 1);
+    let m = model(cfg);
+    let any = |m: &Trained| {
+        graphs.iter().any(|g| {
+            let (dx, dv) = m.correct(g, &Device::Cpu).unwrap();
+            dx.iter().chain(&dv).any(|d| d.norm() > 0.0)
+        })
+    };
+    assert!(any(&m), "an untrained network corrects");
+    m.zero_heads().unwrap();
+    assert!(!any(&m), "a zeroed one does not");
+}

@@ -93,6 +93,21 @@ impl Trained {
         Ok(Trained { varmap, gnn, meta })
     }
 
+    /// Sets the last layer of both heads to zero: a new network that
+    /// corrects nothing (its output is the targets' mean) instead of one
+    /// whose random corrections are several times the targets' size.
+    pub fn zero_heads(&self) -> Result<()> {
+        let vars = self.varmap.data().lock().map_err(|_| anyhow::anyhow!("the weights' lock is poisoned"))?;
+        for head in [weft_core::gnn::int8::Part::PositionHead, weft_core::gnn::int8::Part::VelocityHead] {
+            for what in ["weight", "bias"] {
+                let name = format!("{head}.l2.{what}");
+                let var = vars.get(&name).with_context(|| format!("no {name}"))?;
+                var.set(&var.as_tensor().zeros_like()?)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Loads `stem.safetensors` and `stem.json`.
     pub fn load(stem: &Path, dev: &Device) -> Result<Trained> {
         let json = stem.with_extension("json");

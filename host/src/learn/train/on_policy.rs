@@ -96,7 +96,10 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
             // range is in it.
             let mut first = refresh_n(opts, scenes, None, FIRST_SCENES, rng);
             augment(&mut first, opts.augment, rng);
-            Trained::new(ModelMeta::new(opts.config, network::normalizer(&first), opts.noise), dev)?
+            let m = Trained::new(ModelMeta::new(opts.config, network::normalizer(&first), opts.noise), dev)?;
+            // It starts as the plain step: its first rollouts are plain.
+            m.zero_heads()?;
+            m
         }
     };
     m.meta.parameters = m.parameters();
