@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
-use crate::learn::network::{self, Batch, Graph, ModelMeta, Trained};
+use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Trained};
 use crate::learn::train::{append_log, augment, best_stem, keep_best, optimizer, resumed_best, TrainLog, TrainOptions};
 use crate::sim::scenario::Scenario;
 
@@ -46,25 +46,28 @@ impl Buffer {
     }
 }
 
-/// Rolls `net` out from `--refresh-scenes` random scenes' starts and
-/// returns the samples.
-fn refresh(opts: &TrainOptions, scenes: &[Scenario], net: Option<&Trained>, rng: &mut Rng) -> Vec<Graph> {
-    refresh_n(opts, scenes, net, opts.refresh_scenes, rng)
+/// The samples of `--refresh-scenes` rollouts from random scenes' starts
+/// at training step `step`: plain until `--unroll-after`, `model`'s own
+/// after, on the step `model` corrects.
+fn refresh(opts: &TrainOptions, scenes: &[Scenario], model: &Trained, step: usize, rng: &mut Rng) -> Vec<Graph> {
+    let net = (step >= opts.unroll_after).then_some(model);
+    rollouts(opts, scenes, &model.meta.config, net, opts.refresh_scenes, rng)
 }
 
-/// [`refresh`] from `count` scenes.
-fn refresh_n(
+/// The samples of `count` rollouts of `net` (plain when `None`) on the step
+/// `cfg` corrects, from random scenes' starts.
+fn rollouts(
     opts: &TrainOptions,
     scenes: &[Scenario],
+    cfg: &GnnConfig,
     net: Option<&Trained>,
     count: usize,
     rng: &mut Rng,
 ) -> Vec<Graph> {
     let picks: Vec<usize> = (0..count).map(|_| (rng.next_u64() % scenes.len() as u64) as usize).collect();
-    let cfg = net.map_or(opts.config, |m| m.meta.config);
     picks
         .par_iter()
-        .flat_map(|&k| collect(&scenes[k], &cfg, net, opts.rollout_frames as u32, opts.sample_every))
+        .flat_map(|&k| collect(&scenes[k], cfg, net, opts.rollout_frames as u32, opts.sample_every))
         .collect()
 }
 
@@ -94,7 +97,7 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
         None => {
             // The normaliser from a dozen scenes, so that every family's
             // range is in it.
-            let mut first = refresh_n(opts, scenes, None, FIRST_SCENES, rng);
+            let mut first = rollouts(opts, scenes, &opts.config, None, FIRST_SCENES, rng);
             augment(&mut first, opts.augment, rng);
             let m = Trained::new(ModelMeta::new(opts.config, network::normalizer(&first), opts.noise), dev)?;
             // It starts as the plain step: its first rollouts are plain.
@@ -153,8 +156,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let mut rng = Rng::new(opts.seed);
     let mut buffer = Buffer { graphs: Vec::new(), capacity: opts.buffer, next: 0 };
     let (mut model, start) = start_model(opts, &scenes, &mut rng, &dev)?;
-    let net = (start >= opts.unroll_after).then_some(&model);
-    for g in refresh(opts, &scenes, net, &mut rng) {
+    for g in refresh(opts, &scenes, &model, start, &mut rng) {
         buffer.push(g);
     }
     let mut opt = optimizer(opts, &model)?;
@@ -166,9 +168,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     for step in start..opts.steps {
         opt.set_learning_rate(crate::learn::train::learning_rate(opts, step) as f64);
         if step > start && step.is_multiple_of(opts.refresh.max(1)) {
-            // Plain rollouts until `--unroll-after`, the network's own after.
-            let net = (step >= opts.unroll_after).then_some(&model);
-            for g in refresh(opts, &scenes, net, &mut step_rng) {
+            for g in refresh(opts, &scenes, &model, step, &mut step_rng) {
                 buffer.push(g);
             }
         }
