@@ -32,6 +32,7 @@ pub const TEACHER_SUBSTEPS: u32 = 8;
 /// network has left the states a cloth reaches.
 pub const MAX_DX: f32 = 0.05;
 
+/// The velocity bound beside [`MAX_DX`] (m/s).
 pub const MAX_DV: f32 = 3.0;
 
 /// Plain rollouts the normaliser of a new network is taken from.
@@ -142,11 +143,10 @@ pub fn collect(scn: &Scenario, cfg: &GnnConfig, net: Option<&Trained>, frames: u
     let mut c = Collector { cfg, net, teacher, before: &before, every: every.max(1), step: 0, samples: Vec::new() };
     // A rollout that fails (a state the step refuses) keeps the samples
     // before it.
-    let r = sim::run(&scn, false, &mut c, |f, _, st| {
+    let _ = sim::run(&scn, false, &mut c, |f, _, st| {
         *before.borrow_mut() = Before { x: st.positions().to_vec(), v: st.velocities().to_vec(), frame: f };
         Ok(())
     });
-    let _ = r;
     c.samples
 }
 
