@@ -83,9 +83,10 @@ enum Command {
     /// Roll out plain coarse, corrected coarse, a plain 2× finer mesh and the plain coarse mesh at dt/2
     /// against the fine reference: report.json and rmse.png.
     Eval {
-        /// Scenario files (repeatable; their fine references are simulated
-        /// here, the rollouts pooled as one family "scenario") ...
-        #[arg(long)]
+        /// Scenario files (`--scenario A.toml B.toml …`; their fine
+        /// references are simulated here, the rollouts pooled as one
+        /// family "scenario") ...
+        #[arg(long, num_args = 1..)]
         scenario: Vec<PathBuf>,
         /// ... or a data set split (test, val, heldout, train).
         #[arg(long, default_value = "test")]
