@@ -1,4 +1,5 @@
-//! The simulation layer: scenario files ([`scenario`]), the state's
+//! The simulation layer: scenario files ([`scenario`]) and the training
+//! envelope they are checked against ([`envelope`]), the state's
 //! memory on the desktop ([`storage`]), what corrects a step
 //! ([`corrector`]), and the one rollout loop ([`run`]) with what it
 //! writes (OBJ frames, a JSON summary). It builds on `weft-core` only;
@@ -6,6 +7,7 @@
 
 pub mod build;
 pub mod corrector;
+pub mod envelope;
 pub mod obj;
 pub mod scenario;
 pub mod shapes;

@@ -77,7 +77,7 @@ impl Rng {
 }
 
 /// The material ranges of the families, `(key, low, high)`.
-pub use crate::sim::scenario::MATERIAL_RANGES;
+pub use crate::sim::envelope::MATERIAL_RANGES;
 
 /// From light cotton to heavy canvas: density, stretch and bending drawn
 /// log-uniformly within [`MATERIAL_RANGES`].
