@@ -150,7 +150,7 @@ impl Column {
             Column::Float => float.map(|m| Box::new(network::Float(m)) as Box<dyn Corrector>),
             Column::Int8 => int8.map(|n| {
                 // The float network's base step, which its int8 file does not carry.
-                let base = float.map(|m| m.meta.config.base_step);
+                let base = float.and_then(|m| m.meta.config.trained_base());
                 let mut c = Int8::new(n);
                 c.base = base;
                 Box::new(c) as Box<dyn Corrector>

@@ -132,6 +132,14 @@ impl GnnConfig {
         (if self.velocity_only { 0.0 } else { 1.0 }, if self.position_only { 0.0 } else { 1.0 })
     }
 
+    /// The step this network was trained to correct where it replaces a
+    /// scene's own integrator: BDF2 for `--base-step bdf2`; `None` for the
+    /// default, backward Euler, which runs on the scene's integrator as
+    /// every network before the option did.
+    pub fn trained_base(&self) -> Option<crate::sim::scenario::IntegratorSpec> {
+        (self.base_step != crate::sim::scenario::IntegratorSpec::BackwardEuler).then_some(self.base_step)
+    }
+
     /// The coarse step's membrane factors this network corrects.
     pub fn coarse_grain(&self) -> CoarseGrain {
         let taut = CoarseGrain::taut_from(self.coarse_taut);

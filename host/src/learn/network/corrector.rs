@@ -43,7 +43,7 @@ impl Corrector for Float<'_> {
         self.0.meta.config.coarse_grain()
     }
     fn base_step(&self) -> Option<crate::sim::scenario::IntegratorSpec> {
-        Some(self.0.meta.config.base_step)
+        self.0.meta.config.trained_base()
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         add_network_correction(model, state, &self.0.meta.config, |g| self.0.correct(g, &Device::Cpu))?;

@@ -92,7 +92,7 @@ impl Corrector for Collector<'_> {
         self.cfg.coarse_grain()
     }
     fn base_step(&self) -> Option<IntegratorSpec> {
-        Some(self.cfg.base_step)
+        self.cfg.trained_base()
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         self.step += 1;
