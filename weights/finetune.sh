@@ -26,13 +26,7 @@ CLIP=12
 # The run folder, its binary and the helpers.
 # shellcheck source=weights/run.sh
 . weights/run.sh
-if [ ! -f "$RUN/trained" ]; then
-    resume=()
-    [ -f "$M.json" ] && resume=(--resume)
-    log train
-    run "$W" train -d "$DATA" -o "$M" --init "$INIT" --seed "$SEED" -q "${resume[@]}" "${EXTRA[@]}"
-    touch "$RUN/trained"
-fi
+train_once --init "$INIT" "${EXTRA[@]}"
 if [ ! -f "$RUN/gained" ]; then
     log gain
     run "$W" gain -m "$M" -d "$DATA" --guard 50 --guard-rollout 200 --int8 --clip "$CLIP" | tee "$RUN/gain.txt"

@@ -22,13 +22,7 @@ SEED=${WEFT_SEED:-1}
 CLIP=12
 # shellcheck source=weights/run.sh
 . weights/run.sh
-if [ ! -f "$RUN/trained" ]; then
-    resume=()
-    [ -f "$M.json" ] && resume=(--resume)
-    log train
-    run "$W" train -d "$DATA" -o "$M" --teacher coarse --seed "$SEED" -q "${resume[@]}" "${EXTRA[@]}"
-    touch "$RUN/trained"
-fi
+train_once --teacher coarse "${EXTRA[@]}"
 [ -f "$M.q8" ] || { log quantize; run "$W" quantize -m "$M" -d "$DATA" --clip "$CLIP" -o "$M.q8"; }
 for split in val test; do
     if [ ! -f "$RUN/eval-$split/report.json" ]; then

@@ -24,3 +24,15 @@ run() {
     "$@"
 }
 log() { echo "$(date -u +%FT%TZ) $*"; }
+# `train_once ARGS…`: `weft train` into M with the run's data and seed and
+# ARGS, once: resumed from M's checkpoint when one is there, then marked
+# done (RUN/trained) so that a restarted script goes on past it.
+train_once() {
+    if [ ! -f "$RUN/trained" ]; then
+        local resume=()
+        [ -f "$M.json" ] && resume=(--resume)
+        log train
+        run "$W" train -d "$DATA" -o "$M" --seed "$SEED" -q "${resume[@]}" "$@"
+        touch "$RUN/trained"
+    fi
+}

@@ -61,14 +61,8 @@ if [ ! -f "$RUN/calibrate.txt" ]; then
     mv "$RUN/calibrate.part" "$RUN/calibrate.txt"
 fi
 read -r -a GRAIN < <(tail -n 1 "$RUN/calibrate.txt")
-if [ ! -f "$RUN/trained" ]; then
-    resume=()
-    [ -f "$M.json" ] && resume=(--resume)
-    log train
-    run "$W" train -d "$DATA" -o "$M" --latent "$LATENT" --rounds "$ROUNDS" --seed "$SEED" --steps 30000 \
-        --unroll 10 --unroll-after 5000 -q "${GRAIN[@]}" "${resume[@]}" "${EXTRA[@]}"
-    touch "$RUN/trained"
-fi
+train_once --latent "$LATENT" --rounds "$ROUNDS" --steps 30000 --unroll 10 --unroll-after 5000 \
+    "${GRAIN[@]}" "${EXTRA[@]}"
 if [ ! -f "$RUN/gained" ]; then
     log gain
     run "$W" gain -m "$M" -d "$DATA" --guard 50 --guard-rollout 200 --int8 --clip "$CLIP" | tee "$RUN/gain.txt"
