@@ -14,7 +14,7 @@ use weft_host::sim::storage::VecStateStorage;
 fn scenario(obj: &str, rest: &str) -> anyhow::Result<Scenario> {
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("m.obj"), obj)?;
-    Scenario::parse_in(&format!("[cloth]\nmesh = \"m.obj\"\n{rest}"), dir.path())
+    Scenario::parse_in(&format!("[cloth]\nmesh = \"m.obj\"\n{rest}"), dir.path()).map_err(Into::into)
 }
 
 /// Two triangles of a unit square, in group `edge` the first.

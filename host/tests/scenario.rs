@@ -1,5 +1,6 @@
 //! Scenario files: shipped examples run, unknown keys and bad values name the key.
 use weft_host::sim;
+use weft_host::sim::envelope::Envelope;
 use weft_host::sim::scenario::Scenario;
 
 const MINIMAL: &str = r#"
@@ -108,10 +109,10 @@ fn unknown_keys_are_named() {
 fn bad_values_are_named() {
     let cases = [
         ("[material]\ndensity = -1.0\n", "material.density"),
-        ("[material]\npoisson = 0.7\n", "material.poisson is out of range: 0.7 (allowed: 0 to 0.49)"),
+        ("[material]\npoisson = 0.7\n", "material.poisson: is out of range: 0.7 (allowed: 0 to 0.49)"),
         ("[material]\ntaut = { strain = 0.01, stiffening = 0.5 }\n", "material.taut.stiffening"),
         ("[material]\ntaut = { strain = 0.0, stiffening = 2.0 }\n", "material.taut.strain"),
-        ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit is out of range: -1 (allowed: 0.0001 to 10)"),
+        ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit: is out of range: -1 (allowed: 0.0001 to 10)"),
         ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
         ("[[pin]]\nnodes = [99]\n", "node 99"),
         ("[[pin]]\nregion = \"row:9\"\n", "row 9"),
@@ -133,21 +134,21 @@ fn bad_values_are_named() {
     let e = err(&format!("{MINIMAL}dt = 0.0\n"));
     assert!(e.contains("time.dt"), "{e}");
     let e = err(&format!("{MINIMAL}dt = 5.0\n"));
-    assert!(e.contains("time.dt / time.substeps is out of range: 5 (allowed: 0.0000001 to 1)"), "{e}");
+    assert!(e.contains("time.dt: time.dt / time.substeps is out of range: 5 (allowed: 0.0000001 to 1)"), "{e}");
     let e = err(&MINIMAL.replace("steps = 3", "steps = 0"));
-    assert!(e.contains("time.steps must be at least 1"), "{e}");
+    assert!(e.contains("time.steps: must be at least 1"), "{e}");
     // Sizes that overflow, arrays of the wrong length, capacities and
     // iteration limits beyond their bounds are errors naming the value.
     let e = err(&MINIMAL.replace("[5, 4]", "[4611686018427387906, 4611686018427387906]"));
-    assert!(e.contains("cloth.resolution must be") && e.contains("4611686018427387906"), "{e}");
+    assert!(e.contains("cloth.resolution: must be") && e.contains("4611686018427387906"), "{e}");
     let e = err(&MINIMAL.replace("[5, 4]", "[5, 4, 4]"));
     assert!(e.contains("expected two values [nx, ny], got 3"), "{e}");
     let e = err(&format!("{MINIMAL}\n[self_contact]\nenabled = true\nmax_pairs = 9223372036854775807\n"));
-    assert!(e.contains("self_contact.max_pairs is 9223372036854775807; allowed: 0 (8 per node) to 1280"), "{e}");
+    assert!(e.contains("self_contact.max_pairs: is 9223372036854775807; allowed: 0 (8 per node) to 1280"), "{e}");
     let e = err(&format!("{MINIMAL}substeps = 4000000000\n"));
-    assert!(e.contains("time.substeps is 4000000000; allowed: 1 to 1000"), "{e}");
+    assert!(e.contains("time.substeps: is 4000000000; allowed: 1 to 1000"), "{e}");
     let e = err(&format!("{MINIMAL}\n[solver]\ncg_max_iterations = 4000000000\n"));
-    assert!(e.contains("solver.cg_max_iterations is out of range: 4000000000 (allowed: 1 to 100000)"), "{e}");
+    assert!(e.contains("solver.cg_max_iterations: is out of range: 4000000000 (allowed: 1 to 100000)"), "{e}");
     // 60 000 nodes fit a mesh, their 179 001 edges do not.
     let e = err(&MINIMAL.replace("[5, 4]", "[300, 200]"));
     assert!(e.contains("179001 mesh edges") && e.contains("148 × 148"), "{e}");

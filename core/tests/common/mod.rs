@@ -2,7 +2,7 @@
 use weft_core::prelude::*;
 
 // The desktop's heap storage, shared with the host crate (tests may allocate).
-#[path = "../../../host/src/sim/storage.rs"]
+#[path = "../../../scene/src/storage.rs"]
 mod storage;
 pub use storage::{VecMeshStorage, VecStateStorage};
 

@@ -26,7 +26,7 @@ pub trait Corrector {
         CoarseGrain::NONE
     }
     /// Whether this corrector keeps to the training envelope
-    /// ([`crate::sim::scenario::Scenario::outside_envelope`]): a scene
+    /// ([`crate::sim::envelope::Envelope::outside_envelope`]): a scene
     /// outside it runs the plain step (no grain, no correction).
     fn guarded(&self) -> bool {
         false

@@ -1,6 +1,6 @@
 //! The training envelope: the ranges of the training families'
 //! materials, winds, colliders, pins, shapes and time step, and why a
-//! scenario lies outside them ([`Scenario::outside_envelope`]), where a
+//! scene lies outside them ([`Envelope::outside_envelope`]), where a
 //! guarded corrector runs the plain step.
 
 use weft_core::prelude::Vec3;
@@ -41,10 +41,19 @@ fn within(v: f32, lo: f32, hi: f32) -> bool {
     (lo * 0.999..=hi * 1.001).contains(&v)
 }
 
-impl Scenario {
+/// Where a scene lies against the training envelope.
+pub trait Envelope {
     /// Why the material lies outside the training families' ranges
     /// ([`MATERIAL_RANGES`]; none: inside).
-    pub fn material_outside(&self) -> Vec<String> {
+    fn material_outside(&self) -> Vec<String>;
+    /// Why the scene lies outside the envelope (none: inside).
+    fn outside_envelope(&self) -> Vec<String>;
+}
+
+impl Envelope for Scenario {
+    /// Why the material lies outside the training families' ranges
+    /// ([`MATERIAL_RANGES`]; none: inside).
+    fn material_outside(&self) -> Vec<String> {
         let m = &self.material;
         MATERIAL_RANGES
             .into_iter()
@@ -62,7 +71,7 @@ impl Scenario {
     /// A guarded corrector runs such a scene as the plain step: there the
     /// coarse step's fitted membrane alone was up to 5.6× plain's error at
     /// 50 frames (`docs/results/2026-12-06-learning.md`), more than any correction can hide.
-    pub fn outside_envelope(&self) -> Vec<String> {
+    fn outside_envelope(&self) -> Vec<String> {
         let mut out = self.material_outside();
         if let Some(w) = &self.wind {
             let speed = Vec3::from_array(w.velocity).norm();
@@ -77,11 +86,11 @@ impl Scenario {
             }
         }
         for p in &self.pins {
-            if !self.family_pin(p) {
+            if !family_pin(self, p) {
                 out.push("a pin set no training family has (on a rectangle: one of its regions; on the holed sheet: nodes of its top edge)".into());
             }
         }
-        if self.mesh.is_some() && !self.trained_shape() {
+        if self.mesh.is_some() && !trained_shape(self) {
             out.push("a cloth from a mesh file or a shape the network was not trained on (it was: rectangles, and the disc and the holed sheet 16 cells across)".into());
         }
         if (self.time.dt - NETWORK_DT).abs() > 1e-6 * NETWORK_DT || self.time.substeps != 1 {
@@ -94,25 +103,23 @@ impl Scenario {
     }
 }
 
-impl Scenario {
-    /// Whether the cloth is a shape of the training families
-    /// ([`TRAINED_SHAPES`], 16 cells across).
-    fn trained_shape(&self) -> bool {
-        let trained = self.cloth.shape.is_some_and(|s| TRAINED_SHAPES.contains(&s));
-        self.cloth.mesh.is_none() && trained && self.cloth.shape_cells() == 16
-    }
+/// Whether the cloth is a shape of the training families
+/// ([`TRAINED_SHAPES`], 16 cells across).
+fn trained_shape(s: &Scenario) -> bool {
+    let trained = s.cloth.shape.is_some_and(|s| TRAINED_SHAPES.contains(&s));
+    s.cloth.mesh.is_none() && trained && s.cloth.shape_cells() == 16
+}
 
-    /// Whether `p` holds the cloth as a training family does: a rectangle
-    /// by one of [`PIN_REGIONS`], the holed sheet by nodes of its top edge.
-    fn family_pin(&self, p: &PinSpec) -> bool {
-        match (&self.mesh, self.cloth.shape) {
-            (None, _) => p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)),
-            (Some(_), Some(ClothShape::Holed)) if self.trained_shape() => {
-                let (_, edge) = top_edge(&self.rest_positions());
-                let nodes = self.pin_nodes(p).unwrap_or_default();
-                !nodes.is_empty() && nodes.iter().all(|n| edge.contains(n))
-            }
-            _ => false,
+/// Whether `p` holds the cloth as a training family does: a rectangle
+/// by one of [`PIN_REGIONS`], the holed sheet by nodes of its top edge.
+fn family_pin(s: &Scenario, p: &PinSpec) -> bool {
+    match (&s.mesh, s.cloth.shape) {
+        (None, _) => p.region.as_deref().is_some_and(|r| PIN_REGIONS.contains(&r)),
+        (Some(_), Some(ClothShape::Holed)) if trained_shape(s) => {
+            let (_, edge) = top_edge(&s.rest_positions());
+            let nodes = s.pin_nodes(p).unwrap_or_default();
+            !nodes.is_empty() && nodes.iter().all(|n| edge.contains(n))
         }
+        _ => false,
     }
 }

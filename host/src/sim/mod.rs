@@ -5,13 +5,9 @@
 //! writes (OBJ frames, a JSON summary). It builds on `weft-core` only;
 //! `learn` and `view` build on it.
 
-pub mod build;
 pub mod corrector;
 pub mod envelope;
-pub mod obj;
-pub mod scenario;
-pub mod shapes;
-pub mod storage;
+pub use weft_scene::{build, obj, scenario, shapes, storage};
 
 use std::io::Write;
 use std::path::Path;
@@ -24,6 +20,7 @@ use weft_core::prelude::*;
 
 use build::ModelParts;
 use corrector::Corrector;
+use envelope::Envelope;
 use scenario::Scenario;
 use storage::VecStateStorage;
 use weft_core::physics::state::Warnings;
@@ -85,7 +82,7 @@ pub struct Summary {
     /// Dynamic edges the network saw, summed over steps (0 uncorrected).
     pub dynamic_edges: u64,
     /// Why the scene lies outside the training envelope, where a guarded
-    /// corrector then ran the plain step ([`Scenario::outside_envelope`]).
+    /// corrector then ran the plain step ([`Envelope::outside_envelope`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outside_envelope: Vec<String>,
     /// Why the run stopped before its last frame (`frames` holds every

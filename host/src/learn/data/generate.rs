@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use crate::learn::data::families::{self, Family};
 use crate::sim;
 use crate::sim::corrector::Plain;
+use crate::sim::envelope::Envelope;
 use crate::sim::scenario::Scenario;
 
 /// Seeds below this split 5 : 1 : 1 into train, validation and test (10

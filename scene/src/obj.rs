@@ -70,10 +70,11 @@ impl fmt::Display for ObjError {
 impl std::error::Error for ObjError {}
 
 /// Reads and checks an OBJ file.
-pub fn load(path: &Path) -> anyhow::Result<ObjMesh> {
-    use anyhow::Context;
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).with_context(|| format!("mesh {}", path.display()))
+pub fn load(path: &Path) -> Result<ObjMesh, crate::SceneError> {
+    use crate::{ErrorKind, SceneError};
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SceneError::new("", ErrorKind::Io, format!("reading {}: {e}", path.display())))?;
+    parse(&text).map_err(|e| SceneError::new("", ErrorKind::Mesh, format!("mesh {}: {e}", path.display())))
 }
 
 /// Parses and checks OBJ text.

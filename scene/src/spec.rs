@@ -1,18 +1,15 @@
-//! Scenario files (TOML): cloth, material, time stepping, gravity, pins,
-//! colliders, wind, self-contact and output. Unknown keys and bad values are
-//! errors that name the key.
+//! The scene file's keys, as serde reads them: cloth, material, time
+//! stepping, gravity, pins, colliders, wind, self-contact, kicks and
+//! output. Unknown keys are errors; defaults are the core's.
 
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use weft_core::mesh::{Grid, MeshCounts};
-use weft_core::model::{
-    Collider, Integrator, Material, ParamError, Pin, PinMotion, Scene, SelfContact, Shape, StepParams, Wind,
-};
+use weft_core::mesh::Grid;
+use weft_core::model::{Collider, Integrator, Material, PinMotion, Shape, StepParams, Wind};
 use weft_core::prelude::Vec3;
 
-use crate::sim::obj::{self, ObjMesh};
-use crate::sim::shapes::Shape as ClothShape;
-use crate::sim::storage::VecMeshStorage;
+use crate::obj::ObjMesh;
+use crate::shapes::Shape as ClothShape;
+use crate::SceneError;
 
 /// A whole scenario file.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -80,7 +77,7 @@ pub struct ClothSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<std::path::PathBuf>,
     /// A built-in shape instead of the rectangle or a mesh file (`disc`,
-    /// `holed`, `irregular`, `panel`: [`crate::sim::shapes::Shape`]), in
+    /// `holed`, `irregular`, `panel`: [`crate::shapes::Shape`]), in
     /// the x–z plane, placed as a mesh file's vertices are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<ClothShape>,
@@ -142,16 +139,22 @@ impl ClothSpec {
     }
 
     /// The mesh of `shape`, [`ClothSpec::shape_cells`] across.
-    pub fn shape_mesh(&self) -> Result<std::sync::Arc<ObjMesh>> {
-        let shape = self.shape.context("cloth.shape is not given")?;
+    pub fn shape_mesh(&self) -> Result<std::sync::Arc<ObjMesh>, SceneError> {
+        let shape = self.shape.ok_or_else(|| SceneError::keys("cloth.shape", "is not given"))?;
         let cells = self.shape_cells();
         // Checked before anything is built: a shape's nodes grow with the
         // square of its cells, and a mesh holds at most 65535 edges.
         if cells > MAX_SHAPE_CELLS {
-            bail!("cloth.resolution: a cloth.shape is at most {MAX_SHAPE_CELLS} cells across (as a square grid), got {cells}");
+            return Err(SceneError::value(
+                "cloth.resolution",
+                format!("a cloth.shape is at most {MAX_SHAPE_CELLS} cells across (as a square grid), got {cells}"),
+            ));
         }
-        let mesh = shape.obj(cells).with_context(|| {
-            format!("cloth.shape {shape:?} at {cells} cells across: the disc takes 2 or more, the holed sheet 4 or more, the others 16")
+        let mesh = shape.obj(cells).ok_or_else(|| {
+            SceneError::value(
+                "cloth.resolution",
+                format!("cloth.shape {shape:?} at {cells} cells across: the disc takes 2 or more, the holed sheet 4 or more, the others 16"),
+            )
         })?;
         Ok(std::sync::Arc::new(mesh))
     }
@@ -279,7 +282,8 @@ pub struct SolverSpec {
 }
 
 /// The time integrator of a scenario (`solver.integrator`).
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum IntegratorSpec {
     #[default]
@@ -451,14 +455,16 @@ fn default_friction() -> f32 {
 }
 
 impl ColliderSpec {
-    pub fn collider(&self) -> Result<Collider> {
+    /// The collider in core terms; a key missing or not applying to the
+    /// kind is an error naming it (relative to the collider's table).
+    pub fn collider(&self) -> Result<Collider, SceneError> {
         let v = Vec3::from_array;
-        fn need<T>(x: Option<T>, kind: &str, key: &str) -> Result<T> {
-            x.with_context(|| format!("a {kind} collider needs `{key}`"))
+        fn need<T>(x: Option<T>, kind: &str, key: &str) -> Result<T, SceneError> {
+            x.ok_or_else(|| SceneError::keys(key, format!("a {kind} collider needs `{key}`")))
         }
-        let extra = |keys: &[(&str, bool)]| -> Result<()> {
+        let extra = |keys: &[(&str, bool)]| -> Result<(), SceneError> {
             if let Some((k, _)) = keys.iter().find(|(_, present)| *present) {
-                bail!("key `{k}` does not apply to a {:?} collider", self.kind);
+                return Err(SceneError::keys(*k, format!("key `{k}` does not apply to a {:?} collider", self.kind)));
             }
             Ok(())
         };
@@ -575,324 +581,4 @@ impl Default for OutputSpec {
     fn default() -> Self {
         OutputSpec { every: 1 }
     }
-}
-
-impl Scenario {
-    /// A scenario from TOML text; a mesh file is read relative to the
-    /// current folder.
-    pub fn parse(text: &str) -> Result<Scenario> {
-        Scenario::parse_in(text, std::path::Path::new("."))
-    }
-
-    /// A scenario from TOML text whose mesh file is relative to `dir`.
-    pub fn parse_in(text: &str, dir: &std::path::Path) -> Result<Scenario> {
-        let mut s: Scenario = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
-        match (&s.cloth.mesh, s.cloth.shape) {
-            (Some(_), Some(_)) => bail!("cloth.mesh and cloth.shape: give one of them"),
-            (Some(file), None) => {
-                s.mesh = Some(std::sync::Arc::new(obj::load(&dir.join(file)).context("cloth.mesh")?));
-            }
-            (None, Some(_)) => s.mesh = Some(s.cloth.shape_mesh()?),
-            (None, None) => {}
-        }
-        s.check()?;
-        Ok(s)
-    }
-
-    pub fn load(path: &std::path::Path) -> Result<Scenario> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        Scenario::parse_in(&text, dir).with_context(|| format!("in scenario {}", path.display()))
-    }
-
-    /// Nodes of the cloth.
-    pub fn node_count(&self) -> usize {
-        match &self.mesh {
-            Some(m) => m.positions.len(),
-            None => self.cloth.resolution[0] * self.cloth.resolution[1],
-        }
-    }
-
-    /// The cloth's rest positions: the rectangle's grid nodes, or the mesh
-    /// file's vertices placed ([`ClothSpec::place`]).
-    pub fn rest_positions(&self) -> Vec<Vec3> {
-        match &self.mesh {
-            Some(m) => m.positions.iter().map(|&p| self.cloth.place(p)).collect(),
-            None => {
-                let g = self.cloth.grid();
-                let [nx, ny] = self.cloth.resolution;
-                (0..nx * ny).map(|n| g.position(n % nx, n / nx)).collect()
-            }
-        }
-    }
-
-    /// Checks what the core's validation cannot name in TOML terms.
-    fn check(&self) -> Result<()> {
-        match &self.mesh {
-            None => self.check_rectangle()?,
-            Some(m) => {
-                let sized = self.cloth.shape.is_some() || self.cloth.resolution == [0, 0];
-                if !sized || self.cloth.width != 0.0 || self.cloth.height != 0.0 {
-                    bail!("cloth.mesh and cloth.width / height / resolution: give the mesh or the rectangle");
-                }
-                if !(self.cloth.scale.is_finite() && self.cloth.scale > 0.0) {
-                    bail!("cloth.scale must be a positive number, got {}", self.cloth.scale);
-                }
-                // What the core checks (degenerate triangles, edges of
-                // more than two), named now rather than at the first run.
-                let mut storage = VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len());
-                weft_core::mesh::Mesh::from_triangles(&self.rest_positions(), &m.triangles, storage.storage())
-                    .context("cloth.mesh")?;
-            }
-        }
-        let most = MAX_PAIRS_PER_NODE * self.node_count();
-        if self.self_contact.max_pairs > most {
-            bail!(
-                "self_contact.max_pairs is {}; allowed: 0 (8 per node) to {most} ({MAX_PAIRS_PER_NODE} per node)",
-                self.self_contact.max_pairs
-            );
-        }
-        if self.time.steps == 0 {
-            bail!("time.steps must be at least 1");
-        }
-        let c = &self.cloth;
-        if !c.center.iter().chain(&c.rotation).chain(&c.velocity).chain(&c.spin).all(|c| c.is_finite()) {
-            bail!("cloth.center, cloth.rotation, cloth.velocity and cloth.spin must be finite");
-        }
-        if !(1..=MAX_SUBSTEPS).contains(&self.time.substeps) {
-            bail!("time.substeps is {}; allowed: 1 to {MAX_SUBSTEPS}", self.time.substeps);
-        }
-        if !(self.time.dt.is_finite() && self.time.dt > 0.0) {
-            bail!("time.dt must be a positive number of seconds, got {}", self.time.dt);
-        }
-        for (k, p) in self.pins.iter().enumerate() {
-            self.pin_nodes(p).with_context(|| format!("pin[{k}]"))?;
-        }
-        for (k, kick) in self.kicks.iter().enumerate() {
-            self.select(kick.selector()).with_context(|| format!("kick[{k}]"))?;
-            if !kick.velocity.iter().all(|v| v.is_finite()) {
-                bail!("kick[{k}].velocity must be finite");
-            }
-        }
-        for (k, c) in self.colliders.iter().enumerate() {
-            c.collider().with_context(|| format!("collider[{k}]"))?;
-        }
-        if self.self_contact.enabled && !(self.self_contact.radius.is_finite() && self.self_contact.radius >= 0.0) {
-            bail!("self_contact.radius must be ≥ 0, got {}", self.self_contact.radius);
-        }
-        Material::from(self.material).validate().map_err(toml_key)?;
-        self.params(1.0).validate().map_err(toml_key)?;
-        // Colliders, wind and pins in core terms, checked against the mesh.
-        let n = self.node_count();
-        let (pins, colliders) = (self.core_pins(&self.rest_positions())?, self.core_colliders()?);
-        let wind = self.wind.map(Wind::from);
-        Scene { gravity: Vec3::from_array(self.gravity), pins: &pins, colliders: &colliders, wind }
-            .validate(n)
-            .map_err(toml_key)
-    }
-
-    /// The rectangle's checks: its resolution, size and edge count.
-    fn check_rectangle(&self) -> Result<()> {
-        let [nx, ny] = self.cloth.resolution;
-        if nx < 2 || ny < 2 || nx.checked_mul(ny).is_none_or(|n| n > u16::MAX as usize) {
-            bail!("cloth.resolution must be at least [2, 2] and at most 65535 nodes, got [{nx}, {ny}]");
-        }
-        let edges = MeshCounts::grid(nx, ny).edges;
-        if edges > u16::MAX as usize {
-            bail!(
-                "cloth.resolution [{nx}, {ny}] has {edges} mesh edges; a mesh holds at most 65535 (a square grid up to 148 × 148)"
-            );
-        }
-        for (k, v) in [("cloth.width", self.cloth.width), ("cloth.height", self.cloth.height)] {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{k} must be a positive number of metres, got {v}");
-            }
-        }
-        Ok(())
-    }
-
-    /// Nodes held by one pin entry.
-    pub fn pin_nodes(&self, p: &PinSpec) -> Result<Vec<usize>> {
-        self.select(p.selector())
-    }
-
-    /// The nodes a selector names: exactly one of a node list, a region of
-    /// the rectangle, a box or a ball in rest coordinates, a mesh group.
-    pub fn select(&self, s: Selector) -> Result<Vec<usize>> {
-        let n = self.node_count();
-        let given = [s.nodes.is_some(), s.region.is_some(), s.bbox.is_some(), s.sphere.is_some(), s.group.is_some()];
-        if given.iter().filter(|g| **g).count() != 1 {
-            bail!("give exactly one of `nodes`, `region`, `box`, `sphere` or `group`");
-        }
-        let inside = |f: &dyn Fn(Vec3) -> bool| -> Vec<usize> {
-            self.rest_positions().iter().enumerate().filter(|(_, p)| f(**p)).map(|(i, _)| i).collect()
-        };
-        let nodes = if let Some(nodes) = s.nodes {
-            nodes.clone()
-        } else if let Some(r) = s.region {
-            match &self.mesh {
-                None => region(r, self.cloth.resolution[0], self.cloth.resolution[1])?,
-                Some(_) => {
-                    bail!("region: named regions are the rectangle's; a mesh cloth takes nodes, box, sphere or group")
-                }
-            }
-        } else if let Some(b) = s.bbox {
-            let (lo, hi) = (Vec3::from_array(b.min), Vec3::from_array(b.max));
-            inside(&|p| (lo.x..=hi.x).contains(&p.x) && (lo.y..=hi.y).contains(&p.y) && (lo.z..=hi.z).contains(&p.z))
-        } else if let Some(b) = s.sphere {
-            let c = Vec3::from_array(b.center);
-            inside(&|p| (p - c).norm() <= b.radius)
-        } else {
-            let name = s.group.as_deref().unwrap_or("");
-            let groups = self.mesh.as_ref().map(|m| &m.groups);
-            groups
-                .and_then(|g| g.get(name))
-                .cloned()
-                .with_context(|| format!("group: the mesh has no group {name:?}"))?
-        };
-        if let Some(bad) = nodes.iter().find(|&&i| i >= n) {
-            bail!("nodes: node {bad} does not exist (the cloth has {n} nodes)");
-        }
-        if nodes.is_empty() {
-            bail!("the selection holds no node");
-        }
-        Ok(nodes)
-    }
-
-    /// Core step parameters; `min_edge` sizes the default contact radius.
-    pub fn params(&self, min_edge: f32) -> StepParams {
-        let sc = &self.self_contact;
-        StepParams {
-            dt: self.time.dt / self.time.substeps as f32,
-            cg_max_iterations: self.solver.cg_max_iterations,
-            cg_tolerance: self.solver.cg_tolerance,
-            energy_check: self.solver.energy_check,
-            strain_limit: (self.solver.strain_limit != 0.0).then_some(self.solver.strain_limit),
-            integrator: self.solver.integrator.into(),
-            warm_start: self.solver.warm_start,
-            self_contact: sc
-                .enabled
-                .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),
-        }
-    }
-
-    /// Proximity pair storage.
-    pub fn max_pairs(&self) -> usize {
-        if !self.self_contact.enabled {
-            0
-        } else if self.self_contact.max_pairs > 0 {
-            self.self_contact.max_pairs
-        } else {
-            8 * self.node_count()
-        }
-    }
-
-    /// The same cloth on a grid `k` times finer (`(n − 1)·k + 1` nodes per
-    /// side, so it contains every node of this one), with `time_substeps`
-    /// times more physics steps per frame. Pins given by region cover the
-    /// same region; pins given by node map to the same places.
-    pub fn refined(&self, k: usize, time_substeps: u32) -> Scenario {
-        let [nx, ny] = self.cloth.resolution;
-        let mut s = self.clone();
-        s.cloth.resolution = [(nx - 1) * k + 1, (ny - 1) * k + 1];
-        s.time.substeps = self.time.substeps.saturating_mul(time_substeps);
-        for p in &mut s.pins {
-            if let Some(nodes) = &mut p.nodes {
-                for n in nodes.iter_mut() {
-                    *n = self.refine_node(*n, k);
-                }
-            }
-            if let Some(r) = &mut p.region {
-                for prefix in ["row:", "column:"] {
-                    if let Some(idx) = r.strip_prefix(prefix).and_then(|i| i.parse::<usize>().ok()) {
-                        *r = format!("{prefix}{}", idx * k);
-                    }
-                }
-            }
-        }
-        s
-    }
-
-    /// Index of coarse node `n` on the grid `k` times finer.
-    pub fn refine_node(&self, n: usize, k: usize) -> usize {
-        let [nx, _] = self.cloth.resolution;
-        let (i, j) = (n % nx, n / nx);
-        (j * k) * ((nx - 1) * k + 1) + i * k
-    }
-
-    /// The pins in core terms on a mesh whose rest positions are `rest`
-    /// (a node named twice is pinned once, by its first entry).
-    pub fn core_pins(&self, rest: &[Vec3]) -> Result<Vec<Pin>> {
-        let mut pins: Vec<Pin> = Vec::new();
-        for p in &self.pins {
-            for n in self.pin_nodes(p)? {
-                if pins.iter().any(|q| q.node as usize == n) {
-                    continue;
-                }
-                let anchor = *rest.get(n).with_context(|| format!("pin node {n} beyond the mesh"))?;
-                pins.push(Pin { node: n as u16, anchor, motion: p.motion.into() });
-            }
-        }
-        Ok(pins)
-    }
-
-    /// The colliders in core terms.
-    pub fn core_colliders(&self) -> Result<Vec<Collider>> {
-        self.colliders.iter().map(|c| c.collider()).collect()
-    }
-}
-
-/// Core parameter names → the TOML keys that set them.
-pub fn toml_key(e: ParamError) -> anyhow::Error {
-    let key = match e.name {
-        "dt" => "time.dt / time.substeps",
-        "cg_tolerance" => "solver.cg_tolerance",
-        "cg_max_iterations" => "solver.cg_max_iterations",
-        "strain_limit" => "solver.strain_limit",
-        n => n,
-    };
-    // The range is looked up by the core's name.
-    let range = match (e.problem, e.range()) {
-        (weft_core::model::Problem::OutOfRange, Some((lo, hi))) if key != e.name => {
-            format!(" (allowed: {lo} to {hi})")
-        }
-        _ => String::new(),
-    };
-    anyhow::anyhow!("{}{range}", ParamError { name: key, ..e })
-}
-
-fn region(r: &str, nx: usize, ny: usize) -> Result<Vec<usize>> {
-    let node = |i: usize, j: usize| j * nx + i;
-    let (top, right) = (ny - 1, nx - 1);
-    let v = match r {
-        "corners" => vec![node(0, 0), node(right, 0), node(0, top), node(right, top)],
-        "corners:top" => vec![node(0, top), node(right, top)],
-        "corners:bottom" => vec![node(0, 0), node(right, 0)],
-        "corner:top-left" => vec![node(0, top)],
-        "corner:top-right" => vec![node(right, top)],
-        "corner:bottom-left" => vec![node(0, 0)],
-        "corner:bottom-right" => vec![node(right, 0)],
-        "edge:top" => (0..nx).map(|i| node(i, top)).collect(),
-        "edge:bottom" => (0..nx).map(|i| node(i, 0)).collect(),
-        "edge:left" => (0..ny).map(|j| node(0, j)).collect(),
-        "edge:right" => (0..ny).map(|j| node(right, j)).collect(),
-        _ => {
-            if let Some(j) = r.strip_prefix("row:") {
-                let j: usize = j.parse().with_context(|| format!("region: bad row number in {r:?}"))?;
-                if j >= ny {
-                    bail!("region: row {j} does not exist (rows 0..{ny})");
-                }
-                (0..nx).map(|i| node(i, j)).collect()
-            } else if let Some(i) = r.strip_prefix("column:") {
-                let i: usize = i.parse().with_context(|| format!("region: bad column number in {r:?}"))?;
-                if i >= nx {
-                    bail!("region: column {i} does not exist (columns 0..{nx})");
-                }
-                (0..ny).map(|j| node(i, j)).collect()
-            } else {
-                bail!("region: unknown region {r:?}; use corners, corners:top, corners:bottom, corner:top-left, …, edge:top|bottom|left|right, row:J, column:I")
-            }
-        }
-    };
-    Ok(v)
 }

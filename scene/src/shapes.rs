@@ -1,6 +1,6 @@
 //! Cloth shapes that are not rectangles, as triangle meshes in the x–z
 //! plane (metres, front side up): `weft mesh` writes them as OBJ files
-//! for scenario files (`host/scenarios/meshes/`).
+//! for scene files (`host/scenarios/meshes/`), and `[cloth] shape` names.
 //!
 //! - [`Shape::Disc`]: a round tablecloth, rings of 6k nodes about a
 //!   centre node;
@@ -14,7 +14,8 @@ use weft_core::math::Vec3;
 use weft_core::mesh::NodeId;
 
 /// A shape `weft mesh` makes (and `[cloth] shape = "…"` names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Shape {
     Disc,
@@ -50,9 +51,9 @@ impl Shape {
     }
 
     /// [`Shape::mesh_at`] as a mesh read from a file, without groups.
-    pub fn obj(self, cells: usize) -> Option<crate::sim::obj::ObjMesh> {
+    pub fn obj(self, cells: usize) -> Option<crate::obj::ObjMesh> {
         let (positions, triangles) = self.mesh_at(cells)?;
-        Some(crate::sim::obj::ObjMesh { positions, triangles, groups: Default::default() })
+        Some(crate::obj::ObjMesh { positions, triangles, groups: Default::default() })
     }
 }
 

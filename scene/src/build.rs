@@ -1,15 +1,21 @@
-//! From a parsed scenario to what the core steps: its model (mesh,
+//! From a parsed scene to what the core steps: its model (mesh,
 //! material, scene, step parameters) and its initial state. Plain
-//! functions the rollout loop ([`crate::sim::run_from`]) calls, in that
-//! order; the model borrows its mesh, pins and colliders from a
-//! [`ModelParts`] the caller keeps.
+//! functions a rollout loop (the desktop's `weft_host::sim::run_from`, the
+//! page's `Sim`) calls, in that order; the model borrows its mesh, pins and
+//! colliders from a [`ModelParts`] the caller keeps.
 
-use anyhow::{Context, Result};
 use weft_core::model::{CoarseGrain, Collider, Material, Model, Pin, Scene, Wind};
 use weft_core::prelude::{Mesh, State, Vec3};
 
-use crate::sim::scenario::{toml_key, Scenario};
-use crate::sim::storage::{VecMeshStorage, VecStateStorage};
+use crate::scenario::{toml_key, Scenario};
+use crate::storage::{VecMeshStorage, VecStateStorage};
+use crate::{ErrorKind, SceneError};
+
+type Result<T> = std::result::Result<T, SceneError>;
+
+fn mesh_error(key: &str, e: impl std::fmt::Display) -> SceneError {
+    SceneError::new(key, ErrorKind::Mesh, e.to_string())
+}
 
 /// What a [`Model`] borrows: the mesh's storage, the pins and the
 /// colliders.
@@ -33,11 +39,12 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
         None => {
             let grid = scn.cloth.grid();
             let storage = mesh.insert(VecMeshStorage::for_counts(grid.counts()));
-            Mesh::grid(&grid, storage.storage()).context("cloth")?
+            Mesh::grid(&grid, storage.storage()).map_err(|e| mesh_error("cloth", e))?
         }
         Some(m) => {
             let storage = mesh.insert(VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len()));
-            Mesh::from_triangles(&scn.rest_positions(), &m.triangles, storage.storage()).context("cloth.mesh")?
+            Mesh::from_triangles(&scn.rest_positions(), &m.triangles, storage.storage())
+                .map_err(|e| mesh_error("cloth.mesh", e))?
         }
     };
     *pins = scn.core_pins(mesh.rest())?;
@@ -51,7 +58,7 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
 /// mesh, every free node moving with the cloth's `velocity` and `spin`
 /// and then its `[[kick]]`s, pinned nodes with their pins.
 pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
-    let mut state = State::new(model, storage.storage()).context("state")?;
+    let mut state = State::new(model, storage.storage()).map_err(|e| SceneError::value("", format!("state: {e}")))?;
     let (v, w) = (Vec3::from_array(scn.cloth.velocity), Vec3::from_array(scn.cloth.spin));
     if v != Vec3::ZERO || w != Vec3::ZERO || !scn.kicks.is_empty() {
         let c = Vec3::from_array(scn.cloth.center);
@@ -69,7 +76,9 @@ pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage
                 }
             }
         }
-        state.set_velocities(&kick).context("cloth.velocity / kick")?;
+        state
+            .set_velocities(&kick)
+            .map_err(|e| SceneError::value("cloth.velocity", format!("{e} (with the kicks)")))?;
     }
     Ok(state)
 }
