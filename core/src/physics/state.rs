@@ -210,7 +210,27 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
     Ok((stencil, mg, gather))
 }
 
+/// FNV-1a (32 bit) over the bits of every position, then every velocity:
+/// the one number the board, the desktop and the page compare a run by.
+pub fn checksum(positions: &[Vec3], velocities: &[Vec3]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for p in positions.iter().chain(velocities) {
+        for f in [p.x, p.y, p.z] {
+            for b in f.to_bits().to_le_bytes() {
+                h ^= b as u32;
+                h = h.wrapping_mul(0x0100_0193);
+            }
+        }
+    }
+    h
+}
+
 impl<'a> State<'a> {
+    /// [`checksum`] of this state's positions and velocities.
+    pub fn checksum(&self) -> u32 {
+        checksum(self.positions(), self.velocities())
+    }
+
     /// A state at rest in the mesh's rest positions.
     pub fn new(model: &Model, storage: StateStorage<'a>) -> Result<State<'a>, StateError> {
         let counts = model.mesh.counts();

@@ -23,7 +23,6 @@ use corrector::Corrector;
 use envelope::Envelope;
 use scenario::Scenario;
 use storage::VecStateStorage;
-use weft_core::physics::state::Warnings;
 use weft_core::probe::{NoProbe, Probe};
 use weft_core::step::{self, CorrectedStepError, CorrectionReport};
 
@@ -81,6 +80,10 @@ pub struct Summary {
     pub energy_rose: u64,
     /// Dynamic edges the network saw, summed over steps (0 uncorrected).
     pub dynamic_edges: u64,
+    /// The final state's checksum, 8 hex digits
+    /// ([`weft_core::physics::state::checksum`]): what the board and the
+    /// page print for the same scene file.
+    pub checksum: String,
     /// Why the scene lies outside the training envelope, where a guarded
     /// corrector then ran the plain step ([`Envelope::outside_envelope`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -204,7 +207,7 @@ pub fn run_from(
         Ok(())
     })();
     bar.finish_and_clear();
-    summary.close(scn, &state.warnings);
+    summary.close(scn, &state);
     match outcome {
         Ok(()) => Ok(summary),
         Err(e) => {
@@ -280,7 +283,9 @@ impl Summary {
     }
 
     /// The means and counts over the whole run.
-    fn close(&mut self, scn: &Scenario, w: &Warnings) {
+    fn close(&mut self, scn: &Scenario, state: &State) {
+        let w = &state.warnings;
+        self.checksum = format!("{:08x}", state.checksum());
         let steps = (scn.time.steps as f64 * scn.time.substeps as f64).max(1.0) as f32;
         self.cg_iterations_mean = self.frames.iter().map(|f| f.cg_iterations as f32).sum::<f32>() / steps;
         self.cg_not_converged = w.cg_not_converged;
