@@ -17,10 +17,6 @@ use std::path::Path;
 use std::process::Command;
 
 use weft_host::view::web;
-use weft_tests::scene::{self, Scenario};
-
-#[path = "host.rs"]
-mod host;
 
 const FRAMES: u32 = 60;
 
@@ -70,17 +66,36 @@ fn the_page_in_chromium_matches_the_desktop_bit_for_bit() {
     println!("{results}\n(module: {bytes} bytes)");
     assert!(!results.trim().is_empty(), "the page wrote no results:\n{dom}");
 
-    for (i, s) in weft_web::SCENES.iter().enumerate() {
+    for (i, (name, _)) in weft_web::SCENES.iter().enumerate() {
         let [plain, corrected] = weft_web::checksums(i, FRAMES).unwrap();
-        let lead = format!("scene {} ", s.name());
-        assert_eq!(field(results, &lead, "plain"), format!("{plain:08x}"), "{}: plain", s.name());
-        assert_eq!(field(results, &lead, "corrected"), format!("{corrected:08x}"), "{}: corrected", s.name());
+        let lead = format!("scene {name} ");
+        assert_eq!(field(results, &lead, "plain"), format!("{plain:08x}"), "{name}: plain");
+        assert_eq!(field(results, &lead, "corrected"), format!("{corrected:08x}"), "{name}: corrected");
     }
+    // The swing's file edited in the page's editor (a larger sphere), run
+    // there and here.
+    let edited = weft_web::SCENES[0].1.replace("radius = 0.2\n", "radius = 0.3\n");
+    assert_ne!(edited, weft_web::SCENES[0].1, "the edit applies");
+    weft_web::load_text("edited", &edited).unwrap();
+    let [plain, corrected] = weft_web::run_frames(FRAMES).unwrap();
+    let swing = weft_web::checksums(0, FRAMES).unwrap();
+    assert_ne!([plain, corrected], swing, "the edit changes the run");
+    assert_eq!(field(results, "edited ", "plain"), format!("{plain:08x}"), "edited: plain");
+    assert_eq!(field(results, "edited ", "corrected"), format!("{corrected:08x}"), "edited: corrected");
+    // A bad file: the desktop's typed error, on the page, and the last good
+    // scene still stepping.
+    let bad = weft_web::SCENES[0].1.replace("resolution = [16, 16]", "resolution = [1, 16]");
+    let desktop = weft_scene::Scenario::parse(&bad).unwrap_err().to_string();
+    assert!(desktop.starts_with("cloth.resolution: "), "{desktop}");
+    assert_eq!(field(results, "error bad-scene", "bad-scene"), "7");
+    assert!(results.contains(&format!("shown edit: error 7: {desktop}")), "{results}");
+    assert_eq!(field(results, "after-bad-scene", "kept"), "true");
+    assert_eq!(field(results, "after-bad-scene", "stepped"), "true");
     // The board's scenes: the page's corrected cloth is the firmware's.
-    for scenario in Scenario::ALL {
-        let (sum, _) = host::run(scenario, scene::params(), true, FRAMES, |_, _, _, _| {});
-        let lead = format!("scene {} ", scenario.name());
-        assert_eq!(field(results, &lead, "corrected"), format!("{sum:08x}"), "{}: the board's", scenario.name());
+    for (name, _, scn) in weft_tests::board_scenes() {
+        let (sum, _) = weft_tests::run(&scn, None, true, FRAMES, |_, _, _, _| {});
+        let lead = format!("scene {name} ");
+        assert_eq!(field(results, &lead, "corrected"), format!("{sum:08x}"), "{name}: the board's");
     }
     assert_eq!(field(results, "error load(99)", "load(99)"), "1");
     assert_eq!(field(results, "error drag(NaN)", "drag(NaN)"), "2");

@@ -1,8 +1,11 @@
-//! The firmware in QEMU against the desktop: the built-in scenarios
-//! (`firmware/src/scene.rs`) run on a Cortex-M4F in QEMU's mps2-an386
-//! (with the SMLAD int8 kernel) and here through `weft-core` (portable
-//! kernel); each final state's checksum and probe positions must agree bit
-//! for bit. Also prints the firmware's per-step cost and its flash and RAM.
+//! The firmware in QEMU against the desktop: every scene file of
+//! `firmware/scenes/` runs on a Cortex-M4F in QEMU's mps2-an386 (baked by
+//! the firmware's `build.rs`, with the SMLAD int8 kernel) and here as
+//! `weft simulate FILE --corrected` runs it (`weft_host::sim::simulate`
+//! with the baked network, portable kernel); each final state's checksum
+//! and probe positions must agree bit for bit. A scene too large for the
+//! board must stop the firmware's build with a line naming the limit.
+//! Also prints the firmware's per-step cost and its flash and RAM.
 //!
 //! Needs the `thumbv7em-none-eabihf` target and `qemu-system-arm`,
 //! `defmt-print` and `flip-link` on the PATH (`.ci/setup` installs them).
@@ -13,10 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::{Object, ObjectSection};
-use weft_tests::scene::{self, Scenario};
-
-#[path = "host.rs"]
-mod host;
+use weft_host::sim::{self, corrector};
+use weft_scene::Scenario;
+use weft_tests::BOARD_PAIRS_PER_NODE;
 
 fn firmware_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../firmware")
@@ -34,19 +36,34 @@ fn build() -> PathBuf {
     firmware_dir().join("target/thumbv7em-none-eabihf/release/weft-firmware")
 }
 
-/// A scenario on the desktop: final checksum and probe positions (bits).
-/// The scene's pairs fit the board's pair capacity ([`scene::PAIRS`],
-/// half the desktop's): none is dropped, so the board's truncation never
-/// changes a built-in scene.
-fn on_host(scenario: Scenario) -> (u32, Vec<[u32; 3]>) {
+/// A scene as `weft simulate FILE --corrected` runs it (the baked
+/// network, the guard on): its summary's checksum and the probe positions
+/// (bits) of the firmware's nodes (first, middle, last). The scene must lie
+/// inside the training envelope (outside, the desktop runs the plain step,
+/// and the board the network), and its pairs must fit the board's pair
+/// storage ([`BOARD_PAIRS_PER_NODE`], half the desktop's), so that the
+/// board's truncation never changes it.
+fn on_desktop(name: &str, scn: &Scenario) -> (u32, Vec<[u32; 3]>) {
+    let net = weft_host::learn::quantise::load_or_baked(None).expect("the baked network");
+    let out = tempfile::tempdir().unwrap();
+    let mut frames = Vec::new();
+    let mut int8 = corrector::Int8::new(&net);
+    let summary = sim::simulate(scn, out.path(), false, &mut int8, Some(&mut frames)).expect("weft simulate");
+    assert!(
+        summary.outside_envelope.is_empty(),
+        "{name}: outside the training envelope: {:?}",
+        summary.outside_envelope
+    );
     let mut most = 0;
-    let (checksum, x) = host::run(scenario, scene::params(), true, scene::STEPS, |_, _, _, state| {
+    weft_tests::run(scn, None, true, scn.time.steps, |_, _, _, state| {
         most = most.max(state.pairs().len());
-        assert_eq!(state.warnings.dropped_pairs, 0, "{}: pairs dropped", scenario.name());
+        assert_eq!(state.warnings.dropped_pairs, 0, "{name}: pairs dropped at the board's pair storage");
     });
-    eprintln!("{}: at most {most} dynamic pairs a step of the board's {}", scenario.name(), scene::PAIRS);
-    let probes = scene::PROBES.iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
-    (checksum, probes)
+    eprintln!("{name}: at most {most} dynamic pairs a step of the board's {BOARD_PAIRS_PER_NODE} a node");
+    let x = frames.last().expect("frames");
+    let n = x.len();
+    let probes = [0, n / 2, n - 1].iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
+    (hex(&summary.checksum), probes)
 }
 
 fn hex(s: &str) -> u32 {
@@ -110,13 +127,14 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
             .filter_map(|r| r.strip_prefix(lead.as_str()).map(str::to_string))
             .collect()
     };
-    for scenario in Scenario::ALL {
-        let lines = lines(scenario.name());
+    let scenes = weft_tests::board_scenes();
+    for (name, _, scn) in &scenes {
+        let lines = lines(name);
         let checksum = lines
             .iter()
             .find_map(|l| l.strip_prefix("checksum ").filter(|r| r.contains(" after ")))
             .map(|r| hex(r.split_whitespace().next().unwrap()))
-            .unwrap_or_else(|| panic!("a checksum line for {}", scenario.name()));
+            .unwrap_or_else(|| panic!("a checksum line for {name}"));
         let probes: Vec<[u32; 3]> = lines
             .iter()
             .filter_map(|l| l.strip_prefix("node "))
@@ -125,13 +143,14 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
                 [hex(w[2]), hex(w[3]), hex(w[4])]
             })
             .collect();
-        let (host_sum, host_probes) = on_host(scenario);
-        assert_eq!(probes, host_probes, "{}: probe positions differ", scenario.name());
-        assert_eq!(checksum, host_sum, "{}: final-state checksum differs", scenario.name());
-        if scenario == Scenario::Swing {
+        let (host_sum, host_probes) = on_desktop(name, scn);
+        assert_eq!(probes, host_probes, "{name}: probe positions differ");
+        assert_eq!(checksum, host_sum, "{name}: final-state checksum differs");
+        if name == "swing" {
             cost_model_holds(&lines);
         }
     }
+    assert!(scenes.len() >= 3, "the board's scenes: swing, drape and tablecloth at least");
 
     let (flash, ram) = sizes(&elf);
     println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");
@@ -159,4 +178,31 @@ fn cost_model_holds(lines: &[String]) {
     println!("cost model: network {per_network:.0} against {network:.0}, physics {model:.0} against {physics:.0}");
     assert!((per_network / network - 1.0).abs() < 0.05, "network: model {per_network}, firmware {network}");
     assert!((model / physics - 1.0).abs() < 0.10, "physics: model {model} at {cg} CG iterations, firmware {physics}");
+}
+
+/// A scene larger than the board (a 40 × 40 grid) stops the firmware's
+/// build with one line naming the file, the limit and the scene's need.
+#[test]
+fn a_scene_too_large_for_the_board_fails_the_build_naming_the_limit() {
+    if !missing_prerequisites().is_empty() {
+        assert!(std::env::var_os("WEFT_REQUIRE_FIRMWARE").is_none(), "the firmware's toolchain is missing");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let swing = std::fs::read_to_string(weft_tests::scenes_dir().join("swing.toml")).unwrap();
+    let big = swing.replace("resolution = [16, 16]", "resolution = [40, 40]");
+    assert_ne!(big, swing);
+    std::fs::write(dir.path().join("big.toml"), big).unwrap();
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--no-default-features", "--features", "qemu"])
+        .current_dir(firmware_dir())
+        .env_remove("CARGO_TARGET_DIR")
+        .env("WEFT_SCENES", dir.path())
+        .output()
+        .expect("cargo runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a 1600-node scene built:\n{stderr}");
+    let line =
+        stderr.lines().find(|l| l.contains("big.toml")).unwrap_or_else(|| panic!("no line names the scene:\n{stderr}"));
+    assert!(line.contains("1600 nodes") && line.contains("bytes of RAM; the board has"), "{line}");
 }

@@ -1,6 +1,7 @@
-//! weft on a Cortex-M4F: the built-in scenes ([`scene`]) with the int8
-//! correction, their cost per stage ([`bench`]) and a checksum of each
-//! final state over defmt, after the kernels' self-test ([`selftest`]).
+//! weft on a Cortex-M4F: every scene file of `firmware/scenes/` ([`scene`],
+//! baked at build time) with the int8 correction, its cost per stage
+//! ([`bench`]) and a checksum of its final state over defmt, after the
+//! kernels' self-test ([`selftest`]).
 #![no_std]
 #![no_main]
 
@@ -18,13 +19,13 @@ use defmt_rtt as _;
 use defmt_semihosting as _;
 use panic_probe as _;
 use weft_core::gnn::int8;
-use weft_core::mesh::{Mesh, MeshParts};
+use weft_core::mesh::Mesh;
 use weft_core::model::Model;
 use weft_core::physics::state::State;
 use weft_core::step::{step_with, Int8};
 
 use bench::{Clock, Stages, UNIT};
-use scene::{GnnMemory, Scenario, StateMemory, COUNTS};
+use scene::{Baked, GnnMemory, StateMemory, SCENES};
 
 fn exit(code: i32) -> ! {
     #[cfg(feature = "qemu")]
@@ -36,36 +37,6 @@ fn exit(code: i32) -> ! {
             cortex_m::asm::bkpt();
         }
     }
-}
-
-/// The grid scenes' rest mesh, built by `build.rs` into flash.
-mod mesh_data {
-    use weft_core::math::Vec3;
-    use weft_core::mesh::{BendTriangle, Edge, Hinge, Triangle};
-    include!(concat!(env!("OUT_DIR"), "/mesh_data.rs"));
-}
-
-/// The tablecloth's rest mesh (the disc), built by `build.rs` into flash.
-mod disc_data {
-    use weft_core::math::Vec3;
-    use weft_core::mesh::{BendTriangle, Edge, Hinge, Triangle};
-    include!(concat!(env!("OUT_DIR"), "/disc_data.rs"));
-}
-
-/// The parts of a mesh baked into flash.
-macro_rules! baked {
-    ($m:ident, $grid:expr) => {
-        MeshParts {
-            rest: &$m::REST,
-            node_area: &$m::NODE_AREA,
-            triangles: &$m::TRIANGLES,
-            edges: &$m::EDGES,
-            edge_start: &$m::EDGE_START,
-            hinges: &$m::HINGES,
-            bending: &$m::BENDING,
-            grid: $grid,
-        }
-    };
 }
 
 /// The network's latents: on the board in the 64 KiB core-coupled RAM
@@ -103,51 +74,53 @@ fn main() -> ! {
         m.as_mut_ptr().write_bytes(0, 1);
         m.assume_init_mut()
     };
-    let mesh = ok_or_exit(Mesh::from_parts(baked!(mesh_data, COUNTS.grid)), "mesh");
-    let disc = ok_or_exit(Mesh::from_parts(baked!(disc_data, None)), "disc mesh");
     let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
     let mut scratch = gnn_memory.scratch();
     defmt::info!(
-        "weft: {}×{} cloth, {} steps per scenario, int8 network latent {} × {} rounds; cost unit: {}",
-        scene::N,
-        scene::N,
-        scene::STEPS,
+        "weft: {} scenes baked from firmware/scenes ({} bytes of flash), capacity {} nodes and {} pairs, int8 network latent {} × {} rounds; cost unit: {}",
+        SCENES.len(),
+        scene::SCENE_FLASH,
+        scene::COUNTS.nodes,
+        scene::PAIRS,
         net.latent,
         net.rounds(),
         UNIT
     );
-    for scenario in Scenario::ALL {
-        let m = if scenario == Scenario::Tablecloth { disc } else { mesh };
-        run(scenario, m, net, STATE_BUF, &mut scratch, &clock);
+    for baked in &SCENES {
+        run(baked, net, STATE_BUF, &mut scratch, &clock);
     }
     defmt::info!("stack high-water mark {} bytes", stack::used());
     exit(0)
 }
 
-/// Runs one scenario from rest with the corrected step
-/// ([`weft_core::step::step_with`]) and logs its cost per stage
-/// ([`bench::report`]), its probe positions and the checksum of its final
-/// state, each line led by the scenario's name.
-fn run(
-    scenario: Scenario,
-    mesh: Mesh,
-    net: int8::Checked,
-    memory: &mut StateMemory,
-    scratch: &mut int8::Scratch,
-    clock: &Clock,
-) {
-    let name = scenario.name();
-    let (pins, colliders) = (scenario.pins(), scenario.colliders());
+/// Runs one scene from its start with the corrected step
+/// ([`weft_core::step::step_with`], `substeps` a frame) and logs its cost
+/// per stage ([`bench::report`]), its probe positions and the checksum of
+/// its final state, each line led by the scene's name.
+fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mut int8::Scratch, clock: &Clock) {
+    let name = baked.name;
+    let mesh = ok_or_exit(Mesh::from_parts(baked.mesh), "mesh");
     let model = ok_or_exit(
-        scene::corrected_material(&net)
-            .and_then(|m| Model::new(mesh, m, scene::scene(pins.as_slice(), &colliders), scene::params())),
+        baked.corrected_material(&net).and_then(|m| Model::new(mesh, m, baked.scene(), baked.params)),
         "model",
     );
     let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");
+    if let Some(v) = baked.velocities {
+        ok_or_exit(state.set_velocities(v), "start velocities");
+    }
+    let (frames, substeps) = (baked.frames(), baked.substeps);
+    defmt::info!(
+        "{}: {} ({} nodes), {} frames of {} step(s)",
+        name,
+        baked.file,
+        model.mesh.node_count(),
+        frames,
+        substeps
+    );
     let mut stages = Stages::new(clock);
     let mut network = Int8 { net, scratch: int8::Scratch { latents: &mut *scratch.latents } };
     let (mut pairs, mut dropped, mut cg, mut macs) = (0usize, 0usize, 0u32, 0u64);
-    for step in 0..scene::STEPS {
+    for step in 0..frames * substeps {
         let result = step_with(&model, &mut state, &mut network, &mut stages);
         stages.end_step();
         match result {
@@ -164,13 +137,14 @@ fn run(
             }
         }
     }
-    bench::report(name, &stages, scene::STEPS, macs);
+    let steps = frames * substeps;
+    bench::report(name, &stages, steps, macs);
     defmt::info!(
         "{}: mean dynamic edges {}, pairs dropped {}, mean CG iterations {}",
         name,
-        pairs as u32 / scene::STEPS,
+        pairs as u32 / steps,
         dropped,
-        cg / scene::STEPS
+        cg / steps
     );
     match bench::features_cost(&model, &state, net, clock) {
         Ok(cost) => defmt::info!(
@@ -184,7 +158,7 @@ fn run(
         }
     }
     let x = state.positions();
-    for &i in &scene::PROBES {
+    for i in baked.probes() {
         defmt::info!(
             "{}: node {} = {:08x} {:08x} {:08x}",
             name,
@@ -194,8 +168,7 @@ fn run(
             x[i].z.to_bits()
         );
     }
-    let sum = scene::checksum(state.positions(), state.velocities());
-    defmt::info!("{}: checksum {:08x} after {} steps", name, sum, scene::STEPS);
+    defmt::info!("{}: checksum {:08x} after {} steps", name, state.checksum(), steps);
 }
 
 /// The value, or the error logged under `what` and exit code 1.

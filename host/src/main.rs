@@ -387,7 +387,7 @@ fn simulate(
     let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut(), picture.then_some(&mut frames))?;
     let last = s.frames.last().cloned().unwrap_or_default();
     println!(
-        "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; output in {}",
+        "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; checksum {}; output in {}",
         if scn.name.is_empty() { "scenario" } else { &scn.name },
         scn.time.steps,
         s.nodes,
@@ -400,6 +400,7 @@ fn simulate(
         s.energy_check_failed,
         s.energy_rose,
         s.dropped_pairs,
+        s.checksum,
         out.display()
     );
     if picture {

@@ -54,31 +54,40 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
     Model::new(mesh, material, scene, params).map_err(toml_key)
 }
 
-/// The initial state of `model` (built from `scn`) in `storage`: the rest
-/// mesh, every free node moving with the cloth's `velocity` and `spin`
-/// and then its `[[kick]]`s, pinned nodes with their pins.
-pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
-    let mut state = State::new(model, storage.storage()).map_err(|e| SceneError::value("", format!("state: {e}")))?;
+/// The start velocities of `scn` on `model` where the file gives any
+/// (`cloth.velocity`, `cloth.spin`, `[[kick]]`; `None`: the cloth starts
+/// at rest): every free node moving with the cloth's velocity and spin and
+/// then its kicks, pinned nodes with their pins.
+pub fn start_velocities(scn: &Scenario, model: &Model) -> Result<Option<Vec<Vec3>>> {
     let (v, w) = (Vec3::from_array(scn.cloth.velocity), Vec3::from_array(scn.cloth.spin));
-    if v != Vec3::ZERO || w != Vec3::ZERO || !scn.kicks.is_empty() {
-        let c = Vec3::from_array(scn.cloth.center);
-        let mut kick: Vec<Vec3> = state
-            .positions()
-            .iter()
-            .zip(state.velocities())
-            .zip(state.pinned())
-            .map(|((x, u), &pin)| if pin != 0 { *u } else { v + w.cross(*x - c) })
-            .collect();
-        for k in &scn.kicks {
-            for i in scn.select(k.selector())? {
-                if state.pinned()[i] == 0 {
-                    kick[i] = Vec3::from_array(k.velocity);
-                }
+    if v == Vec3::ZERO && w == Vec3::ZERO && scn.kicks.is_empty() {
+        return Ok(None);
+    }
+    let c = Vec3::from_array(scn.cloth.center);
+    let mut velocities: Vec<Vec3> = model.mesh.rest().iter().map(|x| v + w.cross(*x - c)).collect();
+    let mut pinned = vec![false; velocities.len()];
+    for pin in model.scene.pins {
+        if let Some(u) = velocities.get_mut(pin.node as usize) {
+            *u = pin.start_velocity();
+            pinned[pin.node as usize] = true;
+        }
+    }
+    for k in &scn.kicks {
+        for i in scn.select(k.selector())? {
+            if !pinned[i] {
+                velocities[i] = Vec3::from_array(k.velocity);
             }
         }
-        state
-            .set_velocities(&kick)
-            .map_err(|e| SceneError::value("cloth.velocity", format!("{e} (with the kicks)")))?;
+    }
+    Ok(Some(velocities))
+}
+
+/// The initial state of `model` (built from `scn`) in `storage`: the rest
+/// mesh at rest, or moving with [`start_velocities`].
+pub fn start<'s>(scn: &Scenario, model: &Model, storage: &'s mut VecStateStorage) -> Result<State<'s>> {
+    let mut state = State::new(model, storage.storage()).map_err(|e| SceneError::value("", format!("state: {e}")))?;
+    if let Some(v) = start_velocities(scn, model)? {
+        state.set_velocities(&v).map_err(|e| SceneError::value("cloth.velocity", format!("{e} (with the kicks)")))?;
     }
     Ok(state)
 }

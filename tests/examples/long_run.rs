@@ -1,4 +1,4 @@
-//! A firmware scenario (the swing, or `drape`) run for a long time on the
+//! A board scene (`firmware/scenes/`) (the swing, or `drape`) run for a long time on the
 //! desktop (corrected as on the board, or `plain`): every tenth of the run, the energy, the largest
 //! strain and the state's warnings; at the end, whether every step stayed
 //! finite, the energy's range over the second half and the warnings the
@@ -6,9 +6,6 @@
 //!
 //! `cargo run --release -p weft-tests --example long_run -- [frames] [plain] [drape]`
 //! (100 000 frames by default).
-#[path = "../host.rs"]
-mod host;
-use weft_tests::scene::Scenario;
 
 use weft_core::physics::state::Warnings;
 use weft_core::physics::{energy, max_strain};
@@ -17,12 +14,12 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let frames: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(100_000);
     let corrected = !args.iter().any(|a| a == "plain");
-    let scenario = if args.iter().any(|a| a == "drape") { Scenario::Drape } else { Scenario::Swing };
+    let scenario = weft_tests::board_scene(if args.iter().any(|a| a == "drape") { "drape" } else { "swing" });
     let every = (frames / 10).max(1);
     let (mut finite, mut half, mut last) = (true, Warnings::default(), Warnings::default());
     let (mut low, mut high) = (f32::INFINITY, f32::NEG_INFINITY);
     let t = std::time::Instant::now();
-    let (checksum, _) = host::run(scenario, weft_tests::scene::params(), corrected, frames, |s, _, model, state| {
+    let (checksum, _) = weft_tests::run(&scenario, None, corrected, frames, |s, _, model, state| {
         let (x, v) = (state.positions(), state.velocities());
         finite &= x.iter().chain(v).all(|p| p.is_finite());
         let frame = s + 1;

@@ -1,4 +1,4 @@
-//! A firmware scenario on the desktop, step by step: CG iterations,
+//! A board scene (`firmware/scenes/`) on the desktop, step by step: CG iterations,
 //! substeps and convergence of the physics, corrected as on the board
 //! (`cargo run --release -p weft-tests --example scene_solve`) or plain
 //! (`… -- plain`), the swing or (`… -- drape`) the drape; `WEFT_CG_TOLERANCE` overrides the tolerance. With
@@ -6,23 +6,20 @@
 //! accuracy: the final positions' RMS change from a
 //! solve 100× tighter, next to their change from half the time step (the
 //! step's own error scale).
-#[path = "../host.rs"]
-mod host;
 use weft_core::math::Vec3;
 use weft_core::model::StepParams;
-use weft_tests::scene::Scenario;
 
 fn main() {
-    let mut params = weft_tests::scene::params();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let scenario = weft_tests::board_scene(if args.iter().any(|a| a == "drape") { "drape" } else { "swing" });
+    let mut params = scenario.params(0.0);
     if let Some(t) = std::env::var("WEFT_CG_TOLERANCE").ok().and_then(|t| t.parse().ok()) {
         params.cg_tolerance = t;
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let corrected = !args.iter().any(|a| a == "plain");
-    let scenario = if args.iter().any(|a| a == "drape") { Scenario::Drape } else { Scenario::Swing };
     let (mut its, mut worst, mut unconv) = (0u32, 0u32, 0u32);
     let t = std::time::Instant::now();
-    let (checksum, _) = host::run(scenario, params, corrected, weft_tests::scene::STEPS, |s, r, _, _| {
+    let (checksum, _) = weft_tests::run(&scenario, Some(params), corrected, scenario.time.steps, |s, r, _, _| {
         its += r.cg_iterations;
         worst = worst.max(r.cg_iterations);
         unconv += u32::from(!r.converged);
@@ -31,7 +28,7 @@ fn main() {
             r.cg_iterations, r.substeps, r.converged, r.residual, r.contacts
         );
     });
-    let steps = weft_tests::scene::STEPS;
+    let steps = scenario.time.steps;
     println!(
         "mean cg {:.1}, worst {worst}, unconverged {unconv}/{steps}, checksum {checksum:08x}, {:.1} ms",
         its as f32 / steps as f32,
@@ -44,7 +41,7 @@ fn main() {
     let at = [1u32, 5, 15, 30, 60];
     let record = |params: StepParams, per: u32| {
         let mut out = Vec::new();
-        host::run(scenario, params, corrected, per * steps, |s, _, _, state| {
+        weft_tests::run(&scenario, Some(params), corrected, per * steps, |s, _, _, state| {
             if at.contains(&((s + 1) / per)) && (s + 1) % per == 0 {
                 out.push(state.positions().to_vec());
             }

@@ -9,8 +9,15 @@
 //! dereferences a pointer.
 #![allow(unsafe_code)]
 
-use crate::{load, with_sim, Cloth, WebError, SCENES};
+use std::cell::RefCell;
+
+use crate::{load, load_text, with_last_error, with_sim, Cloth, WebError, SCENES};
 use weft_core::math::Vec3;
+
+thread_local! {
+    /// Bytes the page writes a scene file into ([`weft_input`]).
+    static INPUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 fn code(r: Result<(), WebError>) -> i32 {
     match r {
@@ -36,12 +43,61 @@ pub extern "C" fn weft_scene_count() -> u32 {
 /// out of range).
 #[no_mangle]
 pub extern "C" fn weft_scene_name(index: u32) -> *const u8 {
-    SCENES.get(index as usize).map_or("", |s| s.name()).as_ptr()
+    SCENES.get(index as usize).map_or("", |s| s.0).as_ptr()
 }
 
 #[no_mangle]
 pub extern "C" fn weft_scene_name_len(index: u32) -> u32 {
-    SCENES.get(index as usize).map_or(0, |s| s.name().len() as u32)
+    SCENES.get(index as usize).map_or(0, |s| s.0.len() as u32)
+}
+
+/// The scene file of scene `index` (UTF-8 TOML, `weft_scene_text_len`
+/// bytes; empty out of range).
+#[no_mangle]
+pub extern "C" fn weft_scene_text(index: u32) -> *const u8 {
+    SCENES.get(index as usize).map_or("", |s| s.1).as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn weft_scene_text_len(index: u32) -> u32 {
+    SCENES.get(index as usize).map_or(0, |s| s.1.len() as u32)
+}
+
+/// Room for `len` bytes of a scene file, for the page to write into
+/// before [`weft_load_text`]; valid until the next call to either.
+#[no_mangle]
+pub extern "C" fn weft_input(len: u32) -> *mut u8 {
+    INPUT.with(|i| {
+        let mut i = i.borrow_mut();
+        i.clear();
+        i.resize(len as usize, 0);
+        i.as_mut_ptr()
+    })
+}
+
+/// Loads the scene file the page wrote with [`weft_input`] (`len` bytes
+/// of UTF-8 TOML) as scene `edited`. A refused file is error 7, its reason
+/// in `weft_last_error`; the last good scene keeps running.
+#[no_mangle]
+pub extern "C" fn weft_load_text(len: u32) -> i32 {
+    let text = INPUT.with(|i| {
+        let i = i.borrow();
+        let n = (len as usize).min(i.len());
+        String::from_utf8_lossy(&i[..n]).into_owned()
+    });
+    code(load_text("edited", &text))
+}
+
+/// Why the last scene file was refused (UTF-8, `weft_last_error_len`
+/// bytes), naming the key as `weft simulate` does.
+#[no_mangle]
+pub extern "C" fn weft_last_error() -> *const u8 {
+    with_last_error(|e| e.as_ptr())
+}
+
+#[no_mangle]
+pub extern "C" fn weft_last_error_len() -> u32 {
+    with_last_error(|e| e.len() as u32)
 }
 
 /// Loads scene `index` from rest, both cloths.

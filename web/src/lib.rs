@@ -3,32 +3,46 @@
 //! ([`exports`]; no JavaScript generator), and the same code on the
 //! desktop, which the browser test compares against bit for bit.
 //!
-//! A [`Sim`] runs one scene twice side by side, on the board's 16×16 cloth
-//! or on a disc of 217 nodes (a mesh that is not a grid):
-//! the plain coarse step, and the corrected one (the coarse step on the
-//! network's calibrated membrane, then the network, its guard on). Its
-//! memory is made once, when the first scene loads; a step allocates
-//! nothing, as on the board. Bad input (a scene out of range, a drag
-//! target that is not finite) is a [`WebError`], and the simulation keeps
-//! running as it was.
+//! The page's scenes are scene files, the format `weft simulate` reads
+//! and the board bakes (`weft-scene`): the board's own
+//! (`firmware/scenes/*.toml`) and two of the page's (`web/scenes/`). A
+//! [`Sim`] runs one scene twice side by side: the plain coarse step, and
+//! the corrected one (the coarse step on the network's calibrated
+//! membrane, then the network, its guard on), as the board runs it. The
+//! page shows the scene's file in an editor; an edited file is parsed and
+//! checked like any other ([`load_text`]), and a refused one leaves the
+//! last good scene running, its [`weft_scene::SceneError`] shown.
+//!
+//! Memory: a cloth's mesh and states are made the first time a scene with
+//! that cloth loads and kept for every later scene with the same cloth
+//! (pins, colliders, wind, material and time may change freely); a step
+//! allocates nothing, as on the board. Bad input (a scene out of range, a
+//! refused file, a drag target that is not finite) is a [`WebError`], and
+//! the simulation keeps running as it was.
 #![deny(unsafe_code)]
 
-#[path = "../../firmware/src/scene.rs"]
-#[allow(dead_code)]
-mod board;
+mod cloths;
 pub mod exports;
-mod scenes;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
-pub use scenes::{WebScene, SCENES};
-use weft_core::gnn::int8::{Checked, Scratch};
+use cloths::{Cloths, Setting};
+use weft_core::gnn::int8::{Checked, Scratch, ScratchSizes};
 use weft_core::math::Vec3;
-use weft_core::mesh::Mesh;
-use weft_core::model::{Collider, Model, ParamError, Pin, Scene, Shape, Wind};
-use weft_core::physics::state::{State, StateError, Warnings};
+use weft_core::model::Shape;
 use weft_core::physics::StepReport;
-use weft_core::storage::MeshBuffers;
+use weft_scene::{ErrorKind, Scenario, SceneError};
+
+/// The page's scenes, `(name, scene file)`, in the order it lists them:
+/// the board's swing and drape, a hang and a flag, the board's tablecloth.
+pub const SCENES: [(&str, &str); 5] = [
+    ("swing", include_str!("../../firmware/scenes/swing.toml")),
+    ("drape", include_str!("../../firmware/scenes/drape.toml")),
+    ("hang", include_str!("../scenes/hang.toml")),
+    ("flag", include_str!("../scenes/flag.toml")),
+    ("tablecloth", include_str!("../../firmware/scenes/tablecloth.toml")),
+];
 
 /// Why a call was refused; the simulation is as it was before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,16 +60,19 @@ pub enum WebError {
     Network = 5,
     /// The scene's model or state could not be built.
     Setup = 6,
+    /// The scene file was refused ([`last_error`] says why, naming the key).
+    Scene = 7,
 }
 
 impl WebError {
-    pub const ALL: [WebError; 6] = [
+    pub const ALL: [WebError; 7] = [
         WebError::SceneOutOfRange,
         WebError::NotFinite,
         WebError::NotLoaded,
         WebError::Physics,
         WebError::Network,
         WebError::Setup,
+        WebError::Scene,
     ];
 
     pub fn message(self) -> &'static str {
@@ -66,19 +83,8 @@ impl WebError {
             WebError::Physics => "the physics step failed; the cloth is as it was",
             WebError::Network => "the network could not run; the cloth keeps the physics step",
             WebError::Setup => "the scene could not be built",
+            WebError::Scene => "the scene file was refused; the last good scene keeps running",
         }
-    }
-}
-
-impl From<ParamError> for WebError {
-    fn from(_: ParamError) -> Self {
-        WebError::Setup
-    }
-}
-
-impl From<StateError> for WebError {
-    fn from(_: StateError) -> Self {
-        WebError::Setup
     }
 }
 
@@ -89,76 +95,28 @@ pub enum Cloth {
     Corrected = 1,
 }
 
-/// One mesh's two cloths, plain and corrected, in memory made once.
-struct Cloths {
-    mesh: Mesh<'static>,
-    triangles: Vec<u16>,
-    states: [State<'static>; 2],
-    /// The start velocities of a restart (made once, reused).
-    start: Vec<Vec3>,
-}
-
-impl Cloths {
-    /// The cloths of `shape` for `setting`.
-    fn new(shape: ClothMesh, setting: &Setting, net: &Checked) -> Result<Cloths, WebError> {
-        let buffers = Box::leak(Box::new(MeshBuffers::<
-            { board::COUNTS.nodes },
-            { board::COUNTS.triangles },
-            { board::COUNTS.edges },
-            { board::COUNTS.hinges },
-        >::new()));
-        let mesh = match shape {
-            ClothMesh::Grid => Mesh::grid(&board::grid(), buffers.storage()),
-            ClothMesh::Disc => {
-                let (x, t) = scenes::disc();
-                Mesh::from_triangles(&x, &t, buffers.storage())
-            }
-        }
-        .map_err(|_| WebError::Setup)?;
-        let triangles = mesh.triangles().iter().flat_map(|t| t.nodes).collect();
-        let states = [Cloth::Plain, Cloth::Corrected].map(|cloth| {
-            let memory = Box::leak(Box::new(board::StateMemory::new()));
-            Ok::<_, WebError>(State::new(&setting.model(mesh, cloth, net)?, memory.storage())?)
-        });
-        let [plain, corrected] = states;
-        Ok(Cloths { mesh, triangles, states: [plain?, corrected?], start: vec![Vec3::ZERO; mesh.node_count()] })
-    }
-
-    /// Both cloths from rest in `setting` (pinned nodes moving with their
-    /// pins).
-    fn restart(&mut self, setting: &Setting, net: &Checked) -> Result<(), WebError> {
-        for cloth in [Cloth::Plain, Cloth::Corrected] {
-            let model = setting.model(self.mesh, cloth, net)?;
-            self.start.fill(Vec3::ZERO);
-            for pin in model.scene.pins {
-                self.start[pin.node as usize] = pin.start_velocity();
-            }
-            let state = &mut self.states[cloth as usize];
-            state.set_positions(model.mesh.rest())?;
-            state.set_velocities(&self.start)?;
-            state.set_previous_start_velocities(&self.start)?;
-            state.set_steps(0)?;
-            state.warnings = Warnings::default();
-        }
-        Ok(())
-    }
-}
-
-/// The page's meshes: the board's grid, and a disc.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClothMesh {
-    Grid,
-    Disc,
+/// A scene file as the page reads it: meshes come from `cloth.shape` or
+/// the grid, since the page has no files to read.
+pub fn parse(text: &str) -> Result<Scenario, SceneError> {
+    Scenario::parse_with(text, &|file| {
+        Err(SceneError::new(
+            "",
+            ErrorKind::Io,
+            format!("the page reads no files ({}): use `cloth.shape` or a grid", file.display()),
+        ))
+    })
 }
 
 /// One scene, plain and corrected side by side.
 pub struct Sim {
-    scene: WebScene,
+    name: String,
+    text: String,
     setting: Setting,
-    grid: Cloths,
-    /// The disc's cloths, made when a scene first needs them.
-    disc: Option<Cloths>,
-    latents: &'static mut [i8],
+    /// Every cloth loaded so far, by [`Cloths::key`]; `current` is this
+    /// scene's.
+    cloths: HashMap<String, Cloths>,
+    current: String,
+    latents: Vec<i8>,
     net: Checked<'static, 'static>,
     /// The last step of each cloth, and the corrected step's dynamic edges.
     reports: [StepReport; 2],
@@ -169,55 +127,64 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// A simulation of `scene`, with its memory.
-    pub fn new(scene: WebScene) -> Result<Sim, WebError> {
+    /// A simulation of scene file `text` (called `name`), with its memory.
+    pub fn new(name: &str, text: &str) -> Result<Sim, WebError> {
         let net = weft_weights::NETWORK.check().map_err(|_| WebError::Setup)?;
-        let setting = Setting::of(WebScene::Swing);
-        let grid = Cloths::new(ClothMesh::Grid, &setting, &net)?;
-        let latents = Box::leak(vec![0i8; board::SCRATCH.latents].into_boxed_slice());
+        let scn = parse(text).map_err(refused)?;
         let mut sim = Sim {
-            scene,
-            setting,
-            grid,
-            disc: None,
-            latents,
+            name: String::new(),
+            text: String::new(),
+            setting: Setting::of(&scn),
+            cloths: HashMap::new(),
+            current: String::new(),
+            latents: Vec::new(),
             net,
             reports: [StepReport::default(); 2],
             dynamic_edges: 0,
             sphere: [0.0; 4],
         };
-        sim.load(scene)?;
+        sim.load_scene(name, text, scn)?;
         Ok(sim)
     }
 
-    /// The cloths of the current scene, with its setting, the network and
-    /// its latents.
-    fn parts(&mut self) -> (&Setting, &mut Cloths, Checked<'static, 'static>, &mut [i8]) {
-        let cloths = match (self.scene.shape(), &mut self.disc) {
-            (ClothMesh::Disc, Some(d)) => d,
-            _ => &mut self.grid,
-        };
-        (&self.setting, cloths, self.net, &mut *self.latents)
+    /// Starts scene file `text` (called `name`) from its start; a refused
+    /// file changes nothing.
+    pub fn load(&mut self, name: &str, text: &str) -> Result<(), WebError> {
+        let scn = parse(text).map_err(refused)?;
+        self.load_scene(name, text, scn)
     }
 
-    /// Starts `scene` from rest (its pinned nodes moving with their pins).
-    pub fn load(&mut self, scene: WebScene) -> Result<(), WebError> {
-        let setting = Setting::of(scene);
-        if scene.shape() == ClothMesh::Disc && self.disc.is_none() {
-            self.disc = Some(Cloths::new(ClothMesh::Disc, &setting, &self.net)?);
+    fn load_scene(&mut self, name: &str, text: &str, scn: Scenario) -> Result<(), WebError> {
+        let key = Cloths::key(&scn);
+        if !self.cloths.contains_key(&key) {
+            let cloths = Cloths::new(&scn, &self.net)?;
+            self.cloths.insert(key.clone(), cloths);
         }
-        (self.setting, self.scene) = (setting, scene);
-        let (setting, cloths, net, _) = self.parts();
-        cloths.restart(setting, &net)?;
+        let mut setting = Setting::of(&scn);
+        let cloths = self.cloths.get_mut(&key).ok_or(WebError::Setup)?;
+        cloths.restart(&mut setting, &scn, &self.net)?;
+        let sizes = ScratchSizes::new(cloths.mesh.counts(), cloths.pairs, self.net.latent);
+        if self.latents.len() < sizes.latents {
+            self.latents = vec![0; sizes.latents];
+        }
+        (self.setting, self.current) = (setting, key);
+        (self.name, self.text) = (name.to_string(), text.to_string());
         self.reports = [StepReport::default(); 2];
         self.dynamic_edges = 0;
         self.update_sphere();
         Ok(())
     }
 
+    /// The current scene's cloths, with its setting, the network and the
+    /// latents.
+    fn parts(&mut self) -> Result<(&Setting, &mut Cloths, Checked<'static, 'static>, &mut [i8]), WebError> {
+        let cloths = self.cloths.get_mut(&self.current).ok_or(WebError::NotLoaded)?;
+        Ok((&self.setting, cloths, self.net, &mut self.latents))
+    }
+
     /// One physics step of `cloth`.
     pub fn physics(&mut self, cloth: Cloth) -> Result<(), WebError> {
-        let (setting, cloths, net, _) = self.parts();
+        let (setting, cloths, net, _) = self.parts()?;
         let model = setting.model(cloths.mesh, cloth, &net)?;
         let report =
             weft_core::physics::step(&model, &mut cloths.states[cloth as usize]).map_err(|_| WebError::Physics)?;
@@ -228,7 +195,7 @@ impl Sim {
     /// The network's correction of the corrected cloth's last physics
     /// step ([`weft_core::step::step2`]).
     pub fn correct(&mut self) -> Result<(), WebError> {
-        let (setting, cloths, net, latents) = self.parts();
+        let (setting, cloths, net, latents) = self.parts()?;
         let model = setting.model(cloths.mesh, Cloth::Corrected, &net)?;
         let mut scratch = Scratch { latents };
         let state = &mut cloths.states[Cloth::Corrected as usize];
@@ -237,12 +204,15 @@ impl Sim {
         Ok(())
     }
 
-    /// One frame: the plain cloth's step, and the corrected cloth's step
-    /// and correction.
+    /// One frame (`time.substeps` steps): the plain cloth's step, and the
+    /// corrected cloth's step and correction.
     pub fn frame(&mut self) -> Result<(), WebError> {
-        self.physics(Cloth::Plain)?;
-        self.physics(Cloth::Corrected)?;
-        self.correct()
+        for _ in 0..self.setting.substeps {
+            self.physics(Cloth::Plain)?;
+            self.physics(Cloth::Corrected)?;
+            self.correct()?;
+        }
+        Ok(())
     }
 
     /// Moves what the user drags to `target`: the sphere's centre where the
@@ -276,14 +246,16 @@ impl Sim {
             .unwrap_or([0.0; 4]);
     }
 
-    pub fn scene(&self) -> WebScene {
-        self.scene
+    /// The scene's name and its file as loaded.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn text(&self) -> &str {
+        &self.text
     }
     fn cloths(&self) -> &Cloths {
-        match (self.scene.shape(), &self.disc) {
-            (ClothMesh::Disc, Some(d)) => d,
-            _ => &self.grid,
-        }
+        // `current` always names a loaded cloth (set with it in `load_scene`).
+        &self.cloths[&self.current]
     }
     pub fn positions(&self, cloth: Cloth) -> &[Vec3] {
         self.cloths().states[cloth as usize].positions()
@@ -308,45 +280,34 @@ impl Sim {
         self.dynamic_edges
     }
     /// The board's checksum of `cloth`'s positions and velocities
-    /// (`firmware/src/scene.rs`).
+    /// ([`weft_core::physics::state::checksum`]).
     pub fn checksum(&self, cloth: Cloth) -> u32 {
-        let s = &self.cloths().states[cloth as usize];
-        board::checksum(s.positions(), s.velocities())
-    }
-}
-
-/// A scene's pins, colliders and wind as they are now (where the user
-/// dragged them).
-struct Setting {
-    pins: Vec<Pin>,
-    colliders: Vec<Collider>,
-    wind: Option<Wind>,
-}
-
-impl Setting {
-    fn of(scene: WebScene) -> Setting {
-        Setting { pins: scene.pins(), colliders: scene.colliders(), wind: scene.wind() }
-    }
-
-    /// The model of `cloth` on `mesh`.
-    fn model(&self, mesh: Mesh<'static>, cloth: Cloth, net: &Checked) -> Result<Model<'_>, WebError> {
-        let scene = Scene { pins: &self.pins, colliders: &self.colliders, wind: self.wind, ..Scene::default() };
-        Ok(Model::new(mesh, material(cloth, net)?, scene, board::params())?)
-    }
-}
-
-/// The plain cloth's material, or the one the network corrects (on its
-/// calibrated membrane).
-fn material(cloth: Cloth, net: &Checked) -> Result<weft_core::model::Material, ParamError> {
-    match cloth {
-        Cloth::Plain => Ok(board::MATERIAL),
-        Cloth::Corrected => board::corrected_material(net),
+        self.cloths().states[cloth as usize].checksum()
     }
 }
 
 thread_local! {
     /// The page's simulation (WebAssembly runs on one thread).
     static SIM: RefCell<Option<Sim>> = const { RefCell::new(None) };
+    /// Why the last scene file was refused (empty: none was).
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Keeps `e` as [`last_error`] and returns [`WebError::Scene`].
+fn refused(e: SceneError) -> WebError {
+    LAST_ERROR.with(|l| *l.borrow_mut() = e.to_string());
+    WebError::Scene
+}
+
+/// Why the last scene file was refused, as `weft simulate` says it
+/// (`key: problem`).
+pub fn last_error() -> String {
+    LAST_ERROR.with(|l| l.borrow().clone())
+}
+
+/// `f` of [`last_error`], without copying it.
+pub fn with_last_error<R>(f: impl FnOnce(&str) -> R) -> R {
+    LAST_ERROR.with(|l| f(&l.borrow()))
 }
 
 /// Runs `f` on the page's simulation, or [`WebError::NotLoaded`].
@@ -354,25 +315,36 @@ pub fn with_sim<R>(f: impl FnOnce(&mut Sim) -> Result<R, WebError>) -> Result<R,
     SIM.with(|s| s.borrow_mut().as_mut().ok_or(WebError::NotLoaded).and_then(f))
 }
 
-/// Loads scene `index` into the page's simulation (made on first use).
-pub fn load(index: usize) -> Result<(), WebError> {
-    let scene = *SCENES.get(index).ok_or(WebError::SceneOutOfRange)?;
+/// Loads scene file `text` (called `name`) into the page's simulation
+/// (made on first use).
+pub fn load_text(name: &str, text: &str) -> Result<(), WebError> {
     SIM.with(|s| {
         let mut s = s.borrow_mut();
         match s.as_mut() {
-            Some(sim) => sim.load(scene),
+            Some(sim) => sim.load(name, text),
             None => {
-                *s = Some(Sim::new(scene)?);
+                *s = Some(Sim::new(name, text)?);
                 Ok(())
             }
         }
     })
 }
 
-/// The checksums of scene `index` after `frames` frames from rest, plain
-/// and corrected: what the browser test compares.
+/// Loads built-in scene `index` ([`SCENES`]).
+pub fn load(index: usize) -> Result<(), WebError> {
+    let (name, text) = *SCENES.get(index).ok_or(WebError::SceneOutOfRange)?;
+    load_text(name, text)
+}
+
+/// The checksums of scene `index` after `frames` frames from its start,
+/// plain and corrected: what the browser test compares.
 pub fn checksums(index: usize, frames: u32) -> Result<[u32; 2], WebError> {
     load(index)?;
+    run_frames(frames)
+}
+
+/// The checksums of the loaded scene after `frames` more frames.
+pub fn run_frames(frames: u32) -> Result<[u32; 2], WebError> {
     with_sim(|sim| {
         for _ in 0..frames {
             sim.frame()?;

@@ -7,7 +7,8 @@
 // corrected, then the bad-input checks and the speed measurement, and writes
 // the results into #results (what the browser test reads); ?shot=N runs a
 // scene (?scene=K, the first by default) N frames and draws it without
-// animating (the screenshot).
+// animating (the screenshot). The editor beside the canvases shows the
+// scene's file; "run" loads it as edited.
 "use strict";
 
 const bytes = Uint8Array.from(atob(WEFT_WASM), (c) => c.charCodeAt(0));
@@ -23,7 +24,8 @@ const timing = { plain: 0, physics: 0, network: 0, frames: 0, since: performance
 // Shows a call's error (code 0: none) on the page; the simulation goes on.
 function check(code, what) {
   if (code !== 0) {
-    shownError = `${what}: error ${code}: ${errorText(code)}`;
+    const why = code === 7 ? text(wasm.weft_last_error(), wasm.weft_last_error_len()) : errorText(code);
+    shownError = `${what}: error ${code}: ${why}`;
     $("error").textContent = shownError;
   }
   return code;
@@ -33,6 +35,22 @@ function load(index) {
   if (check(wasm.weft_load(index), `load scene ${index}`) === 0) {
     $("error").textContent = "";
   }
+}
+
+// The editor's scene file, run as scene `edited`; a refused file shows the
+// desktop's error (naming the key) and the last good scene keeps running.
+function runEditor() {
+  const data = new TextEncoder().encode($("editor").value);
+  new Uint8Array(wasm.memory.buffer, wasm.weft_input(data.length), data.length).set(data);
+  const code = check(wasm.weft_load_text(data.length), "edit");
+  if (code === 0) $("error").textContent = "";
+  return code;
+}
+
+// A built-in scene, its file shown in the editor.
+function loadScene(index) {
+  load(index);
+  $("editor").value = text(wasm.weft_scene_text(index), wasm.weft_scene_text_len(index));
 }
 
 // One frame: the plain step, and the corrected cloth's step and correction.
@@ -134,8 +152,9 @@ function setUp() {
     o.value = i; o.textContent = text(wasm.weft_scene_name(i), wasm.weft_scene_name_len(i));
     select.appendChild(o);
   }
-  select.onchange = () => load(Number(select.value));
-  $("reset").onclick = () => load(Number(select.value));
+  select.onchange = () => loadScene(Number(select.value));
+  $("reset").onclick = () => loadScene(Number(select.value));
+  $("run").onclick = runEditor;
   $("pause").onclick = () => { paused = !paused; $("pause").textContent = paused ? "run" : "pause"; };
   $("correct").onchange = (e) => {
     correction = e.target.checked;
@@ -192,6 +211,21 @@ function testMode(frames) {
   const kept = hex(wasm.weft_checksum(1));
   step();
   out.push(`after-errors kept ${before === kept} stepped ${hex(wasm.weft_checksum(1)) !== kept}`);
+  // The editor: the swing's file with a larger sphere, then a bad file.
+  loadScene(0);
+  const swing = $("editor").value;
+  $("editor").value = swing.replace("radius = 0.2\n", "radius = 0.3\n");
+  runEditor();
+  for (let f = 0; f < frames; f++) step();
+  out.push(`edited plain ${hex(wasm.weft_checksum(0))} corrected ${hex(wasm.weft_checksum(1))}`);
+  const good = hex(wasm.weft_checksum(1));
+  $("editor").value = swing.replace("resolution = [16, 16]", "resolution = [1, 16]");
+  const refused = runEditor();
+  out.push(`error bad-scene ${refused}`);
+  out.push(`shown ${shownError}`);
+  const still = hex(wasm.weft_checksum(1));
+  step();
+  out.push(`after-bad-scene kept ${good === still} stepped ${hex(wasm.weft_checksum(1)) !== still}`);
   // Speed: corrected 16×16 steps (physics and network) a second, the
   // swing after 20 steps of warm-up.
   load(0);
@@ -210,12 +244,12 @@ if (params.has("test")) {
   render();
 } else if (params.has("shot")) {
   const scene = Number(params.get("scene")) || 0;
-  load(scene);
+  loadScene(scene);
   $("scene").value = scene;
   const frames = Number(params.get("shot")) || 60;
   for (let f = 0; f < frames; f++) step();
   render();
 } else {
-  load(0);
+  loadScene(0);
   requestAnimationFrame(animate);
 }

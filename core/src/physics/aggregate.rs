@@ -170,6 +170,15 @@ impl<'a> Aggregates<'a> {
         self.levels
     }
 
+    /// The `f32`s of its pool this hierarchy fills: the levels and the
+    /// coarsest level's dense factor. Any pool at least this long builds
+    /// the same hierarchy, which is how a board sizes its state for a
+    /// mesh below the bound [`floats`].
+    pub fn floats_used(&self) -> usize {
+        let m = 3 * self.nodes(self.levels);
+        self.at[self.levels + 1] as usize + m * (m + 1) / 2
+    }
+
     fn nodes(&self, l: usize) -> usize {
         self.shapes[l][0] as usize
     }
