@@ -9,7 +9,7 @@ use weft_core::gnn::int8::forward_macs;
 /// audit, contacts): fitted to two firmware QEMU counts of the corrected
 /// swing (`cd firmware && cargo qemu`), 9.763 M instructions of physics per
 /// step at 19.7 CG iterations (tolerance 1e-4) and 12.320 M at 28.8 (1e-5,
-/// `cg_tolerance` in `firmware/src/scene.rs`).
+/// `solver.cg_tolerance` in `firmware/scenes/*.toml`).
 pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
 
 pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
