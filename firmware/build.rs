@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use weft_core::gnn::int8::{ScratchSizes, PAIRS_PER_NODE};
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{MeshCounts, MeshParts, NodeId};
-use weft_core::model::{CoarseGrain, Integrator, Model};
+use weft_core::model::{CoarseGrain, Model};
 use weft_core::physics::aggregate::Aggregates;
 use weft_core::physics::state::StateSizes;
 use weft_scene::build::{self, ModelParts};
-use weft_scene::storage::VecStateStorage;
+use weft_scene::storage::{self, VecStateStorage};
 use weft_scene::Scenario;
 
 /// The board's RAM for the state: the 128 KiB SRAM less the stack the
@@ -95,23 +95,16 @@ fn mesh_bytes(p: &MeshParts) -> usize {
 }
 
 /// State sizes of `model` with `pairs` pair storage, as the board lays
-/// them out (no gather table; history for BDF2, a warm start's `Δv`).
+/// them out ([`storage::board_sizes`]), the aggregation hierarchy's pool
+/// cut to what it fills.
 fn state_sizes(model: &Model, pairs: usize) -> StateSizes {
-    let counts = model.mesh.counts();
-    let mut s = StateSizes::new(counts, pairs);
-    if counts.grid.is_none() {
-        // The aggregation hierarchy's pool: what it fills of the bound
-        // (any pool this long builds the same hierarchy).
+    let mut s = storage::board_sizes(model, pairs);
+    if model.mesh.counts().grid.is_none() {
+        // Any pool this long builds the same hierarchy.
         let mut pool = vec![0.0; s.solver];
         s.solver = Aggregates::new(&model.mesh, &mut pool).map_or(0, |a| a.floats_used());
     }
-    if model.params.warm_start {
-        s = s.with_warm_start(counts);
-    }
-    match model.params.integrator {
-        Integrator::Bdf2 => s.with_history(counts),
-        Integrator::BackwardEuler => s,
-    }
+    s
 }
 
 /// RAM bytes of a state of `s` ([`weft_core::storage::StateBuffers`]).

@@ -9,7 +9,7 @@ use weft_core::mesh::Mesh;
 use weft_core::model::{CoarseGrain, Collider, Material, Model, Pin, Scene, StepParams, Wind};
 use weft_core::physics::state::{State, Warnings};
 use weft_scene::build::{self, ModelParts};
-use weft_scene::storage::VecStateStorage;
+use weft_scene::storage::{self, VecStateStorage};
 use weft_scene::Scenario;
 
 use crate::{refused, Cloth, WebError};
@@ -95,7 +95,7 @@ impl Cloths {
         setting.params = Some(scn.params(mesh.min_edge_length()));
         let states = [Cloth::Plain, Cloth::Corrected].map(|cloth| {
             let model = setting.model(mesh, cloth, net)?;
-            let memory = Box::leak(Box::new(VecStateStorage::new(&model, pairs)));
+            let memory = Box::leak(Box::new(VecStateStorage::with_sizes(storage::board_sizes(&model, pairs))));
             State::new(&model, memory.storage()).map_err(|_| WebError::Setup)
         });
         let [plain, corrected] = states;
