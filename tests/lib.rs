@@ -49,6 +49,11 @@ pub fn board_scene(name: &str) -> Scenario {
     Scenario::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The first of `args` that names a board scene (`drape`, `tablecloth`, …).
+pub fn scene_named(args: &[String]) -> Option<&str> {
+    args.iter().map(String::as_str).find(|a| scenes_dir().join(format!("{a}.toml")).is_file())
+}
+
 /// Runs `frames` frames of `scn` (its `params`, or the file's), corrected
 /// by the baked network on its coarse grain as on the board, or plain,
 /// calling `each(step, report, model, state)` after every step; returns

@@ -113,3 +113,33 @@ fn self_contact_keeps_a_folding_cloth_apart() {
         assert!(x.iter().all(|p| p.y >= -1e-4), "cloth went through the ground");
     });
 }
+
+/// The cell hash's floor is `libm::floorf(x) as i32` on every kind of
+/// value: around each integer, at the ends of `i32` and of `f32`'s exact
+/// integers, infinities and NaN, and on random bit patterns.
+#[test]
+fn the_cell_floor_is_floorf_everywhere() {
+    use weft_core::contact::floor_i32;
+    let reference = |x: f32| libm::floorf(x) as i32;
+    let mut values = vec![0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN, f32::MIN_POSITIVE];
+    for k in -100..=100 {
+        let k = k as f32;
+        values.extend([k, k + 0.5, k - 0.5, k + 1e-3, k - 1e-3, k * 0.999_999, k * 1.000_001]);
+    }
+    for e in [16_777_216.0f32, 2_147_483_648.0, 3e9, 1e20] {
+        for s in [1.0f32, -1.0] {
+            let x = s * e;
+            values.extend([x, f32::from_bits(x.to_bits() + 1), f32::from_bits(x.to_bits() - 1)]);
+        }
+    }
+    let mut bits: u32 = 0x1234_5678;
+    for _ in 0..200_000 {
+        bits ^= bits << 13;
+        bits ^= bits >> 17;
+        bits ^= bits << 5;
+        values.push(f32::from_bits(bits));
+    }
+    for x in values {
+        assert_eq!(floor_i32(x), reference(x), "x = {x:e} ({:#010x})", x.to_bits());
+    }
+}

@@ -14,7 +14,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let frames: u32 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(100_000);
     let corrected = !args.iter().any(|a| a == "plain");
-    let scenario = weft_tests::board_scene(if args.iter().any(|a| a == "drape") { "drape" } else { "swing" });
+    let scenario = weft_tests::board_scene(weft_tests::scene_named(&args).unwrap_or("swing"));
     let every = (frames / 10).max(1);
     let (mut finite, mut half, mut last) = (true, Warnings::default(), Warnings::default());
     let (mut low, mut high) = (f32::INFINITY, f32::NEG_INFINITY);

@@ -1,7 +1,7 @@
 //! A board scene (`firmware/scenes/`) on the desktop, step by step: CG iterations,
 //! substeps and convergence of the physics, corrected as on the board
 //! (`cargo run --release -p weft-tests --example scene_solve`) or plain
-//! (`… -- plain`), the swing or (`… -- drape`) the drape; `WEFT_CG_TOLERANCE` overrides the tolerance. With
+//! (`… -- plain`), the swing or (`… -- drape`, `… -- tablecloth`) another board scene; `WEFT_CG_TOLERANCE` overrides the tolerance. With
 //! `accuracy` (`… -- [plain] accuracy`), also what the tolerance costs in
 //! accuracy: the final positions' RMS change from a
 //! solve 100× tighter, next to their change from half the time step (the
@@ -11,7 +11,7 @@ use weft_core::model::StepParams;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let scenario = weft_tests::board_scene(if args.iter().any(|a| a == "drape") { "drape" } else { "swing" });
+    let scenario = weft_tests::board_scene(weft_tests::scene_named(&args).unwrap_or("swing"));
     let mut params = scenario.params(0.0);
     if let Some(t) = std::env::var("WEFT_CG_TOLERANCE").ok().and_then(|t| t.parse().ok()) {
         params.cg_tolerance = t;
