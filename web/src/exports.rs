@@ -43,24 +43,29 @@ pub extern "C" fn weft_scene_count() -> u32 {
 /// out of range).
 #[no_mangle]
 pub extern "C" fn weft_scene_name(index: u32) -> *const u8 {
-    SCENES.get(index as usize).map_or("", |s| s.0).as_ptr()
+    scene_part(index, 0).as_ptr()
 }
 
 #[no_mangle]
 pub extern "C" fn weft_scene_name_len(index: u32) -> u32 {
-    SCENES.get(index as usize).map_or(0, |s| s.0.len() as u32)
+    scene_part(index, 0).len() as u32
+}
+
+/// Scene `index`'s name (`part` 0) or file (1); empty out of range.
+fn scene_part(index: u32, part: usize) -> &'static str {
+    SCENES.get(index as usize).map_or("", |&(name, text)| if part == 0 { name } else { text })
 }
 
 /// The scene file of scene `index` (UTF-8 TOML, `weft_scene_text_len`
 /// bytes; empty out of range).
 #[no_mangle]
 pub extern "C" fn weft_scene_text(index: u32) -> *const u8 {
-    SCENES.get(index as usize).map_or("", |s| s.1).as_ptr()
+    scene_part(index, 1).as_ptr()
 }
 
 #[no_mangle]
 pub extern "C" fn weft_scene_text_len(index: u32) -> u32 {
-    SCENES.get(index as usize).map_or(0, |s| s.1.len() as u32)
+    scene_part(index, 1).len() as u32
 }
 
 /// Room for `len` bytes of a scene file, for the page to write into
