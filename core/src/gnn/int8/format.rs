@@ -58,7 +58,7 @@ impl Input {
 /// a wind or a collider takes it where training never went, the step the
 /// network corrects is left alone. (A scene whose material, wind or pins
 /// lie outside the families' is the host's to catch before it starts:
-/// `weft_host::sim::scenario::Scenario::outside_envelope`.)
+/// `weft_host::sim::envelope::Envelope::outside_envelope`.)
 pub const GUARD_START: f32 = 127.0;
 /// See [`GUARD_START`].
 pub const GUARD_END: f32 = 254.0;
