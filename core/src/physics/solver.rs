@@ -183,7 +183,7 @@ impl FineLevel for System<'_, '_> {
         let m = self.density * self.m_scale;
         let bending = |i: usize| match self.bending {
             Bending::Stencil(s) => s.diagonal(i),
-            Bending::MatrixFree(_) => 0.0,
+            Bending::MatrixFree(..) => 0.0,
         };
         for (i, ((o, pi), a)) in out.iter_mut().zip(p).zip(self.mesh.node_area()).enumerate() {
             *o = *o * self.c + *pi * (m * a + self.c * bending(i));
@@ -502,11 +502,16 @@ impl Coefficients {
     }
 }
 
-/// The bending Hessian as this state applies it.
-pub(super) fn bending_of<'w>(model: &Model, stencil: &'w Option<stencil::BendingStencil<'_>>) -> Bending<'w> {
+/// The bending Hessian as this state applies it (`curvature`: the
+/// workspace's room for each hinge's measure on other meshes than grids).
+pub(super) fn bending_of<'w>(
+    model: &Model,
+    stencil: &'w Option<stencil::BendingStencil<'_>>,
+    curvature: &'w [core::cell::Cell<crate::math::Vec3>],
+) -> Bending<'w> {
     match stencil {
         Some(s) => Bending::Stencil(s),
-        None => Bending::MatrixFree(model.material.plate()),
+        None => Bending::MatrixFree(model.material.plate(), curvature),
     }
 }
 
@@ -517,7 +522,7 @@ pub(super) fn bending_of<'w>(model: &Model, stencil: &'w Option<stencil::Bending
 /// constraints, and again after a release.
 pub(super) fn preconditioner(model: &Model, ws: &mut Workspace, k: &Coefficients) {
     let mesh = &model.mesh;
-    let bend = bending_of(model, &ws.stencil);
+    let bend = bending_of(model, &ws.stencil, ws.curvature);
     let (diag, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * k.c + Mat3::scale(model.mass(i) * k.m_scale);
@@ -578,7 +583,15 @@ pub(super) fn solve(
     // The operator of the flags (and preconditioner) as they are then.
     macro_rules! system {
         () => {
-            operator(model, k, ws.blocks, &ws.stencil, ws.gather.as_ref(), ws.flags, ws.normal)
+            operator(
+                model,
+                k,
+                ws.blocks,
+                bending_of(model, &ws.stencil, ws.curvature),
+                ws.gather.as_ref(),
+                ws.flags,
+                ws.normal,
+            )
         };
     }
     // Residuals are measured against the right-hand side, not against the
@@ -644,7 +657,7 @@ pub(super) fn operator<'s, 'm>(
     model: &'s Model<'m>,
     k: &Coefficients,
     blocks: &'s [Mat3],
-    stencil: &'s Option<stencil::BendingStencil<'_>>,
+    bending: Bending<'s>,
     gather: Option<&'s gather::Gather<'_>>,
     flags: &'s [u8],
     normal: &'s [Vec3],
@@ -654,7 +667,7 @@ pub(super) fn operator<'s, 'm>(
         mesh: &model.mesh,
         diag,
         off,
-        bending: bending_of(model, stencil),
+        bending,
         density: model.material.density,
         m_scale: k.m_scale,
         c: k.c,

@@ -14,6 +14,7 @@ use crate::contact::{self, Proximity, ProximityError};
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts, NodeId};
 use crate::model::Model;
+use core::cell::Cell;
 
 /// Vec3 slots per node: x, v, force, external force, r, p, q, Δv, x_new,
 /// contact normal, the placement whose elastic energy the step measured
@@ -189,8 +190,10 @@ fn take<'a, T>(
 }
 
 /// The solver's bending stencil, multigrid and gather (grids only) out of
-/// its pool (`needed` long at least for the first two).
-type SolverParts<'a> = (Option<BendingStencil<'a>>, Hierarchy<'a>, Option<Gather<'a>>);
+/// its pool (`needed` long at least for the first two); on other meshes,
+/// the aggregation hierarchy in what it fills of the pool and each hinge's
+/// measure in the rest, where there is room ([`crate::physics::bending::apply_cached`]).
+type SolverParts<'a> = (Option<BendingStencil<'a>>, Hierarchy<'a>, Option<Gather<'a>>, &'a [Cell<Vec3>]);
 
 fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Result<SolverParts<'a>, StateError> {
     let grid = model.mesh.counts().grid;
@@ -200,14 +203,23 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
     if grid.is_some() && stencil.is_none() {
         return Err(short);
     }
+    if stencil.is_none() {
+        // What the hierarchy fills (any pool this long builds the same).
+        let used = Aggregates::new(&model.mesh, &mut *mg_pool).map_or(0, |a| a.floats_used());
+        let (mg_pool, rest) = mg_pool.split_at_mut(used.min(mg_pool.len()));
+        let mg = Aggregates::new(&model.mesh, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph);
+        let whole = rest.len() / 3 * 3;
+        let curvature: &mut [Vec3] = bytemuck::cast_slice_mut(&mut rest[..whole]);
+        return Ok((None, mg, None, Cell::from_mut(curvature).as_slice_of_cells()));
+    }
     let hierarchy = Layout::of(grid).floats() + aggregate::floats(model.mesh.counts());
     let (mg_pool, gather_pool) = mg_pool.split_at_mut(hierarchy.min(mg_pool.len()));
     let mg = match &stencil {
         Some(s) => Hierarchy::Grid(Multigrid::new(&model.mesh, s, mg_pool).ok_or(short)?),
-        None => Aggregates::new(&model.mesh, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph),
+        None => Hierarchy::None,
     };
     let gather = Gather::new(&model.mesh, gather_pool, stencil.as_ref());
-    Ok((stencil, mg, gather))
+    Ok((stencil, mg, gather, &[]))
 }
 
 /// FNV-1a (32 bit) over the bits of every position, then every velocity:
@@ -264,7 +276,7 @@ impl<'a> State<'a> {
                 return Err(StateError::Capacity { what, capacity, needed });
             }
         }
-        let (stencil, mg, gather) = solver_parts(model, solver, need.solver)?;
+        let (stencil, mg, gather, curvature) = solver_parts(model, solver, need.solver)?;
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
@@ -305,6 +317,7 @@ impl<'a> State<'a> {
                 stencil,
                 mg,
                 gather,
+                curvature,
             },
             ticks: 0,
             tick: model.params.dt as f64 / TICKS_PER_STEP as f64,

@@ -322,10 +322,11 @@ fn node_fixed<const NX: usize, const SLOTS: u16>(
 }
 
 /// The bending Hessian as a step applies it: assembled on grids,
-/// matrix-free on other meshes.
+/// matrix-free on other meshes (with room for each hinge's measure,
+/// [`bending::apply_cached`], where the state has it; else empty).
 #[derive(Clone, Copy)]
 pub enum Bending<'s> {
-    MatrixFree(Plate),
+    MatrixFree(Plate, &'s [core::cell::Cell<crate::math::Vec3>]),
     Stencil(&'s BendingStencil<'s>),
 }
 
@@ -334,9 +335,9 @@ impl Bending<'_> {
     /// bending forces).
     pub fn apply(&self, mesh: &Mesh, scale: f32, p: &[Vec3], out: &mut [Vec3]) {
         match self {
-            Bending::MatrixFree(plate) => {
+            Bending::MatrixFree(plate, cache) => {
                 if plate.stiffness != 0.0 {
-                    bending::apply(mesh, *plate, scale, p, out)
+                    bending::apply_cached(mesh, *plate, scale, p, out, cache)
                 }
             }
             Bending::Stencil(s) => s.apply(scale, p, out),
@@ -346,7 +347,7 @@ impl Bending<'_> {
     /// Adds `scale` times the diagonal blocks of `K_b` to `out`.
     pub fn add_diagonal(&self, mesh: &Mesh, scale: f32, out: &mut [crate::math::Mat3]) {
         match self {
-            Bending::MatrixFree(plate) => bending::add_diagonal(mesh, *plate, scale, out),
+            Bending::MatrixFree(plate, _) => bending::add_diagonal(mesh, *plate, scale, out),
             Bending::Stencil(s) => {
                 for (i, o) in out.iter_mut().enumerate() {
                     *o += crate::math::Mat3::scale(scale * s.diagonal(i));

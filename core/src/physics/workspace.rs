@@ -115,6 +115,9 @@ pub(crate) struct Workspace<'a> {
     pub mg: Hierarchy<'a>,
     /// The block product as a gather (grids with its storage only).
     pub gather: Option<Gather<'a>>,
+    /// Each hinge's measure during a matrix-free bending product (other
+    /// meshes than grids, where the solver's pool has room; else empty).
+    pub curvature: &'a [core::cell::Cell<Vec3>],
 }
 
 impl<'a> Workspace<'a> {
