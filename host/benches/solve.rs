@@ -40,12 +40,14 @@ fn bench(c: &mut Criterion) {
         let id = |s: &str| BenchmarkId::new(s, format!("{n}x{n}"));
         let mut g = c.benchmark_group("solve");
         g.bench_function(id("membrane assembly"), |b| {
-            b.iter(|| assemble(&model, Bending::MatrixFree(Material::COTTON.plate()), &x, &mut f, &mut diag, &mut off))
+            b.iter(|| {
+                assemble(&model, Bending::MatrixFree(Material::COTTON.plate(), &[]), &x, &mut f, &mut diag, &mut off)
+            })
         });
         let mut out = vec![Vec3::ZERO; nodes];
         g.bench_function(id("bending product, stencil"), |b| b.iter(|| stencil.apply(1.0, black_box(&x), &mut out)));
         g.bench_function(id("bending product, matrix-free"), |b| {
-            b.iter(|| Bending::MatrixFree(model.material.plate()).apply(&mesh, 1.0, black_box(&x), &mut out))
+            b.iter(|| Bending::MatrixFree(model.material.plate(), &[]).apply(&mesh, 1.0, black_box(&x), &mut out))
         });
         assemble(&model, bend, &x, &mut f, &mut diag, &mut off);
         let c2 = 1.0 / 3600.0;
