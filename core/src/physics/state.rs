@@ -251,10 +251,8 @@ impl<'a> State<'a> {
         let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, solver } = storage;
         let (vcap, mcap) = (vec3.len(), mat3.len());
         let v3 = |v: &mut &'a mut [Vec3]| take(v, n, "vec3", vcap, need.vec3);
-        let x = v3(&mut vec3)?;
-        let v = v3(&mut vec3)?;
-        let force = v3(&mut vec3)?;
-        let f_ext = v3(&mut vec3)?;
+        let (x, v) = (v3(&mut vec3)?, v3(&mut vec3)?);
+        let (force, f_ext) = (v3(&mut vec3)?, v3(&mut vec3)?);
         let r = v3(&mut vec3)?;
         let p = v3(&mut vec3)?;
         let q = v3(&mut vec3)?;
