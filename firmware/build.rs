@@ -19,7 +19,7 @@ use weft_core::model::{CoarseGrain, Model};
 use weft_core::physics::aggregate::Aggregates;
 use weft_core::physics::state::StateSizes;
 use weft_scene::build::{self, ModelParts};
-use weft_scene::storage::{self, VecStateStorage};
+use weft_scene::storage;
 use weft_scene::Scenario;
 
 /// The board's RAM for the state: the 128 KiB SRAM less the stack the
@@ -202,16 +202,14 @@ fn scene_source(
     );
     let colliders = list(model.scene.colliders, |c| format!("{c:?}"));
     let _ = writeln!(out, "pub static COLLIDERS: [Collider; {}] = [{colliders}];", model.scene.colliders.len());
-    // The start velocities, where the scene gives any (`build::start`).
-    let kicked = scn.cloth.velocity != [0.0; 3] || scn.cloth.spin != [0.0; 3] || !scn.kicks.is_empty();
-    let velocities = if kicked {
-        let mut storage = VecStateStorage::new(model, 0);
-        let state = build::start(scn, model, &mut storage).unwrap_or_else(|e| fail(format!("{file}: {e}")));
-        let v = state.velocities();
-        let _ = writeln!(out, "pub static VELOCITIES: [Vec3; {}] = [{}];", v.len(), list(v, vec3));
-        format!("Some(&{m}::VELOCITIES)")
-    } else {
-        "None".to_string()
+    // The start velocities, where the scene gives any: what the desktop's
+    // `build::start` sets, and the firmware sets them the same way.
+    let velocities = match build::start_velocities(scn, model).unwrap_or_else(|e| fail(format!("{file}: {e}"))) {
+        Some(v) => {
+            let _ = writeln!(out, "pub static VELOCITIES: [Vec3; {}] = [{}];", v.len(), list(&v, vec3));
+            format!("Some(&{m}::VELOCITIES)")
+        }
+        None => "None".to_string(),
     };
     let _ = writeln!(out, "}}");
     let mesh = format!(
