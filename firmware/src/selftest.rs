@@ -135,7 +135,7 @@ fn widened(draws: &mut Draws) -> Result<u32, usize> {
 fn rows16(draws: &mut Draws) -> Result<u32, usize> {
     let mut count = 0;
     let shifts: [u8; 16] = core::array::from_fn(|k| ([0, 1, 7, 12, 31][k % 5] + (k as u8 / 5)).min(31));
-    for inputs in [10, 15, 16, 32, 48] {
+    for inputs in [10, 12, 15, 16, 20, 32, 48] {
         let mut w = [0i8; 16 * 48];
         for v in &mut w[..inputs * 16] {
             *v = draws.next();

@@ -470,6 +470,15 @@ macro_rules! mac8 {
     };
 }
 
+/// `asm!` text: a row's multiply-accumulates for a last block of at
+/// most four inputs (its first two words of widened weights, the other two
+/// being zero weights) into `{a}`, the row's four words stepped over.
+macro_rules! mac4 {
+    () => {
+        concat!("ldrd {w0}, {w1}, [{row}], #16\n", "smlad {a}, {w0}, {p0}, {a}\n", "smlad {a}, {w1}, {p1}, {a}\n")
+    };
+}
+
 /// `asm!` text: `$row` sixteen times (no loop counter, no branch).
 macro_rules! times16 {
     ($row:expr) => {
@@ -567,6 +576,48 @@ fn block16_sum(wide: &[u32; 64], p: [u32; 4], x: &[i32; 16], y: &[i32; 16], out:
     }
 }
 
+/// A last block of at most four inputs (`x`, the rest zero) for sixteen
+/// rows, in place on `acc` or ended as [`block16_end`] ends: only the
+/// words of each row's widened weights that meet an input are read (the
+/// others are zero), two multiply-accumulates a row instead of four.
+#[inline(always)]
+fn block16_short(wide: &[u32; 64], x: &[i8; 4], acc: &mut [i32; 16], end: End) {
+    let w = u32::from_le_bytes([x[0] as u8, x[1] as u8, x[2] as u8, x[3] as u8]);
+    let (p0, p1) = (sxtb16(w), sxtb16_ror8(w));
+    macro_rules! run {
+        ($store:expr, $out:expr, $sh:expr) => {
+            // SAFETY: reads the 64 words of `wide` (word-aligned), the
+            // sixteen values of `acc` and bytes of `sh`; writes sixteen
+            // values at `out` (`acc` itself, or the sixteen bytes of the
+            // end's output, which a residual also reads). No stack use;
+            // `SMLAD`, `QADD` and `SSAT` may set the sticky Q flag, which
+            // nothing reads.
+            unsafe {
+                asm!(
+                    times16!(concat!(load_one!(), mac4!(), $store)),
+                    row = inout(reg) wide.as_ptr() => _,
+                    src = inout(reg) acc.as_ptr() => _,
+                    sh = inout(reg) $sh => _,
+                    out = inout(reg) $out => _,
+                    p0 = in(reg) p0, p1 = in(reg) p1,
+                    w0 = out(reg) _, w1 = out(reg) _, a = out(reg) _,
+                    options(nostack),
+                )
+            }
+        };
+    }
+    match end {
+        End::Acc => {
+            // `sh` is not read by this store.
+            let out = acc.as_mut_ptr();
+            run!(concat!(store_acc!(), "/* {sh} */\n"), out, core::ptr::null::<u8>())
+        }
+        End::Relu(sh, y) => run!(store_shifted!("usat {a}, #7, {a}\n"), y.as_mut_ptr(), sh.as_ptr()),
+        End::Sat(sh, y) => run!(store_shifted!("ssat {a}, #8, {a}\n"), y.as_mut_ptr(), sh.as_ptr()),
+        End::Residual(sh, y) => run!(store_residual!(), y.as_mut_ptr(), sh.as_ptr()),
+    }
+}
+
 /// A layer's last block for sixteen rows: from the accumulators `acc` to
 /// int8 at the per-row shifts `sh`, saturated by `relu` (`USAT #7`) or not
 /// (`SSAT #8`), or added to `y` (`residual`).
@@ -616,6 +667,10 @@ enum Kind {
 /// `wide` holds.
 #[inline(always)]
 pub fn rows16(wide: &[u32], x: &[i8], start: Start, acc: &mut [i32; 16], end: End) -> bool {
+    if let (Ok(x16), Some(w16)) = (<&[i8; 16]>::try_from(x), wide.first_chunk::<128>()) {
+        layer16(w16, x16, start, acc, end);
+        return true;
+    }
     let (chunks, tail) = x.as_chunks::<8>();
     let blocks = chunks.len() + usize::from(!tail.is_empty());
     if blocks < 2 || wide.len() < 64 * blocks {
@@ -627,6 +682,12 @@ pub fn rows16(wide: &[u32], x: &[i8], start: Start, acc: &mut [i32; 16], end: En
     let mut end = Some(end);
     for b in 0..blocks {
         let Some(w) = wide[64 * b..].first_chunk::<64>() else { return false };
+        if b == last && b > 0 && !tail.is_empty() && tail.len() <= 4 {
+            // `padded` holds the short block's inputs, then zeros.
+            let Some(x4) = padded.first_chunk::<4>() else { return false };
+            block16_short(w, x4, acc, end.take().unwrap_or(End::Acc));
+            break;
+        }
         let p = pack8(chunks.get(b).unwrap_or(&padded));
         match (b, start) {
             (0, Start::From(f)) => {
@@ -652,4 +713,36 @@ pub fn rows16(wide: &[u32], x: &[i8], start: Start, acc: &mut [i32; 16], end: En
         }
     }
     true
+}
+
+/// [`rows16`] for sixteen inputs (two blocks), its shapes fixed by its
+/// types: the two blocks with nothing to check.
+#[inline(always)]
+pub fn layer16(wide: &[u32; 128], x: &[i8; 16], start: Start, acc: &mut [i32; 16], end: End) {
+    let (halves, _) = wide.as_chunks::<64>();
+    let (lo, hi) = x.split_at(8);
+    let (Some(w0), Some(w1), Ok(lo), Ok(hi)) =
+        (halves.first(), halves.get(1), <&[i8; 8]>::try_from(lo), <&[i8; 8]>::try_from(hi))
+    else {
+        return;
+    };
+    let a = acc.as_mut_ptr();
+    match start {
+        // SAFETY: `f` and `acc` hold sixteen values each.
+        Start::From(f) => unsafe { block16_acc(w0, pack8(lo), f.as_ptr(), a) },
+        Start::Sum(f, g) => block16_sum(w0, pack8(lo), f, g, acc),
+        // SAFETY: in place on the sixteen values of `acc`.
+        Start::Acc => unsafe { block16_acc(w0, pack8(lo), a, a) },
+    }
+    let p = pack8(hi);
+    match end {
+        End::Acc => {
+            let a = acc.as_mut_ptr();
+            // SAFETY: in place on the sixteen values of `acc`.
+            unsafe { block16_acc(w1, p, a, a) }
+        }
+        End::Relu(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Relu),
+        End::Sat(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Sat),
+        End::Residual(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Residual),
+    }
 }

@@ -268,6 +268,11 @@ fn edge_update(
     }
     let ready = em.shifts();
     let fused = em.as_mlp16(l);
+    if let Some(f) = fused.as_ref().filter(|_| l == 16) {
+        if edge_update16(f, g, ps, pr, e, w)? {
+            return Ok(());
+        }
+    }
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let [s, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
         let (xs, ys) = (&ps[s as usize * l..][..l], &pr[r as usize * l..][..l]);
@@ -288,6 +293,34 @@ fn edge_update(
         em.finish(&ready, w, ek);
     }
     Ok(())
+}
+
+/// [`edge_update`]'s edges at the latent width 16 on the fused MLP: both
+/// directions of each mesh edge, then of each dynamic pair, in feature
+/// order, their ends read once a pair. `false`, with nothing done, where
+/// the kernel does not take the MLP.
+fn edge_update16(
+    f: &Mlp16,
+    g: &GraphRef,
+    ps: &[i32],
+    pr: &[i32],
+    e: &mut [i8],
+    w: &mut Rows,
+) -> Result<bool, GnnError> {
+    let (ps, pr) = (ps.as_chunks::<16>().0, pr.as_chunks::<16>().0);
+    let (e, _) = e.as_chunks_mut::<16>();
+    let ends = g.mesh.edges().iter().map(|m| [m.a, m.b]).chain(g.pairs.iter().copied());
+    for ([a, b], two) in ends.zip(e.chunks_exact_mut(2)) {
+        for ([s, r], ek) in [[a, b], [b, a]].into_iter().zip(two) {
+            let (Some(xs), Some(yr)) = (ps.get(s as usize), pr.get(r as usize)) else {
+                return Err(GnnError::MeshMismatch);
+            };
+            if !f.run16(ek, (xs, yr), w) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// A processor round's node update `h ← h + MLP([h, mean of incoming e])`

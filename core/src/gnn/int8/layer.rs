@@ -212,6 +212,11 @@ pub(super) struct Mlp16<'a> {
     l2: Rows16<'a>,
     s2: &'a [u8; 16],
     residual: bool,
+    /// The first layer's widened weights where it takes sixteen inputs
+    /// (the edge update's own latent), and the second layer's, as arrays:
+    /// [`Mlp16::run16`] runs them without a length check.
+    #[cfg(all(feature = "dsp", target_arch = "arm"))]
+    wide16: Option<(&'a [u32; 128], &'a [u32; 128])>,
     /// The desktop kernel's copy of the weights ([`Columns`]), made once
     /// per stage.
     #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
@@ -242,6 +247,25 @@ impl Mlp16<'_> {
         }
         let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
         rows16(self.l2.wide, &hidden[..], Start::From(self.l2.bias), acc, end)
+    }
+
+    /// [`Mlp16::run`] on sixteen inputs that are also the output (the edge
+    /// update's own latent, the residual added to it), the first layer
+    /// started from the sum of `sum`'s two rows: the four blocks of eight
+    /// in turn, with no shape left to check per edge.
+    #[inline(always)]
+    pub(super) fn run16(&self, y: &mut [i8; 16], sum: (&[i32; 16], &[i32; 16]), w: &mut Rows) -> bool {
+        use super::dsp::{layer16, End, Start};
+        let (Some((w1, w2)), Some(acc), Some(hidden)) =
+            (self.wide16, w.acc.first_chunk_mut::<16>(), w.hidden.first_chunk_mut::<16>())
+        else {
+            return false;
+        };
+        let x = *y;
+        layer16(w1, &x, Start::Sum(sum.0, sum.1), acc, End::Relu(self.s1, hidden));
+        let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
+        layer16(w2, hidden, Start::From(self.l2.bias), acc, end);
+        true
     }
 }
 
@@ -334,12 +358,25 @@ impl Mlp16<'_> {
         let hidden: [i8; 16] = core::array::from_fn(|o| relu_sat(acc[o] >> (self.s1[o] & 31)));
         let mut acc = *self.l2.bias;
         Columns::product(&cols.second, &hidden, &mut acc);
+        self.end(acc, y);
+        true
+    }
+
+    /// [`Mlp16::run`] on sixteen inputs that are also the output, the
+    /// first layer started from the sum of `sum`'s two rows.
+    #[inline(always)]
+    pub(super) fn run16(&self, y: &mut [i8; 16], sum: (&[i32; 16], &[i32; 16]), w: &mut Rows) -> bool {
+        let x = *y;
+        self.run(&x, Some(sum), w, y)
+    }
+
+    #[inline(always)]
+    fn end(&self, acc: [i32; 16], y: &mut [i8; 16]) {
         if self.residual {
             per_channel(16, |o| y[o] = sat((acc[o] >> (self.s2[o] & 31)).saturating_add(y[o] as i32)));
         } else {
             per_channel(16, |o| y[o] = sat(acc[o] >> (self.s2[o] & 31)));
         }
-        true
     }
 }
 
@@ -382,6 +419,8 @@ impl<'a> Mlp<'a> {
             l2,
             s2: l2.shift?,
             residual: self.residual,
+            #[cfg(all(feature = "dsp", target_arch = "arm"))]
+            wide16: (inputs == 16).then(|| l1.wide.first_chunk().zip(l2.wide.first_chunk())).flatten(),
             #[cfg(not(all(feature = "dsp", target_arch = "arm")))]
             cols: Columns::of(&l1, inputs, &l2)?,
         })
