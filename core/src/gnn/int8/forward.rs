@@ -337,6 +337,12 @@ fn node_update(
     w: &mut Rows,
 ) -> Result<(), GnnError> {
     agg.fill(0);
+    let fused = nm.as_mlp16(2 * l);
+    if let Some(f) = fused.as_ref().filter(|_| l == 16) {
+        if node_update16(f, g, h, e, agg, degree, w)? {
+            return Ok(());
+        }
+    }
     for (k, ek) in e.chunks_exact(l).enumerate() {
         let [_, r] = features::endpoints_of(g.mesh, g.pairs, k).ok_or(GnnError::MeshMismatch)?;
         let a = &mut agg[r as usize * l..][..l];
@@ -344,7 +350,6 @@ fn node_update(
     }
     let mut input = [0i8; 2 * MAX_LATENT];
     let ready = nm.shifts();
-    let fused = nm.as_mlp16(2 * l);
     for (i, hi) in h.chunks_exact_mut(l).enumerate() {
         let d = degree[i].max(1);
         let (sums, (own, mean)) = (&agg[i * l..][..l], input[..2 * l].split_at_mut(l));
@@ -357,6 +362,40 @@ fn node_update(
         }
     }
     Ok(())
+}
+
+/// [`node_update`] at the latent width 16 on the fused MLP (`agg` zeroed):
+/// each mesh edge's and dynamic pair's two directions summed into their
+/// receivers, then each node's own latent and mean message through the
+/// MLP without an input row to copy them into. `false`, with nothing
+/// written to `h`, where the kernel does not take the MLP.
+fn node_update16(
+    f: &Mlp16,
+    g: &GraphRef,
+    h: &mut [i8],
+    e: &[i8],
+    agg: &mut [i32],
+    degree: &[i32],
+    w: &mut Rows,
+) -> Result<bool, GnnError> {
+    let (agg, _) = agg.as_chunks_mut::<16>();
+    let (e, _) = e.as_chunks::<16>();
+    let ends = g.mesh.edges().iter().map(|m| [m.a, m.b]).chain(g.pairs.iter().copied());
+    for ([a, b], two) in ends.zip(e.chunks_exact(2)) {
+        // Directed edge 2m runs a → b, 2m + 1 runs b → a.
+        for (r, ek) in [b, a].into_iter().zip(two) {
+            let Some(sum) = agg.get_mut(r as usize) else { return Err(GnnError::MeshMismatch) };
+            per_channel(16, |c| sum[c] += ek[c] as i32);
+        }
+    }
+    for ((hi, sums), &d) in h.as_chunks_mut::<16>().0.iter_mut().zip(agg.iter()).zip(degree) {
+        let d = d.max(1);
+        let mean: [i8; 16] = core::array::from_fn(|c| sat(div_round(sums[c], d)));
+        if !f.run_with_mean(hi, &mean, w) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The position and velocity heads: `dx[i]`, `dv[i]` from the int32

@@ -249,6 +249,31 @@ impl Mlp16<'_> {
         rows16(self.l2.wide, &hidden[..], Start::From(self.l2.bias), acc, end)
     }
 
+    /// The node update's MLP on `[y, mean]` into `y` (the residual added
+    /// to it): the first layer's two column blocks of sixteen inputs in
+    /// turn, with no input row to copy them into; `false`, with nothing
+    /// written, unless the first layer takes exactly those 32 inputs.
+    #[inline(always)]
+    pub(super) fn run_with_mean(&self, y: &mut [i8; 16], mean: &[i8; 16], w: &mut Rows) -> bool {
+        use super::dsp::{layer16, End, Start};
+        let (Some(w1), Some(w2), Some(acc), Some(hidden)) = (
+            self.l1.wide.first_chunk::<256>().filter(|_| self.l1.wide.len() == 256),
+            self.l2.wide.first_chunk::<128>(),
+            w.acc.first_chunk_mut::<16>(),
+            w.hidden.first_chunk_mut::<16>(),
+        ) else {
+            return false;
+        };
+        let (halves, _) = w1.as_chunks::<128>();
+        let (Some(own_cols), Some(mean_cols)) = (halves.first(), halves.get(1)) else { return false };
+        let x = *y;
+        layer16(own_cols, &x, Start::From(self.l1.bias), acc, End::Acc);
+        layer16(mean_cols, mean, Start::Acc, acc, End::Relu(self.s1, hidden));
+        let end = if self.residual { End::Residual(self.s2, y) } else { End::Sat(self.s2, y) };
+        layer16(w2, hidden, Start::From(self.l2.bias), acc, end);
+        true
+    }
+
     /// [`Mlp16::run`] on sixteen inputs that are also the output (the edge
     /// update's own latent, the residual added to it), the first layer
     /// started from the sum of `sum`'s two rows: the four blocks of eight
@@ -368,6 +393,15 @@ impl Mlp16<'_> {
     pub(super) fn run16(&self, y: &mut [i8; 16], sum: (&[i32; 16], &[i32; 16]), w: &mut Rows) -> bool {
         let x = *y;
         self.run(&x, Some(sum), w, y)
+    }
+
+    /// The node update's MLP on `[y, mean]` into `y`.
+    #[inline(always)]
+    pub(super) fn run_with_mean(&self, y: &mut [i8; 16], mean: &[i8; 16], w: &mut Rows) -> bool {
+        let mut x = [0i8; 32];
+        x[..16].copy_from_slice(y);
+        x[16..].copy_from_slice(mean);
+        self.run(&x, None, w, y)
     }
 
     #[inline(always)]
