@@ -33,7 +33,8 @@
 //!   impulses, the colliders' sweeps and push-out (identity here);
 //! - changes of the active set (a node that starts or stops touching a
 //!   collider), the contact normal's turn with the position, and a step
-//!   the energy check split (the product linearises the unsplit step and
+//!   that fails the energy check, which the product corrects by a Newton
+//!   iteration or splits (the product linearises the single solve and
 //!   says so: [`VjpReport::split`]);
 //! - BDF2: a model that integrates with BDF2 is refused
 //!   ([`VjpError::Bdf2`]); the device's step is backward Euler.
@@ -45,7 +46,7 @@ use super::assembly::assemble_system;
 use super::candidate::{base_positions, check_energy};
 use super::constraints::constrain;
 use super::membrane;
-use super::solver::{self, bending_of, operator, preconditioner, solve, warm_start, Coefficients};
+use super::solver::{self, bending_of, operator, preconditioner, solve, warm_start, Coefficients, SolveFrom};
 use super::step::LINE_SEARCH;
 use crate::flags;
 use crate::math::Vec3;
@@ -105,8 +106,9 @@ pub struct VjpReport {
     pub adjoint_iterations: u32,
     /// Both solves reached the model's tolerance.
     pub converged: bool,
-    /// The energy check would split this step: the product is that of the
-    /// unsplit step.
+    /// The step's solve fails the energy check (the product corrects it by
+    /// a Newton iteration or splits it): the product is that of the single
+    /// linearised solve.
     pub split: bool,
     /// The energy check's scale `s` of the solved velocity change.
     pub step_scale: f32,
@@ -170,7 +172,14 @@ fn forward(model: &Model, state: &mut State, k: &Coefficients) -> Option<(solver
     assemble_system(model, x, v, ws, k);
     let held = constrain(model, v, ws, k);
     let warm = model.params.warm_start && held > 0 && ws.warm_h == k.h && warm_start(ws);
-    let (solve, work) = solve(model, v, ws, k, held, warm, &mut NoProbe);
+    let (solve, work) = solve(
+        model,
+        v,
+        ws,
+        k,
+        SolveFrom { held, warm, tolerance: model.params.cg_tolerance, reference: 0.0 },
+        &mut NoProbe,
+    );
     if !(solve.residual.is_finite() && ws.dv.iter().all(|d| d.is_finite())) {
         return None;
     }

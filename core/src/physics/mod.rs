@@ -35,6 +35,7 @@ pub mod hierarchy;
 pub mod limit;
 pub mod membrane;
 pub mod multigrid;
+pub mod newton;
 pub mod solver;
 pub mod state;
 pub mod stencil;

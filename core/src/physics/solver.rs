@@ -565,6 +565,20 @@ pub(super) fn keep_warm(ws: &mut Workspace, h: f32, ok: bool) {
     }
 }
 
+/// How a [`solve`] starts and when it stops.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SolveFrom {
+    /// Nodes held by a collider (whose release the solve checks).
+    pub held: usize,
+    /// `ws.dv` holds a starting guess (beyond its constrained part).
+    pub warm: bool,
+    /// The residual, relative to the right-hand side, at which it stops.
+    pub tolerance: f32,
+    /// Residuals are measured against the right-hand side's norm, or this
+    /// where it is larger.
+    pub reference: f32,
+}
+
 /// The filtered CG solve for `ws.dv`, and with `held` contact nodes the
 /// release of those a collider would pull (the first solve stops early for
 /// that check; the one after it goes on to the tolerance). Returns the
@@ -576,10 +590,10 @@ pub(super) fn solve(
     v: &[Vec3],
     ws: &mut Workspace,
     k: &Coefficients,
-    held: usize,
-    warm: bool,
+    how: SolveFrom,
     probe: &mut impl Probe,
 ) -> (Solve, f32) {
+    let SolveFrom { held, warm, tolerance, reference } = how;
     // The operator of the flags (and preconditioner) as they are then.
     macro_rules! system {
         () => {
@@ -596,7 +610,7 @@ pub(super) fn solve(
     }
     // Residuals are measured against the right-hand side, not against the
     // residual of the starting guess.
-    let mut solve = Solve { reference: system!().rhs_norm(ws.force), ..Solve::default() };
+    let mut solve = Solve { reference: system!().rhs_norm(ws.force).max(reference), ..Solve::default() };
     let mut released = 0;
     // The multigrid's coarse operators follow the constraints: assembled
     // for the first solve and again only after a release changed them.
@@ -619,7 +633,7 @@ pub(super) fn solve(
             probe.enter(Stage::Solve);
         }
         let early = pass == 0 && held > 0 && MAX_RELEASES > 0;
-        let tolerance = if early { RELEASE_CHECK.max(model.params.cg_tolerance) } else { model.params.cg_tolerance };
+        let tolerance = if early { RELEASE_CHECK.max(tolerance) } else { tolerance };
         let stop = Stop { max_iterations: model.params.cg_max_iterations, tolerance, reference: solve.reference };
         solve.then(system.pcg(ws.dv, ws.r, [ws.p, ws.q, ws.x_new], &mut ws.mg, stop));
         if held == 0 || pass == MAX_RELEASES {

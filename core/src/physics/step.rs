@@ -7,7 +7,8 @@ use super::audit::EnergyAudit;
 use super::candidate::{base_positions, check_energy, make_candidate};
 use super::commit::finish;
 use super::constraints::constrain;
-use super::solver::{self, keep_warm, solve, warm_start, Coefficients};
+use super::newton;
+use super::solver::{self, keep_warm, solve, warm_start, Coefficients, SolveFrom};
 use super::state::{State, StateError};
 use super::workspace::mat3_blocks;
 use super::{StepError, StepReport};
@@ -61,19 +62,29 @@ pub(super) fn substep(
     probe.enter(Stage::Constraints);
     let held = constrain(model, v, ws, &k);
     let warm = model.params.warm_start && held > 0 && ws.warm_h == k.h && warm_start(ws);
-    let (solve, constraint_work) = solve(model, v, ws, &k, held, warm, probe);
+    let (solve, constraint_work) =
+        solve(model, v, ws, &k, SolveFrom { held, warm, tolerance: model.params.cg_tolerance, reference: 0.0 }, probe);
     if model.params.warm_start {
         keep_warm(ws, k.h, solve.residual.is_finite());
     }
     probe.enter(Stage::Candidate);
     // The base positions, into `r` (free after the solve).
     base_positions(bdf2, x, ws.x_prev, ws.r);
-    let (passed, scale) = if model.params.energy_check && solve.residual.is_finite() {
-        let allowed = if last_resort { MAX_HALVINGS } else { LINE_SEARCH };
-        check_energy(model, x, v, ws, &k, solve.error_energy, constraint_work, allowed)
+    let allowed = if last_resort { MAX_HALVINGS } else { LINE_SEARCH };
+    // A backward-Euler solve that fails is corrected by a Newton iteration
+    // before its line search (which then halves the corrected step) and
+    // before the step is split.
+    let newton = !bdf2 && !last_resort;
+    let (mut passed, mut scale) = if model.params.energy_check && solve.residual.is_finite() {
+        let first = if newton { 0 } else { allowed };
+        check_energy(model, x, v, ws, &k, solve.error_energy, constraint_work, first)
     } else {
         (true, 1.0)
     };
+    let mut solve = solve;
+    if !passed && newton && solve.residual.is_finite() {
+        (passed, scale) = newton::correct(model, x, v, ws, &k, &mut solve, allowed, probe);
+    }
     let strain_unfinished = make_candidate(model, v, ws, &k, scale);
     let finite =
         solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
@@ -107,8 +118,11 @@ pub fn set_velocities_before(model: &Model, state: &mut State, v_before: &[Vec3]
 /// The step is one linearised solve, backward Euler or BDF2
 /// ([`crate::model::Integrator`]). If its result fails the energy check,
 /// its velocity change is halved up to `LINE_SEARCH` (2) times; if it still
-/// fails (or is not finite) the step is split into halves, each solved
-/// with backward Euler, down to `dt / 2^MAX_SPLIT`; there the solved
+/// fails, a backward-Euler solve gets one Newton correction, linearised
+/// again at its end ([`super::newton`]: at the cost of about one more
+/// solve, where a split costs two); if that fails too (or the solve is not
+/// finite) the step is split into halves, each solved with backward Euler
+/// (and corrected likewise), down to `dt / 2^MAX_SPLIT`; there the solved
 /// velocity change is shortened until the check passes. If a split step still produces a
 /// non-finite state, `StepError::NonFinite` is returned and the state is
 /// left at the last good (sub)step.

@@ -14,24 +14,32 @@ pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
 
 pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
 
-/// Device instructions per corrected step for the network: features and
-/// forward, dynamic edges and correction (the firmware's QEMU run of the
-/// swing: 5.73 M, 0.27 M and 0.02 M; the firmware test holds the model
-/// to the firmware's counts).
-pub const DEVICE_PER_NETWORK: f64 = 5.73e6 + 0.27e6 + 0.02e6;
+/// Device instructions per corrected step for the network of latent 16
+/// and two rounds: its one-round count (the firmware's QEMU run of the
+/// swing with the shipped network: features and forward 3.662 M, dynamic
+/// edges 0.227 M, correction 0.023 M; the firmware test holds the model
+/// to the firmware's counts) and a second round (edge and node update,
+/// 1.230 M and 0.420 M a round).
+pub const DEVICE_PER_NETWORK: f64 = 3.662e6 + 0.227e6 + 0.023e6 + LATENT_16_ROUND;
+
+/// A processor round of latent 16 on the 16×16 cloth (see
+/// [`DEVICE_PER_NETWORK`]).
+const LATENT_16_ROUND: f64 = 1.230e6 + 0.420e6;
 
 /// [`DEVICE_PER_NETWORK`] for a network of latent width `latent` and
 /// `rounds` processor rounds: a fixed part (features, dynamic edges,
 /// encoders, heads, correction) and a part per round, fitted per latent to
 /// the firmware's QEMU counts of the corrected swing with each size's
 /// weights baked in (`weights/sweep.sh report`: latent 8 × 1 / 2 / 3 rounds
-/// 3.18 / 4.30 / 5.41 M, latent 16 × 1 / 2 / 3 rounds 4.19 / 6.03 / 7.86 M).
-/// Other latent widths scale latent 16's part per round with the
+/// 3.18 / 4.30 / 5.41 M; latent 16's from the shipped network's stages,
+/// since its sixteen-input layers run as two fixed blocks: 3.91 M for one
+/// round, 1.65 M a round more — the sweep's counts before, 4.19 / 6.03 /
+/// 7.86 M, had 1.835 M a round). Other latent widths scale latent 16's part per round with the
 /// multiply-accumulates of a round (`weft_core::gnn::int8::forward_macs`)
 /// and keep its fixed part: an estimate, not a count.
 pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
     const LATENT_8: (f64, f64) = (3.18e6 - 1.115e6, 1.115e6);
-    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * 1.835e6, 1.835e6);
+    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * LATENT_16_ROUND, LATENT_16_ROUND);
     let (fixed, per_round) = match latent {
         8 => LATENT_8,
         16 => LATENT_16,
