@@ -700,16 +700,7 @@ pub fn rows16(wide: &[u32], x: &[i8], start: Start, acc: &mut [i32; 16], end: En
                 // SAFETY: in place on the sixteen values of `acc`.
                 unsafe { block16_acc(w, p, a, a) }
             }
-            _ => match end.take().unwrap_or(End::Acc) {
-                End::Acc => {
-                    let a = acc.as_mut_ptr();
-                    // SAFETY: in place on the sixteen values of `acc`.
-                    unsafe { block16_acc(w, p, a, a) }
-                }
-                End::Relu(sh, y) => block16_end(w, p, acc, sh, y, Kind::Relu),
-                End::Sat(sh, y) => block16_end(w, p, acc, sh, y, Kind::Sat),
-                End::Residual(sh, y) => block16_end(w, p, acc, sh, y, Kind::Residual),
-            },
+            _ => block16_last(w, p, acc, end.take().unwrap_or(End::Acc)),
         }
     }
     true
@@ -734,15 +725,21 @@ pub fn layer16(wide: &[u32; 128], x: &[i8; 16], start: Start, acc: &mut [i32; 16
         // SAFETY: in place on the sixteen values of `acc`.
         Start::Acc => unsafe { block16_acc(w0, pack8(lo), a, a) },
     }
-    let p = pack8(hi);
+    block16_last(w1, pack8(hi), acc, end);
+}
+
+/// A layer's last block of eight inputs for sixteen rows, ended as `end`
+/// says: in place on `acc`, or requantised into int8 ([`block16_end`]).
+#[inline(always)]
+fn block16_last(wide: &[u32; 64], p: [u32; 4], acc: &mut [i32; 16], end: End) {
     match end {
         End::Acc => {
             let a = acc.as_mut_ptr();
             // SAFETY: in place on the sixteen values of `acc`.
-            unsafe { block16_acc(w1, p, a, a) }
+            unsafe { block16_acc(wide, p, a, a) }
         }
-        End::Relu(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Relu),
-        End::Sat(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Sat),
-        End::Residual(sh, y) => block16_end(w1, p, acc, sh, y, Kind::Residual),
+        End::Relu(sh, y) => block16_end(wide, p, acc, sh, y, Kind::Relu),
+        End::Sat(sh, y) => block16_end(wide, p, acc, sh, y, Kind::Sat),
+        End::Residual(sh, y) => block16_end(wide, p, acc, sh, y, Kind::Residual),
     }
 }
