@@ -96,13 +96,14 @@ fn mesh_bytes(p: &MeshParts) -> usize {
 
 /// State sizes of `model` with `pairs` pair storage, as the board lays
 /// them out ([`storage::board_sizes`]), the aggregation hierarchy's pool
-/// cut to what it fills.
+/// cut to what it fills and the bending diagonal's room after it.
 fn state_sizes(model: &Model, pairs: usize) -> StateSizes {
     let mut s = storage::board_sizes(model, pairs);
     if model.mesh.counts().grid.is_none() {
         // Any pool this long builds the same hierarchy.
         let mut pool = vec![0.0; s.solver];
-        s.solver = Aggregates::new(&model.mesh, &mut pool).map_or(0, |a| a.floats_used());
+        s.solver = Aggregates::new(&model.mesh, &mut pool).map_or(0, |a| a.floats_used())
+            + weft_core::physics::bending::diagonal_floats(model.mesh.node_count());
     }
     s
 }

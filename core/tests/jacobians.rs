@@ -280,7 +280,7 @@ fn assembled_stiffness_matches_finite_differences_of_all_forces() {
 
 fn check_assembly(mesh: Mesh, mat: Material) {
     use weft_core::math::Mat3;
-    use weft_core::physics::stencil::Bending;
+    use weft_core::physics::stencil::{Bending, Scratch};
     use weft_core::physics::{assemble, solver::matvec};
     let model = Model::new(mesh, mat, Scene::default(), StepParams::default()).unwrap();
     let mut rng = Rng(31337);
@@ -289,7 +289,7 @@ fn check_assembly(mesh: Mesh, mat: Material) {
     let forces = |x: &[Vec3]| {
         let mut f = vec![Vec3::ZERO; n];
         let (mut d, mut o) = (vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
-        assemble(&model, Bending::MatrixFree(mat.plate(), &[]), x, &mut f, &mut d, &mut o);
+        assemble(&model, Bending::MatrixFree(mat.plate(), Scratch::NONE), x, &mut f, &mut d, &mut o);
         (f, d, o)
     };
     let (_, diag, off) = forces(&x);
@@ -297,7 +297,7 @@ fn check_assembly(mesh: Mesh, mat: Material) {
     for _ in 0..6 {
         let p: Vec<Vec3> = (0..n).map(|_| rng.vec3(1.0)).collect();
         let mut kp = vec![Vec3::ZERO; n];
-        matvec(&mesh, &diag, &off, Bending::MatrixFree(mat.plate(), &[]), &p, &mut kp);
+        matvec(&mesh, &diag, &off, Bending::MatrixFree(mat.plate(), Scratch::NONE), &p, &mut kp);
         let xp: Vec<Vec3> = x.iter().zip(&p).map(|(a, b)| *a + *b * eps).collect();
         let xm: Vec<Vec3> = x.iter().zip(&p).map(|(a, b)| *a - *b * eps).collect();
         let (fp, fm) = (forces(&xp).0, forces(&xm).0);

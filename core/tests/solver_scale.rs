@@ -9,7 +9,7 @@ use weft_core::math::{Mat3, Vec3};
 use weft_core::physics::gather::{self, Gather, Product};
 use weft_core::physics::multigrid::{Layout, Multigrid};
 use weft_core::physics::solver::System;
-use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
+use weft_core::physics::stencil::{Bending, BendingStencil, Scratch, PER_NODE};
 use weft_core::physics::{assemble, step};
 use weft_core::prelude::*;
 
@@ -64,7 +64,7 @@ fn the_bending_stencil_is_the_matrix_free_hessian() {
         let mut rng = Rng(nx as u64);
         let p: Vec<Vec3> = (0..nx * ny).map(|_| rng.vec3(1.0)).collect();
         let (mut a, mut b) = (vec![Vec3::ZERO; nx * ny], vec![Vec3::ZERO; nx * ny]);
-        Bending::MatrixFree(plate, &[]).apply(&mesh, 1.0, &p, &mut a);
+        Bending::MatrixFree(plate, Scratch::NONE).apply(&mesh, 1.0, &p, &mut a);
         stencil.apply(1.0, &p, &mut b);
         let scale = a.iter().map(|v| v.norm()).fold(0.0, f32::max);
         for (i, (u, w)) in a.iter().zip(&b).enumerate() {
@@ -157,7 +157,8 @@ fn fixed_grid_kernels_give_the_general_paths_bits() {
         let stencil = BendingStencil::new(&mesh, Material::COTTON.plate(), &mut pool).unwrap();
         let p: Vec<Vec3> = (0..nx * ny).map(|_| rng.vec3(1.0)).collect();
         let (mut a, mut b) = (vec![Vec3::ZERO; nx * ny], vec![Vec3::ZERO; nx * ny]);
-        let plate = Bending::MatrixFree(weft_core::physics::bending::Plate { stiffness: 0.0, poisson: 0.3 }, &[]);
+        let plate =
+            Bending::MatrixFree(weft_core::physics::bending::Plate { stiffness: 0.0, poisson: 0.3 }, Scratch::NONE);
         matvec(&mesh, &diag, &off, plate, &p, &mut a);
         matvec(&general, &diag, &off, plate, &p, &mut b);
         assert_eq!(a, b, "{nx}×{ny} block product");
@@ -374,7 +375,7 @@ fn the_aggregation_preconditioner_is_symmetric_and_positive() {
     let c = 1.0 / 3600.0;
     let (mut force, mut diag, mut off) =
         (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
-    let bending = Bending::MatrixFree(model.material.plate(), &[]);
+    let bending = Bending::MatrixFree(model.material.plate(), Scratch::NONE);
     assemble(&model, bending, &x, &mut force, &mut diag, &mut off);
     let precond: Vec<Mat3> =
         diag.iter().enumerate().map(|(i, d)| (*d * c + Mat3::scale(model.mass(i))).inverse().unwrap()).collect();

@@ -10,7 +10,7 @@ use weft_core::math::{Mat3, Vec3};
 use weft_core::physics::gather::{self, Gather};
 use weft_core::physics::multigrid::{Layout, Multigrid};
 use weft_core::physics::solver::{Stop, System};
-use weft_core::physics::stencil::{Bending, BendingStencil, PER_NODE};
+use weft_core::physics::stencil::{Bending, BendingStencil, Scratch, PER_NODE};
 use weft_core::physics::{assemble, step};
 use weft_core::prelude::*;
 use weft_host::sim::storage::{VecMeshStorage, VecStateStorage};
@@ -41,13 +41,22 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group("solve");
         g.bench_function(id("membrane assembly"), |b| {
             b.iter(|| {
-                assemble(&model, Bending::MatrixFree(Material::COTTON.plate(), &[]), &x, &mut f, &mut diag, &mut off)
+                assemble(
+                    &model,
+                    Bending::MatrixFree(Material::COTTON.plate(), Scratch::NONE),
+                    &x,
+                    &mut f,
+                    &mut diag,
+                    &mut off,
+                )
             })
         });
         let mut out = vec![Vec3::ZERO; nodes];
         g.bench_function(id("bending product, stencil"), |b| b.iter(|| stencil.apply(1.0, black_box(&x), &mut out)));
         g.bench_function(id("bending product, matrix-free"), |b| {
-            b.iter(|| Bending::MatrixFree(model.material.plate(), &[]).apply(&mesh, 1.0, black_box(&x), &mut out))
+            b.iter(|| {
+                Bending::MatrixFree(model.material.plate(), Scratch::NONE).apply(&mesh, 1.0, black_box(&x), &mut out)
+            })
         });
         assemble(&model, bend, &x, &mut f, &mut diag, &mut off);
         let c2 = 1.0 / 3600.0;

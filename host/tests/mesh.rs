@@ -118,7 +118,7 @@ fn the_disc_solves_in_tens_of_iterations_at_every_size() {
     use weft_core::physics::assemble;
     use weft_core::physics::hierarchy::Hierarchy;
     use weft_core::physics::solver::{Stop, System};
-    use weft_core::physics::stencil::Bending;
+    use weft_core::physics::stencil::{Bending, Scratch};
     use weft_host::sim::storage::VecMeshStorage;
     let mut iterations = Vec::new();
     for rings in [6, 12, 24] {
@@ -138,7 +138,7 @@ fn the_disc_solves_in_tens_of_iterations_at_every_size() {
         let c = 1.0 / 3600.0;
         let (mut force, mut diag, mut off) =
             (vec![Vec3::ZERO; n], vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
-        let bending = Bending::MatrixFree(model.material.plate(), &[]);
+        let bending = Bending::MatrixFree(model.material.plate(), Scratch::NONE);
         assemble(&model, bending, &x, &mut force, &mut diag, &mut off);
         let mut precond: Vec<Mat3> =
             diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i))).collect();
@@ -348,4 +348,65 @@ fn the_cached_bending_product_is_the_plain_one_bit_for_bit() {
             "{shape:?}: the product is not zero"
         );
     }
+}
+
+/// The bending Hessian's diagonal summed once per plate into a state's
+/// room (`bending::add_diagonal_cached`) is the term-by-term diagonal to
+/// rounding, is summed again for another plate (and after the room is
+/// marked stale, as a new state marks it), and without room is the
+/// term-by-term diagonal itself.
+#[test]
+fn the_cached_bending_diagonal_follows_the_plate() {
+    use std::cell::Cell;
+    use weft_core::math::Mat3;
+    use weft_core::model::Material;
+    use weft_core::physics::bending::{self, Plate};
+    use weft_core::prelude::Mesh;
+    use weft_host::sim::storage::VecMeshStorage;
+    let (rest, tris) = Shape::Disc.mesh();
+    let mut ms = VecMeshStorage::for_triangles(rest.len(), tris.len());
+    let mesh = Mesh::from_triangles(&rest, &tris, ms.storage()).unwrap();
+    let n = mesh.node_count();
+    let start: Vec<Mat3> = (0..n).map(|i| Mat3::scale(1.0 + i as f32 * 1e-3)).collect();
+    let plain = |plate: Plate, scale: f32| {
+        let mut out = start.clone();
+        bending::add_diagonal(&mesh, plate, scale, &mut out);
+        out
+    };
+    let cached = |plate: Plate, scale: f32, cache: &[Cell<f32>]| {
+        let mut out = start.clone();
+        bending::add_diagonal_cached(&mesh, plate, scale, &mut out, cache);
+        out
+    };
+    let close = |a: &[Mat3], b: &[Mat3], what: &str| {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            for (p, q) in
+                [x.c[0].x, x.c[1].y, x.c[2].z, x.c[0].y].into_iter().zip([y.c[0].x, y.c[1].y, y.c[2].z, y.c[0].y])
+            {
+                assert!((p - q).abs() <= 1e-5 * q.abs().max(1.0), "{what}: node {i}: {p} against {q}");
+            }
+        }
+    };
+    let cotton = Material::COTTON.plate();
+    let stiff = Plate { stiffness: cotton.stiffness * 40.0, poisson: 0.1 };
+    let cache = vec![Cell::new(0.0f32); bending::diagonal_floats(n)];
+    bending::forget_diagonal(&cache);
+    let scale = 3.0e-4;
+    let first = cached(cotton, scale, &cache);
+    close(&first, &plain(cotton, scale), "cotton");
+    // The bending part is not rounding: it moves the diagonal.
+    assert!(first.iter().zip(&start).any(|(a, b)| (a.c[0].x - b.c[0].x).abs() > 1e-6 * b.c[0].x));
+    // Another scale reuses the sums; another plate sums again.
+    close(&cached(cotton, 2.0 * scale, &cache), &plain(cotton, 2.0 * scale), "cotton, twice the scale");
+    close(&cached(stiff, scale, &cache), &plain(stiff, scale), "a stiffer plate");
+    // Sums left by another mesh's state are not read once marked stale.
+    cache.iter().skip(2).for_each(|c| c.set(1.0e3));
+    bending::forget_diagonal(&cache);
+    close(&cached(stiff, scale, &cache), &plain(stiff, scale), "stale room");
+    // Without room for every node: the term-by-term sums.
+    let short = vec![Cell::new(0.0f32); bending::diagonal_floats(n) - 1];
+    let bits = |m: &[Mat3]| {
+        m.iter().flat_map(|b| b.c.iter().flat_map(|v| [v.x, v.y, v.z].map(f32::to_bits))).collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&cached(cotton, scale, &short)), bits(&plain(cotton, scale)));
 }

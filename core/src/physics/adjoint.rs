@@ -222,15 +222,8 @@ fn adjoint(
         *r = *fu * scale;
     }
     ws.dv.fill(Vec3::ZERO);
-    let system = operator(
-        model,
-        k,
-        ws.blocks,
-        bending_of(model, &ws.stencil, ws.curvature),
-        ws.gather.as_ref(),
-        ws.flags,
-        ws.normal,
-    );
+    let system =
+        operator(model, k, ws.blocks, bending_of(model, &ws.stencil, ws.bend), ws.gather.as_ref(), ws.flags, ws.normal);
     system.prepare(&mut ws.mg);
     let stop = solver::Stop {
         max_iterations: model.params.cg_max_iterations,
@@ -241,7 +234,7 @@ fn adjoint(
     // λ in `dv`; A λ into `q`, K λ into `p`.
     system.apply(ws.dv, ws.q);
     let mesh = &model.mesh;
-    let bend = bending_of(model, &ws.stencil, ws.curvature);
+    let bend = bending_of(model, &ws.stencil, ws.bend);
     {
         let (diag, _, off) = blocks_of(ws.blocks, mesh.node_count(), mesh.edges().len());
         solver::matvec(mesh, diag, off, bend, ws.dv, ws.p);
@@ -283,7 +276,7 @@ fn positions_part(model: &Model, state: &mut State, k: &Coefficients, lin: Linea
     let h = k.h;
     let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     let mesh = &model.mesh;
-    let bend = bending_of(model, &ws.stencil, ws.curvature);
+    let bend = bending_of(model, &ws.stencil, ws.bend);
     if lin == Linearisation::Stable {
         for (g, kl) in gx.iter_mut().zip(ws.p.iter()) {
             *g -= *kl * h;

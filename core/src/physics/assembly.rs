@@ -91,7 +91,7 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     let mesh = &model.mesh;
     let (alpha, beta) = (model.material.damping_mass, model.material.damping_stiffness);
     let h = k.h;
-    let bend = bending_of(model, &ws.stencil, ws.curvature);
+    let bend = bending_of(model, &ws.stencil, ws.bend);
     let (diag, _, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, f) in ws.f_ext.iter_mut().enumerate() {
         *f = model.scene.gravity * model.mass(i);

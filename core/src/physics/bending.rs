@@ -237,9 +237,51 @@ pub fn apply(mesh: &Mesh, plate: Plate, scale: f32, p: &[Vec3], out: &mut [Vec3]
     each_triangle(mesh, plate, p, |hs, _, moments| scatter(hs, moments, scale, out));
 }
 
-/// Adds `scale` times the diagonal blocks of `K_b` (multiples of the
-/// identity) to `out`.
-pub fn add_diagonal(mesh: &Mesh, plate: Plate, scale: f32, out: &mut [Mat3]) {
+/// `f32`s of [`add_diagonal_cached`]'s room for a mesh of `nodes` nodes:
+/// the plate it was summed for (stiffness, Poisson ratio), then each
+/// node's diagonal entry of `K_b`.
+pub const fn diagonal_floats(nodes: usize) -> usize {
+    nodes + 2
+}
+
+/// Marks the room of [`add_diagonal_cached`] as holding no plate's sums
+/// (a state's memory may hold another mesh's).
+pub fn forget_diagonal(cache: &[Cell<f32>]) {
+    if let Some(key) = cache.first() {
+        key.set(f32::NAN);
+    }
+}
+
+/// Adds `scale` times the diagonal blocks of `K_b` to `out`, as
+/// `scale · d_i` with `d_i` each node's diagonal entry, summed once per
+/// plate into `cache` ([`diagonal_floats`] long; a plate differing in
+/// either bit pattern sums it again) — where the grid's stencil keeps its
+/// own. Without the room, [`add_diagonal`] (its terms scaled one by one:
+/// the same sums but for rounding).
+pub fn add_diagonal_cached(mesh: &Mesh, plate: Plate, scale: f32, out: &mut [Mat3], cache: &[Cell<f32>]) {
+    let n = mesh.node_count();
+    let Some((key, values)) = cache.split_first_chunk::<2>().filter(|(_, v)| v.len() >= n) else {
+        return add_diagonal(mesh, plate, scale, out);
+    };
+    let values = &values[..n];
+    if key[0].get().to_bits() != plate.stiffness.to_bits() || key[1].get().to_bits() != plate.poisson.to_bits() {
+        values.iter().for_each(|v| v.set(0.0));
+        each_diagonal_term(mesh, plate, |i, d| {
+            if let Some(v) = values.get(i) {
+                v.set(v.get() + d);
+            }
+        });
+        key[0].set(plate.stiffness);
+        key[1].set(plate.poisson);
+    }
+    for (o, v) in out.iter_mut().zip(values) {
+        *o += Mat3::scale(scale * v.get());
+    }
+}
+
+/// Each term `D G_ef k_e,q k_f,r` of `K_b`'s diagonal with its node, in
+/// the order of the bending triangles, their hinge pairs and hinge nodes.
+fn each_diagonal_term(mesh: &Mesh, plate: Plate, mut add: impl FnMut(usize, f32)) {
     let hinges = mesh.hinges();
     for t in mesh.bending() {
         let g = form(t, plate.poisson);
@@ -248,15 +290,25 @@ pub fn add_diagonal(mesh: &Mesh, plate: Plate, scale: f32, out: &mut [Mat3]) {
             let Some(he) = he else { continue };
             for (f, hf) in hs.iter().enumerate() {
                 let Some(hf) = hf else { continue };
-                let s = scale * plate.stiffness * g[e][f];
+                let s = plate.stiffness * g[e][f];
                 for q in 0..4 {
                     for r in 0..4 {
                         if he.nodes[q] == hf.nodes[r] {
-                            out[he.nodes[q] as usize] += Mat3::scale(s * he.k[q] * hf.k[r]);
+                            add(he.nodes[q] as usize, s * he.k[q] * hf.k[r]);
                         }
                     }
                 }
             }
         }
     }
+}
+
+/// Adds `scale` times the diagonal blocks of `K_b` (multiples of the
+/// identity) to `out`, term by term.
+pub fn add_diagonal(mesh: &Mesh, plate: Plate, scale: f32, out: &mut [Mat3]) {
+    each_diagonal_term(mesh, plate, |i, d| {
+        if let Some(o) = out.get_mut(i) {
+            *o += Mat3::scale(scale * d);
+        }
+    });
 }

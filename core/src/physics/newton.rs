@@ -51,7 +51,7 @@ pub(super) fn relinearise(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Worksp
         *un = v[i] + ws.dv[i];
         *xp = x[i] + *un * h;
     }
-    let bend = bending_of(model, &ws.stencil, ws.curvature);
+    let bend = bending_of(model, &ws.stencil, ws.bend);
     let (diag, _, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, bend, ws.p, ws.force, diag, off);

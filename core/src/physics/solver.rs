@@ -502,16 +502,17 @@ impl Coefficients {
     }
 }
 
-/// The bending Hessian as this state applies it (`curvature`: the
-/// workspace's room for each hinge's measure on other meshes than grids).
+/// The bending Hessian as this state applies it (`scratch`: the
+/// workspace's room for the matrix-free operator on other meshes than
+/// grids).
 pub(super) fn bending_of<'w>(
     model: &Model,
     stencil: &'w Option<stencil::BendingStencil<'_>>,
-    curvature: &'w [core::cell::Cell<crate::math::Vec3>],
+    scratch: stencil::Scratch<'w>,
 ) -> Bending<'w> {
     match stencil {
         Some(s) => Bending::Stencil(s),
-        None => Bending::MatrixFree(model.material.plate(), curvature),
+        None => Bending::MatrixFree(model.material.plate(), scratch),
     }
 }
 
@@ -522,7 +523,7 @@ pub(super) fn bending_of<'w>(
 /// constraints, and again after a release.
 pub(super) fn preconditioner(model: &Model, ws: &mut Workspace, k: &Coefficients) {
     let mesh = &model.mesh;
-    let bend = bending_of(model, &ws.stencil, ws.curvature);
+    let bend = bending_of(model, &ws.stencil, ws.bend);
     let (diag, precond, _) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
     for (i, (d, pc)) in diag.iter().zip(precond.iter_mut()).enumerate() {
         *pc = *d * k.c + Mat3::scale(model.mass(i) * k.m_scale);
@@ -601,7 +602,7 @@ pub(super) fn solve(
                 model,
                 k,
                 ws.blocks,
-                bending_of(model, &ws.stencil, ws.curvature),
+                bending_of(model, &ws.stencil, ws.bend),
                 ws.gather.as_ref(),
                 ws.flags,
                 ws.normal,

@@ -3,11 +3,12 @@
 //! ([`StateStorage`]). Problems during a step become counted [`Warnings`].
 
 use super::aggregate::{self, Aggregates};
+use super::bending;
 use super::energy::ElasticMemo;
 use super::gather::{self, Gather};
 use super::hierarchy::Hierarchy;
 use super::multigrid::{Layout, Multigrid};
-use super::stencil::{self, BendingStencil};
+use super::stencil::{self, BendingStencil, Scratch};
 use super::workspace::Workspace;
 pub use super::workspace::{mat3_blocks, NetworkLoan, MAT3_PER_NODE, MAX_LENT_LATENT};
 use crate::contact::{self, Proximity, ProximityError};
@@ -80,8 +81,21 @@ impl StateSizes {
             cells: 2 * counts.nodes + 1,
             order: counts.nodes,
             pairs,
-            solver: stencil::floats(counts.grid) + Layout::of(counts.grid).floats() + aggregate::floats(counts),
+            solver: stencil::floats(counts.grid)
+                + Layout::of(counts.grid).floats()
+                + aggregate::floats(counts)
+                + bending_floats(counts),
         }
+    }
+}
+
+/// The bending diagonal's room on other meshes than grids (a grid's
+/// stencil holds its own).
+const fn bending_floats(counts: MeshCounts) -> usize {
+    if counts.grid.is_some() {
+        0
+    } else {
+        bending::diagonal_floats(counts.nodes)
     }
 }
 
@@ -191,9 +205,11 @@ fn take<'a, T>(
 
 /// The solver's bending stencil, multigrid and gather (grids only) out of
 /// its pool (`needed` long at least for the first two); on other meshes,
-/// the aggregation hierarchy in what it fills of the pool and each hinge's
-/// measure in the rest, where there is room ([`crate::physics::bending::apply_cached`]).
-type SolverParts<'a> = (Option<BendingStencil<'a>>, Hierarchy<'a>, Option<Gather<'a>>, &'a [Cell<Vec3>]);
+/// the aggregation hierarchy in what it fills of the pool, then each
+/// node's bending diagonal ([`crate::physics::bending::add_diagonal_cached`])
+/// and each hinge's measure ([`crate::physics::bending::apply_cached`]) in
+/// the rest, each where there is room.
+type SolverParts<'a> = (Option<BendingStencil<'a>>, Hierarchy<'a>, Option<Gather<'a>>, Scratch<'a>);
 
 fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Result<SolverParts<'a>, StateError> {
     let grid = model.mesh.counts().grid;
@@ -208,9 +224,14 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
         let used = Aggregates::new(&model.mesh, &mut *mg_pool).map_or(0, |a| a.floats_used());
         let (mg_pool, rest) = mg_pool.split_at_mut(used.min(mg_pool.len()));
         let mg = Aggregates::new(&model.mesh, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph);
+        let room = bending::diagonal_floats(model.mesh.node_count());
+        let (diagonal, rest) = if rest.len() >= room { rest.split_at_mut(room) } else { (&mut [][..], rest) };
+        let diagonal = Cell::from_mut(diagonal).as_slice_of_cells();
+        bending::forget_diagonal(diagonal);
         let whole = rest.len() / 3 * 3;
         let curvature: &mut [Vec3] = bytemuck::cast_slice_mut(&mut rest[..whole]);
-        return Ok((None, mg, None, Cell::from_mut(curvature).as_slice_of_cells()));
+        let curvature = Cell::from_mut(curvature).as_slice_of_cells();
+        return Ok((None, mg, None, Scratch { curvature, diagonal }));
     }
     let hierarchy = Layout::of(grid).floats() + aggregate::floats(model.mesh.counts());
     let (mg_pool, gather_pool) = mg_pool.split_at_mut(hierarchy.min(mg_pool.len()));
@@ -219,7 +240,7 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
         None => Hierarchy::None,
     };
     let gather = Gather::new(&model.mesh, gather_pool, stencil.as_ref());
-    Ok((stencil, mg, gather, &[]))
+    Ok((stencil, mg, gather, Scratch::NONE))
 }
 
 /// FNV-1a (32 bit) over the bits of every position, then every velocity:
@@ -274,7 +295,7 @@ impl<'a> State<'a> {
                 return Err(StateError::Capacity { what, capacity, needed });
             }
         }
-        let (stencil, mg, gather, curvature) = solver_parts(model, solver, need.solver)?;
+        let (stencil, mg, gather, bend) = solver_parts(model, solver, need.solver)?;
         model.scene.mark_pinned(&mut flags[..n]);
         x.copy_from_slice(model.mesh.rest());
         v.fill(Vec3::ZERO);
@@ -315,7 +336,7 @@ impl<'a> State<'a> {
                 stencil,
                 mg,
                 gather,
-                curvature,
+                bend,
             },
             ticks: 0,
             tick: model.params.dt as f64 / TICKS_PER_STEP as f64,

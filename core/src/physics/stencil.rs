@@ -322,12 +322,27 @@ fn node_fixed<const NX: usize, const SLOTS: u16>(
 }
 
 /// The bending Hessian as a step applies it: assembled on grids,
-/// matrix-free on other meshes (with room for each hinge's measure,
-/// [`bending::apply_cached`], where the state has it; else empty).
+/// matrix-free on other meshes (with the room a state lends it, [`Scratch`]).
 #[derive(Clone, Copy)]
 pub enum Bending<'s> {
-    MatrixFree(Plate, &'s [core::cell::Cell<crate::math::Vec3>]),
+    MatrixFree(Plate, Scratch<'s>),
     Stencil(&'s BendingStencil<'s>),
+}
+
+/// The room a state lends the matrix-free bending Hessian, either part
+/// empty where it has none: each hinge's measure within a product
+/// ([`bending::apply_cached`]) and each node's diagonal entry with the
+/// plate it was summed for ([`bending::add_diagonal_cached`]).
+#[derive(Clone, Copy, Default)]
+pub struct Scratch<'s> {
+    pub curvature: &'s [core::cell::Cell<crate::math::Vec3>],
+    pub diagonal: &'s [core::cell::Cell<f32>],
+}
+
+impl Scratch<'_> {
+    /// No room: every product measures its hinges per triangle, every
+    /// diagonal is summed term by term.
+    pub const NONE: Scratch<'static> = Scratch { curvature: &[], diagonal: &[] };
 }
 
 impl Bending<'_> {
@@ -337,7 +352,7 @@ impl Bending<'_> {
         match self {
             Bending::MatrixFree(plate, cache) => {
                 if plate.stiffness != 0.0 {
-                    bending::apply_cached(mesh, *plate, scale, p, out, cache)
+                    bending::apply_cached(mesh, *plate, scale, p, out, cache.curvature)
                 }
             }
             Bending::Stencil(s) => s.apply(scale, p, out),
@@ -347,7 +362,7 @@ impl Bending<'_> {
     /// Adds `scale` times the diagonal blocks of `K_b` to `out`.
     pub fn add_diagonal(&self, mesh: &Mesh, scale: f32, out: &mut [crate::math::Mat3]) {
         match self {
-            Bending::MatrixFree(plate, _) => bending::add_diagonal(mesh, *plate, scale, out),
+            Bending::MatrixFree(plate, cache) => bending::add_diagonal_cached(mesh, *plate, scale, out, cache.diagonal),
             Bending::Stencil(s) => {
                 for (i, o) in out.iter_mut().enumerate() {
                     *o += crate::math::Mat3::scale(scale * s.diagonal(i));

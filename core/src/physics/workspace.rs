@@ -115,9 +115,10 @@ pub(crate) struct Workspace<'a> {
     pub mg: Hierarchy<'a>,
     /// The block product as a gather (grids with its storage only).
     pub gather: Option<Gather<'a>>,
-    /// Each hinge's measure during a matrix-free bending product (other
-    /// meshes than grids, where the solver's pool has room; else empty).
-    pub curvature: &'a [core::cell::Cell<Vec3>],
+    /// The matrix-free bending Hessian's room (other meshes than grids,
+    /// where the solver's pool has it; else empty): each hinge's measure
+    /// during a product, each node's diagonal entry.
+    pub bend: crate::physics::stencil::Scratch<'a>,
 }
 
 impl<'a> Workspace<'a> {

@@ -15,38 +15,41 @@ pub const DEVICE_PER_CG_ITERATION: f64 = (12.320e6 - 9.763e6) / (28.8 - 19.7);
 pub const DEVICE_PER_STEP: f64 = 9.763e6 - 19.7 * DEVICE_PER_CG_ITERATION;
 
 /// Device instructions per corrected step for the network of latent 16
-/// and two rounds: its one-round count (the firmware's QEMU run of the
-/// swing with the shipped network: features and forward 3.662 M, dynamic
-/// edges 0.227 M, correction 0.023 M; the firmware test holds the model
-/// to the firmware's counts) and a second round (edge and node update,
-/// 1.230 M and 0.420 M a round).
-pub const DEVICE_PER_NETWORK: f64 = 3.662e6 + 0.227e6 + 0.023e6 + LATENT_16_ROUND;
+/// and two rounds ([`device_per_network`]`(16, 2)`).
+pub const DEVICE_PER_NETWORK: f64 = LATENT_16.0 + 2.0 * LATENT_16.1;
 
-/// A processor round of latent 16 on the 16×16 cloth (see
-/// [`DEVICE_PER_NETWORK`]).
-const LATENT_16_ROUND: f64 = 1.230e6 + 0.420e6;
+/// Latent 16's fixed part and part per round: fitted to the firmware's
+/// QEMU counts of the corrected swing's network (features and forward,
+/// dynamic edges, correction) with each size's weights baked in
+/// (`WEFT_WEIGHTS=… cargo qemu`): 1 / 2 / 3 rounds 3.912 / 5.511 / 7.232 M
+/// (the shipped network, and two trained for 20 steps for their shapes;
+/// every layer's instructions are the same for any weights of a shape).
+const LATENT_16: (f64, f64) = (2.232e6, 1.660e6);
+
+/// Latent 8's, fitted the same way: 1 / 2 / 3 rounds 3.237 / 4.443 /
+/// 5.641 M.
+const LATENT_8: (f64, f64) = (2.037e6, 1.202e6);
 
 /// [`DEVICE_PER_NETWORK`] for a network of latent width `latent` and
 /// `rounds` processor rounds: a fixed part (features, dynamic edges,
 /// encoders, heads, correction) and a part per round, fitted per latent to
-/// the firmware's QEMU counts of the corrected swing with each size's
-/// weights baked in (`weights/sweep.sh report`: latent 8 × 1 / 2 / 3 rounds
-/// 3.18 / 4.30 / 5.41 M; latent 16's from the shipped network's stages,
-/// since its sixteen-input layers run as two fixed blocks: 3.91 M for one
-/// round, 1.65 M a round more — the sweep's counts before, 4.19 / 6.03 /
-/// 7.86 M, had 1.835 M a round). Other latent widths scale latent 16's part per round with the
-/// multiply-accumulates of a round (`weft_core::gnn::int8::forward_macs`)
-/// and keep its fixed part: an estimate, not a count.
+/// the firmware's counts ([`LATENT_8`], [`LATENT_16`]; before the
+/// sixteen-input layers ran as fixed blocks, latent 16 had 1.835 M a
+/// round). A width between the two interpolates both parts; a wider one
+/// scales latent 16's part per round with the multiply-accumulates of a
+/// round (`weft_core::gnn::int8::forward_macs`), a narrower one latent 8's:
+/// estimates, not counts.
 pub fn device_per_network(latent: usize, rounds: usize) -> f64 {
-    const LATENT_8: (f64, f64) = (3.18e6 - 1.115e6, 1.115e6);
-    const LATENT_16: (f64, f64) = (DEVICE_PER_NETWORK - 2.0 * LATENT_16_ROUND, LATENT_16_ROUND);
+    let round = |l: usize| (forward_macs(l, 2, NODES, EDGES) - forward_macs(l, 1, NODES, EDGES)) as f64;
     let (fixed, per_round) = match latent {
         8 => LATENT_8,
         16 => LATENT_16,
-        l => {
-            let round = |l: usize| (forward_macs(l, 2, NODES, EDGES) - forward_macs(l, 1, NODES, EDGES)) as f64;
-            (LATENT_16.0, LATENT_16.1 * round(l) / round(16))
+        l if l > 8 && l < 16 => {
+            let t = (l - 8) as f64 / 8.0;
+            (LATENT_8.0 + t * (LATENT_16.0 - LATENT_8.0), LATENT_8.1 + t * (LATENT_16.1 - LATENT_8.1))
         }
+        l if l < 8 => (LATENT_8.0, LATENT_8.1 * round(l) / round(8)),
+        l => (LATENT_16.0, LATENT_16.1 * round(l) / round(16)),
     };
     fixed + per_round * rounds as f64
 }
