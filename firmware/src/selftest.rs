@@ -30,8 +30,8 @@ impl Draws {
 }
 
 /// Runs every check; the number of products compared, or the length (or
-/// row step, or `1000 +` / `2000 +` the input width of the sixteen-row
-/// kernel) of the first that differed.
+/// row step, or `1000 +` / `2000 +` / `3000 +` the input width of the
+/// sixteen-row kernel) of the first that differed.
 pub fn dsp_matches_portable() -> Result<u32, usize> {
     let mut draws = Draws(0x2545_f491);
     let mut count = dot_products(&mut draws)?;
@@ -163,8 +163,27 @@ fn rows16(draws: &mut Draws) -> Result<u32, usize> {
                 2 => dsp::End::Sat(&shifts, &mut y),
                 _ => dsp::End::Residual(&shifts, &mut y),
             };
+            // Nine to twelve inputs from the biases: also the edge
+            // encoder's fixed-block layer, which must write the same.
+            let mut twelve = None;
+            if (9..=12).contains(&inputs) && start == 0 {
+                let (mut acc12, mut y12) = ([7i32; 16], y0);
+                let x12: [i8; 12] = core::array::from_fn(|k| x[k]);
+                let w128: &[u32; 128] = wide.first_chunk().ok_or(3000 + inputs)?;
+                let end12 = match end {
+                    0 => dsp::End::Acc,
+                    1 => dsp::End::Relu(&shifts, &mut y12),
+                    2 => dsp::End::Sat(&shifts, &mut y12),
+                    _ => dsp::End::Residual(&shifts, &mut y12),
+                };
+                dsp::layer12(w128, &x12, &from, &mut acc12, end12);
+                twelve = Some((acc12, y12));
+            }
             if !dsp::rows16(&wide[..n], &x[..inputs], begin, &mut acc, finish) {
                 return Err(1000 + inputs);
+            }
+            if twelve.is_some_and(|(a12, y12)| (end == 0 && a12 != acc) || y12 != y) {
+                return Err(3000 + inputs);
             }
             for o in 0..16 {
                 let base = [from[o], from[o] + other[o], 7][start];

@@ -743,3 +743,21 @@ fn block16_last(wide: &[u32; 64], p: [u32; 4], acc: &mut [i32; 16], end: End) {
         End::Residual(sh, y) => block16_end(wide, p, acc, sh, y, Kind::Residual),
     }
 }
+
+/// A layer of sixteen rows on nine to twelve inputs (`x`, padded with
+/// zeros to twelve; `wide` its two blocks of widened weights): the first
+/// block of eight from `start`, then the short block of four
+/// ([`block16_short`]) ended as `end` says.
+#[inline(always)]
+pub fn layer12(wide: &[u32; 128], x: &[i8; 12], start: &[i32; 16], acc: &mut [i32; 16], end: End) {
+    let (halves, _) = wide.as_chunks::<64>();
+    let (lo, hi) = x.split_at(8);
+    let (Some(w0), Some(w1), Ok(lo), Ok(hi)) =
+        (halves.first(), halves.get(1), <&[i8; 8]>::try_from(lo), <&[i8; 4]>::try_from(hi))
+    else {
+        return;
+    };
+    // SAFETY: `start` and `acc` hold sixteen values each.
+    unsafe { block16_acc(w0, pack8(lo), start.as_ptr(), acc.as_mut_ptr()) }
+    block16_short(w1, hi, acc, end);
+}

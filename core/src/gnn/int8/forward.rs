@@ -133,7 +133,14 @@ fn encode(
     for (k, ek) in e.chunks_exact_mut(l).enumerate() {
         let (ends, q) = inputs.edge_after(k, last)?;
         last = Some((ends, q));
-        if !fused.as_ref().is_some_and(|f| f.run(&q, None, w, ek)) {
+        // The ten features padded to twelve: one full block and a short one.
+        let mut q12 = [0i8; 12];
+        q12[..EDGE_FEATURES].copy_from_slice(&q);
+        let done = match (&fused, <&mut [i8; 16]>::try_from(&mut *ek)) {
+            (Some(f), Ok(out)) => f.run12(&q12, w, out),
+            _ => false,
+        };
+        if !done {
             net.mlps.edge_enc.run(&ready, &q, w, ek);
         }
         degree[ends[1] as usize] += 1;

@@ -274,6 +274,28 @@ impl Mlp16<'_> {
         true
     }
 
+    /// [`Mlp16::run`] on nine to twelve inputs (the edge encoder's, padded
+    /// with zeros to twelve) into `out`: the first layer's full block and
+    /// its short one, the second layer's two, nothing to check per edge;
+    /// `false`, with nothing written, unless the first layer has exactly
+    /// two blocks of eight inputs.
+    #[inline(always)]
+    pub(super) fn run12(&self, x: &[i8; 12], w: &mut Rows, out: &mut [i8; 16]) -> bool {
+        use super::dsp::{layer12, layer16, End, Start};
+        let (Some(w1), Some(w2), Some(acc), Some(hidden)) = (
+            self.l1.wide.first_chunk::<128>().filter(|_| self.l1.wide.len() == 128),
+            self.l2.wide.first_chunk::<128>(),
+            w.acc.first_chunk_mut::<16>(),
+            w.hidden.first_chunk_mut::<16>(),
+        ) else {
+            return false;
+        };
+        layer12(w1, x, self.l1.bias, acc, End::Relu(self.s1, hidden));
+        let end = if self.residual { End::Residual(self.s2, out) } else { End::Sat(self.s2, out) };
+        layer16(w2, hidden, Start::From(self.l2.bias), acc, end);
+        true
+    }
+
     /// [`Mlp16::run`] on sixteen inputs that are also the output (the edge
     /// update's own latent, the residual added to it), the first layer
     /// started from the sum of `sum`'s two rows: the four blocks of eight
@@ -393,6 +415,13 @@ impl Mlp16<'_> {
     pub(super) fn run16(&self, y: &mut [i8; 16], sum: (&[i32; 16], &[i32; 16]), w: &mut Rows) -> bool {
         let x = *y;
         self.run(&x, Some(sum), w, y)
+    }
+
+    /// [`Mlp16::run`] on nine to twelve inputs, padded with zeros to
+    /// twelve.
+    #[inline(always)]
+    pub(super) fn run12(&self, x: &[i8; 12], w: &mut Rows, out: &mut [i8; 16]) -> bool {
+        self.run(x, None, w, out)
     }
 
     /// The node update's MLP on `[y, mean]` into `y`.
