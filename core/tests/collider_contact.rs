@@ -13,10 +13,25 @@ fn max_stretch(model: &Model, x: &[Vec3]) -> f32 {
     weft_core::physics::edge_strains(model, x).fold(f32::MIN, f32::max)
 }
 
+/// How the steps of a run passed the energy check.
+#[derive(Debug, Default)]
+struct Remedies {
+    /// Steps whose solve took a Newton correction.
+    corrected: usize,
+    /// Steps split into substeps.
+    split: usize,
+}
+
 /// Drops a 16×16, 1 m cloth from 0.9 m onto `colliders` (plus the ground)
 /// for 3 s; returns the final positions after checking stretch, contact
 /// depth and pair storage at every step.
 fn drop_on(shape: Shape) -> (Grid, Vec<Vec3>) {
+    let (grid, x, _) = drop_counting(shape);
+    (grid, x)
+}
+
+/// [`drop_on`], with how its steps passed the energy check.
+fn drop_counting(shape: Shape) -> (Grid, Vec<Vec3>, Remedies) {
     let grid = Grid::horizontal(16, 16, 1.0, 1.0, 0.9);
     let colliders = [
         Collider { friction: 0.4, ..Collider::new(shape) },
@@ -32,8 +47,11 @@ fn drop_on(shape: Shape) -> (Grid, Vec<Vec3>) {
     let mut ss = VecStateStorage::new(&model, 8 * 256);
     let mut state = State::new(&model, ss.storage()).unwrap();
     let mut worst = 0.0f32;
+    let mut remedies = Remedies::default();
     for k in 0..180 {
         let report = step(&model, &mut state).unwrap();
+        remedies.corrected += usize::from(report.newton > 0);
+        remedies.split += usize::from(report.substeps > 1);
         assert_eq!(report.dropped_pairs, 0, "step {k}: pairs dropped");
         worst = worst.max(max_stretch(&model, state.positions()));
         for (i, p) in state.positions().iter().enumerate() {
@@ -46,13 +64,17 @@ fn drop_on(shape: Shape) -> (Grid, Vec<Vec3>) {
     println!("largest stretch over the run {worst:.4}");
     assert!(worst < 0.1, "an edge stretched {:.1} %", worst * 100.0);
     assert_eq!(state.warnings.dropped_pairs, 0);
-    (grid, state.positions().to_vec())
+    println!("{remedies:?}, energy check failed at the finest split {}", state.warnings.energy_check_failed);
+    (grid, state.positions().to_vec(), remedies)
 }
 
 #[test]
 fn cloth_stays_draped_on_a_sphere_at_the_device_step() {
     let (r, top) = (0.25, 0.5);
-    let (grid, x) = drop_on(Shape::Sphere { center: Vec3::new(0.0, r, 0.0), radius: r });
+    let (grid, x, remedies) = drop_counting(Shape::Sphere { center: Vec3::new(0.0, r, 0.0), radius: r });
+    // The impact's linearised solve fails the energy check; one Newton
+    // correction passes it, with no step split.
+    assert!(remedies.corrected >= 1 && remedies.split == 0, "{remedies:?}");
     // The middle of the cloth rests on the sphere's top, not on the ground.
     for (i, j) in [(7, 7), (7, 8), (8, 7), (8, 8)] {
         let p = x[grid.node(i, j)];

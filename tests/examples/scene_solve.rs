@@ -24,8 +24,8 @@ fn main() {
         worst = worst.max(r.cg_iterations);
         unconv += u32::from(!r.converged);
         println!(
-            "step {s:2}: cg {:4} substeps {:2} converged {} residual {:.2e} contacts {}",
-            r.cg_iterations, r.substeps, r.converged, r.residual, r.contacts
+            "step {s:2}: cg {:4} substeps {:2} newton {} converged {} residual {:.2e} contacts {}",
+            r.cg_iterations, r.substeps, r.newton, r.converged, r.residual, r.contacts
         );
     });
     let steps = scenario.time.steps;

@@ -62,9 +62,12 @@ pub struct StepReport {
     /// Smallest fraction of a solved velocity change taken (1 unless the
     /// energy check had to shorten a step at the finest split).
     pub step_scale: f32,
-    /// Solves the step took: 1, or more when it was split to pass the
+    /// Substeps the step took: 1, or more when it was split to pass the
     /// energy check.
     pub substeps: u32,
+    /// Substeps whose solve failed the energy check and took a Newton
+    /// correction ([`newton`]; a second solve each).
+    pub newton: u32,
     /// Node contacts with colliders.
     pub contacts: usize,
     /// Proximity pairs found (self-contact) and kept.

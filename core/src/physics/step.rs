@@ -39,6 +39,8 @@ pub(super) struct Substep {
     strain_unfinished: bool,
     scale: f32,
     finite: bool,
+    /// It took a Newton correction.
+    corrected: bool,
 }
 
 /// One linearised solve over `h_step` from the committed state, backward
@@ -82,13 +84,14 @@ pub(super) fn substep(
         (true, 1.0)
     };
     let mut solve = solve;
-    if !passed && newton && solve.residual.is_finite() {
+    let corrected = !passed && newton && solve.residual.is_finite();
+    if corrected {
         (passed, scale) = newton::correct(model, x, v, ws, &k, &mut solve, allowed, probe);
     }
     let strain_unfinished = make_candidate(model, v, ws, &k, scale);
     let finite =
         solve.residual.is_finite() && ws.x_new.iter().all(|p| p.is_finite()) && ws.dv.iter().all(|p| p.is_finite());
-    Substep { solve, passed, strain_unfinished, scale, finite }
+    Substep { solve, passed, strain_unfinished, scale, finite, corrected }
 }
 
 /// Gives a state restarted from a recorded frame (its positions and
@@ -174,6 +177,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
         report.strain_unfinished |= sub.strain_unfinished;
         report.step_scale = report.step_scale.min(sub.scale);
         report.substeps += 1;
+        report.newton += u32::from(sub.corrected);
         pos += size;
     }
     if !report.converged {
