@@ -115,6 +115,13 @@ pub fn endpoints_of(mesh: &Mesh, pairs: &[[NodeId; 2]], k: usize) -> Option<[Nod
     Some(if k.is_multiple_of(2) { [a, b] } else { [b, a] })
 }
 
+/// The ends `[a, b]` of every mesh edge, then of every dynamic pair: edge
+/// `m` of these is directed edges `2m` (`a → b`) and `2m + 1` (`b → a`).
+#[inline]
+pub fn undirected<'a>(mesh: &'a Mesh, pairs: &'a [[NodeId; 2]]) -> impl Iterator<Item = [NodeId; 2]> + 'a {
+    mesh.edges().iter().map(|e| [e.a, e.b]).chain(pairs.iter().copied())
+}
+
 /// Sender and receiver of every directed edge, in feature order.
 pub fn edge_endpoints(mesh: &Mesh, pairs: &[[NodeId; 2]], out: &mut [[NodeId; 2]]) {
     for (k, o) in out.iter_mut().enumerate().take(edge_count(mesh, pairs.len())) {

@@ -3,19 +3,18 @@
 //!
 //! The step (backward Euler, one solve, [`super`]) is
 //!
-//! `u = v + z + s·y`,  `y = S A⁻¹ S (b − A z)`,  `x′ = x + h u`,
+//! `u = v + z + y`,  `y = S A⁻¹ S (b − A z)`,  `x′ = x + h u`,
 //! `v′ = u` (a held node's normal part removed),
 //!
 //! with `A = M(1 + hα) + (hβ + h²) K(x)`, `b = h (f(x) − αMv − (β + h) K v)`,
 //! `S` the filter of the constraints (zero on a pinned node, the tangent
 //! plane on a held one), `z` the constrained part (a pinned node's move onto
 //! its target, `(target − x)/h − v`; a held node's normal part,
-//! `n ((thickness − d(x))/h − (v − v_c)·n)`) and `s` the energy check's
-//! scale. Its product, with `g_u = h ∂L/∂x′ + ∂L/∂v′` (a held node's normal
+//! `n ((thickness − d(x))/h − (v − v_c)·n)`). Its product, with `g_u = h ∂L/∂x′ + ∂L/∂v′` (a held node's normal
 //! part of `∂L/∂v′` dropped):
 //!
 //! - one more solve with the step's own operator and preconditioner,
-//!   `A λ = S s g_u` (`A` is symmetric);
+//!   `A λ = S g_u` (`A` is symmetric);
 //! - `g_z = g_u − A λ` on the constrained directions `P` (`I` pinned,
 //!   `n nᵀ` held, 0 free);
 //! - `∂L/∂v = g_u − P g_z − h (αM + (β + h) K) λ`;
@@ -47,7 +46,6 @@ use super::candidate::{base_positions, check_energy};
 use super::constraints::constrain;
 use super::membrane;
 use super::solver::{self, bending_of, operator, preconditioner, solve, warm_start, Coefficients, SolveFrom};
-use super::step::LINE_SEARCH;
 use crate::flags;
 use crate::math::Vec3;
 use crate::model::{Integrator, Model};
@@ -110,8 +108,6 @@ pub struct VjpReport {
     /// a Newton iteration or splits it): the product is that of the single
     /// linearised solve.
     pub split: bool,
-    /// The energy check's scale `s` of the solved velocity change.
-    pub step_scale: f32,
     /// Nodes a collider held.
     pub held: usize,
 }
@@ -119,7 +115,7 @@ pub struct VjpReport {
 /// `∂L/∂(x, v)` before a step from the state's positions, velocities and
 /// time, given `∂L/∂(x′, v′)` after it in `gx`, `gv` (replaced in place).
 /// The forward solve is repeated to find the step's active constraints,
-/// its velocity change and its energy-check scale; then one adjoint solve
+/// its velocity change and whether it passes the energy check; then one adjoint solve
 /// and one directional difference of the forces and stiffness (see the
 /// module's notes for what the product leaves out).
 pub fn step_vjp(
@@ -148,8 +144,8 @@ pub fn step_vjp(
     let k = Coefficients::new(model, state.time(), model.params.dt, false);
     let forward = forward(model, state, &k);
     let result = match forward {
-        Some((solve, passed, scale)) => {
-            let mut r = adjoint(model, state, &k, scale, lin, gx, gv);
+        Some((solve, passed)) => {
+            let mut r = adjoint(model, state, &k, lin, gx, gv);
             r.forward_iterations = solve.iterations;
             r.converged &= solve.converged;
             r.split = !passed;
@@ -165,9 +161,9 @@ pub fn step_vjp(
 
 /// The step's solve as [`super::substep`] makes it, up to its energy
 /// check: the velocity change `Δv` in `ws.dv`, the constraints it ended
-/// with in the flags and normals. Returns the solve, whether the check
-/// passed and its scale (`None`: not finite).
-fn forward(model: &Model, state: &mut State, k: &Coefficients) -> Option<(solver::Solve, bool, f32)> {
+/// with in the flags and normals. Returns the solve and whether the check
+/// passed (`None`: not finite).
+fn forward(model: &Model, state: &mut State, k: &Coefficients) -> Option<(solver::Solve, bool)> {
     let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     assemble_system(model, x, v, ws, k);
     let held = constrain(model, v, ws, k);
@@ -184,12 +180,11 @@ fn forward(model: &Model, state: &mut State, k: &Coefficients) -> Option<(solver
         return None;
     }
     base_positions(false, x, ws.x_prev, ws.r);
-    let (passed, scale) = if model.params.energy_check {
-        check_energy(model, x, v, ws, k, solve.error_energy, work, LINE_SEARCH)
-    } else {
-        (true, 1.0)
-    };
-    Some((solve, passed, scale))
+    // A backward-Euler solve that fails is corrected before any halving
+    // (`super::newton`): no halving here either, so that a failed check
+    // always says the product's step differs from this solve's.
+    let passed = !model.params.energy_check || check_energy(model, x, v, ws, k, solve.error_energy, work, 0).0;
+    Some((solve, passed))
 }
 
 /// The adjoint solve and the gradients, with the forward solve's `Δv` in
@@ -198,7 +193,6 @@ fn adjoint(
     model: &Model,
     state: &mut State,
     k: &Coefficients,
-    scale: f32,
     lin: Linearisation,
     gx: &mut [Vec3],
     gv: &mut [Vec3],
@@ -212,14 +206,14 @@ fn adjoint(
     preconditioner(model, ws, k);
     ws.f_ext.copy_from_slice(ws.dv);
     let held = ws.flags.iter().filter(|&&f| flags::in_contact(f)).count();
-    // g_u into `force`, s·g_u into `r` (the solve's right-hand side).
+    // g_u into `force` and `r` (the solve's right-hand side).
     for (i, (fu, r)) in ws.force.iter_mut().zip(ws.r.iter_mut()).enumerate() {
         let mut gvi = gv[i];
         if flags::in_contact(ws.flags[i]) {
             gvi -= ws.normal[i] * ws.normal[i].dot(gvi);
         }
         *fu = gvi + gx[i] * h;
-        *r = *fu * scale;
+        *r = *fu;
     }
     ws.dv.fill(Vec3::ZERO);
     let system =
@@ -260,7 +254,6 @@ fn adjoint(
         adjoint_iterations: solve.iterations,
         converged: solve.converged,
         split: false,
-        step_scale: scale,
         held,
     }
 }

@@ -93,9 +93,6 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     let h = k.h;
     let bend = bending_of(model, &ws.stencil, ws.bend);
     let (diag, _, off) = split_blocks(ws.blocks, mesh.node_count(), mesh.edges().len());
-    for (i, f) in ws.f_ext.iter_mut().enumerate() {
-        *f = model.scene.gravity * model.mass(i);
-    }
     // BDF2 takes the forces at the end of the step: the wind is taken at
     // t + h on the extrapolated state (x + h v, 2v − v_prev), which keeps
     // the step second order.
@@ -108,7 +105,7 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     } else {
         (k.t0, x, v)
     };
-    wind(model, t_wind, x_wind, v_wind, ws.f_ext);
+    external_forces(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, bend, x, ws.force, diag, off);
     if let Some(g) = &mut ws.gather {
@@ -136,6 +133,14 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     } else {
         ws.x_new.copy_from_slice(x);
     }
+}
+
+/// The external forces into `f_ext`: gravity, and the wind at `(t, x, v)`.
+pub(super) fn external_forces(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], f_ext: &mut [Vec3]) {
+    for (i, f) in f_ext.iter_mut().enumerate() {
+        *f = model.scene.gravity * model.mass(i);
+    }
+    wind(model, t, x, v, f_ext);
 }
 
 /// `Σ f_wind · v` at time `t`, with `scratch` for the forces.

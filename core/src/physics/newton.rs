@@ -16,7 +16,7 @@
 //! constrained part zero (pinned nodes keep their motion, held nodes their
 //! normal velocity). `u₁ + δ` is backward Euler's second Newton iterate.
 
-use super::assembly::{assemble, wind};
+use super::assembly::{assemble, external_forces};
 use super::candidate::{base_positions, check_energy};
 use super::solver::{
     self, bending_of, constraint_work, keep_warm, matvec, preconditioner, Coefficients, Solve, SolveFrom,
@@ -76,10 +76,7 @@ pub(super) fn restore(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace,
     for (d, d1) in ws.dv.iter_mut().zip(ws.f_ext.iter()) {
         *d += *d1;
     }
-    for (i, f) in ws.f_ext.iter_mut().enumerate() {
-        *f = model.scene.gravity * model.mass(i);
-    }
-    wind(model, k.t0, x, v, ws.f_ext);
+    external_forces(model, k.t0, x, v, ws.f_ext);
 }
 
 /// The Newton correction of a failed solve (`Δv₁` in `ws.dv`, its solve
@@ -103,14 +100,12 @@ pub(super) fn correct(
     probe.enter(Stage::Assembly);
     relinearise(model, x, v, ws, k);
     let held = ws.flags.iter().filter(|&&f| flags::in_contact(f)).count();
+    // A looser tolerance than the step's ([`LOOSER`]), measured against
+    // the larger of the correction's right-hand side and the step's.
+    let tolerance = (model.params.cg_tolerance * LOOSER).min(0.1);
+    let how = SolveFrom { held, warm: false, tolerance, reference: solve.reference };
     // The work `solve` returns is measured from `v + δ`: measured below
     // from `v + Δv₁ + δ` instead.
-    // The correction is solved to a looser tolerance than the step
-    // ([`LOOSER`]), measured against the larger of its right-hand side and
-    // the step's.
-    let tolerance = (model.params.cg_tolerance * LOOSER).min(0.1);
-    let reference = solve.reference;
-    let how = SolveFrom { held, warm: false, tolerance, reference };
     let (second, _) = solver::solve(model, v, ws, k, how, probe);
     let still_held = ws.flags.iter().any(|&f| flags::in_contact(f));
     probe.enter(Stage::Candidate);

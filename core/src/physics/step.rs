@@ -120,12 +120,13 @@ pub fn set_velocities_before(model: &Model, state: &mut State, v_before: &[Vec3]
 ///
 /// The step is one linearised solve, backward Euler or BDF2
 /// ([`crate::model::Integrator`]). If its result fails the energy check,
-/// its velocity change is halved up to `LINE_SEARCH` (2) times; if it still
-/// fails, a backward-Euler solve gets one Newton correction, linearised
-/// again at its end ([`super::newton`]: at the cost of about one more
-/// solve, where a split costs two); if that fails too (or the solve is not
-/// finite) the step is split into halves, each solved with backward Euler
-/// (and corrected likewise), down to `dt / 2^MAX_SPLIT`; there the solved
+/// a backward-Euler solve gets one Newton correction, linearised again at
+/// its end ([`super::newton`]: at the cost of about one more solve, where
+/// a split costs two); then (a BDF2 solve at once) its solved velocity
+/// change is halved up to `LINE_SEARCH` (2) times; if it still fails (or
+/// the solve is not finite) the step is split into halves, each solved
+/// with backward Euler (and corrected likewise), down to
+/// `dt / 2^MAX_SPLIT`; there the solved
 /// velocity change is shortened until the check passes. If a split step still produces a
 /// non-finite state, `StepError::NonFinite` is returned and the state is
 /// left at the last good (sub)step.

@@ -316,7 +316,7 @@ fn edge_update16(
 ) -> Result<bool, GnnError> {
     let (ps, pr) = (ps.as_chunks::<16>().0, pr.as_chunks::<16>().0);
     let (e, _) = e.as_chunks_mut::<16>();
-    let ends = g.mesh.edges().iter().map(|m| [m.a, m.b]).chain(g.pairs.iter().copied());
+    let ends = features::undirected(g.mesh, g.pairs);
     for ([a, b], two) in ends.zip(e.chunks_exact_mut(2)) {
         for ([s, r], ek) in [[a, b], [b, a]].into_iter().zip(two) {
             let (Some(xs), Some(yr)) = (ps.get(s as usize), pr.get(r as usize)) else {
@@ -387,7 +387,7 @@ fn node_update16(
 ) -> Result<bool, GnnError> {
     let (agg, _) = agg.as_chunks_mut::<16>();
     let (e, _) = e.as_chunks::<16>();
-    let ends = g.mesh.edges().iter().map(|m| [m.a, m.b]).chain(g.pairs.iter().copied());
+    let ends = features::undirected(g.mesh, g.pairs);
     for ([a, b], two) in ends.zip(e.chunks_exact(2)) {
         // Directed edge 2m runs a → b, 2m + 1 runs b → a.
         for (r, ek) in [b, a].into_iter().zip(two) {
