@@ -243,6 +243,10 @@ enum Command {
         out: PathBuf,
         #[arg(long, default_value_t = 8000)]
         port: u16,
+        /// The address served on (another host's browsers reach the page
+        /// only when this is not a loopback address, e.g. 0.0.0.0).
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
         /// Only build the page.
         #[arg(long)]
         no_serve: bool,
@@ -351,8 +355,8 @@ fn run(cli: Cli) -> Result<()> {
             std::fs::write(&out, weft_host::sim::obj::write(&x, &t))?;
             println!("wrote {}: {} nodes, {} triangles", out.display(), x.len(), t.len());
         }
-        Command::Web { out, port, no_serve, screenshot, scene } => {
-            weft_host::view::web::command(&out, port, !no_serve, screenshot.as_deref(), scene)?
+        Command::Web { out, port, bind, no_serve, screenshot, scene } => {
+            weft_host::view::web::command(&out, (bind, port), !no_serve, screenshot.as_deref(), scene)?
         }
         Command::Demo { out, int8, seed, data } => {
             let net = quantise::load_or_baked(int8.as_deref())?;

@@ -84,12 +84,14 @@ fn training_lowers_the_loss() {
     assert_eq!(back.meta, model.meta);
     let resumed = TrainOptions { steps: 160, resume: true, ..opts.clone() };
     let (m2, log2) = train::train(&resumed).unwrap();
-    // It resumes from the model the first run kept.
-    assert_eq!(log2.history.first().unwrap().0, model.meta.steps);
+    // It goes on from the first run's last step (its checkpoint), and its
+    // log is the whole run's.
+    assert_eq!(log2.history[..log.history.len()], log.history[..]);
+    assert_eq!(log2.history[log.history.len()].0, 160);
     assert_eq!(log2.history.last().unwrap().0, 160);
     // The model kept is the one of the lowest validation rollout error over
     // both runs (the first of equals).
-    let rollouts: Vec<(usize, f32)> = log.rollouts.iter().chain(&log2.rollouts).copied().collect();
+    let rollouts = log2.rollouts.clone();
     assert!(rollouts.iter().any(|r| r.0 == 160), "{rollouts:?}");
     let kept = rollouts.iter().fold((0, f32::INFINITY), |b, &(s, e)| if e < b.1 { (s, e) } else { b });
     assert_eq!(m2.meta.steps, kept.0, "{rollouts:?}");

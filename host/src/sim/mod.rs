@@ -7,6 +7,7 @@
 
 pub mod corrector;
 pub mod envelope;
+pub mod files;
 pub use weft_scene::{build, obj, scenario, shapes, storage};
 
 use std::io::Write;
@@ -322,8 +323,7 @@ pub fn write_obj(path: &Path, mesh: &Mesh, x: &[Vec3]) -> Result<()> {
 
 /// Writes a Wavefront OBJ of nodes `x` and `triangles`.
 fn write_obj_parts(path: &Path, triangles: &[Triangle], x: &[Vec3]) -> Result<()> {
-    let mut w =
-        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    let mut w = Vec::new();
     writeln!(w, "# weft cloth, {} nodes", x.len())?;
     for p in x {
         writeln!(w, "v {} {} {}", p.x, p.y, p.z)?;
@@ -331,8 +331,7 @@ fn write_obj_parts(path: &Path, triangles: &[Triangle], x: &[Vec3]) -> Result<()
     for t in triangles {
         writeln!(w, "f {} {} {}", t.nodes[0] + 1, t.nodes[1] + 1, t.nodes[2] + 1)?;
     }
-    w.flush()?;
-    Ok(())
+    files::write_atomic(path, &w)
 }
 
 /// `weft simulate`: OBJ frames and `summary.json` into `out`, each step
@@ -365,15 +364,13 @@ pub fn simulate(
         Err(e) => {
             // A failed run still leaves its summary and its last good state.
             if let Some(failed) = e.downcast_ref::<RunFailed>() {
-                let json = serde_json::to_string_pretty(&failed.summary)?;
-                std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
+                files::write_json(&out.join("summary.json"), &failed.summary)?;
                 write_obj_parts(&out.join("last_good.obj"), &mesh_triangles, &failed.last_good)?;
             }
             return Err(e);
         }
     };
-    let json = serde_json::to_string_pretty(&summary)?;
-    std::fs::write(out.join("summary.json"), json).context("writing summary.json")?;
+    files::write_json(&out.join("summary.json"), &summary)?;
     Ok(summary)
 }
 

@@ -58,14 +58,47 @@ pub fn build_site(out: &Path) -> Result<u64> {
     Ok(wasm.len() as u64)
 }
 
-/// Serves the files of `dir` on `listener` until the process ends, one
-/// request at a time (GET only; names outside `dir` are refused).
+/// How long a connection may wait to send its request line, or to take
+/// the answer, before it is closed.
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connections answered at once; one more waits for a thread to finish.
+pub const CONNECTIONS: usize = 32;
+
+/// Serves the files of `dir` on `listener` until the process ends: every
+/// connection on a thread of its own (at most [`CONNECTIONS`] at once),
+/// with [`TIMEOUT`] to read its request and to take the answer, so that a
+/// silent or slow client holds only its own thread. GET only; names
+/// outside the page's files are refused.
 pub fn serve(dir: &Path, listener: TcpListener) -> Result<()> {
+    let dir = std::sync::Arc::new(dir.to_path_buf());
+    let open = std::sync::Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
-        if let Err(e) = answer(dir, stream) {
-            eprintln!("weft web: {e:#}");
+        {
+            let (count, freed) = &*open;
+            let mut n = count.lock().map_err(|_| anyhow::anyhow!("the server's count lock is poisoned"))?;
+            while *n >= CONNECTIONS {
+                n = freed.wait(n).map_err(|_| anyhow::anyhow!("the server's count lock is poisoned"))?;
+            }
+            *n += 1;
         }
+        let (dir, open) = (dir.clone(), open.clone());
+        std::thread::spawn(move || {
+            let r = stream
+                .set_read_timeout(Some(TIMEOUT))
+                .and_then(|_| stream.set_write_timeout(Some(TIMEOUT)))
+                .map_err(anyhow::Error::from)
+                .and_then(|_| answer(&dir, stream));
+            if let Err(e) = r {
+                eprintln!("weft web: {e:#}");
+            }
+            let (count, freed) = &*open;
+            if let Ok(mut n) = count.lock() {
+                *n -= 1;
+            }
+            freed.notify_one();
+        });
     }
     Ok(())
 }
@@ -154,8 +187,15 @@ pub fn screenshot(chromium: &Path, port: u16, scene: u32, frames: u32, png: &Pat
 
 /// `weft web`: builds the page into `out`; with `shot`, saves a
 /// screenshot of it there (scene `scene` after 90 frames); with
-/// `serve_it`, serves it on `127.0.0.1:port`, printing the address.
-pub fn command(out: &Path, port: u16, serve_it: bool, shot: Option<&Path>, scene: u32) -> Result<()> {
+/// `serve_it`, serves it on `addr` (127.0.0.1 unless the user names
+/// another), printing the address.
+pub fn command(
+    out: &Path,
+    addr: (std::net::IpAddr, u16),
+    serve_it: bool,
+    shot: Option<&Path>,
+    scene: u32,
+) -> Result<()> {
     let bytes = build_site(out)?;
     println!("wrote {} ({} bytes of WebAssembly)", out.display(), bytes);
     if let Some(png) = shot {
@@ -164,8 +204,8 @@ pub fn command(out: &Path, port: u16, serve_it: bool, shot: Option<&Path>, scene
         println!("wrote {}", png.display());
     }
     if serve_it {
-        let listener = TcpListener::bind(("127.0.0.1", port)).with_context(|| format!("binding 127.0.0.1:{port}"))?;
-        println!("serving http://127.0.0.1:{}/ (Ctrl-C stops)", listener.local_addr()?.port());
+        let listener = TcpListener::bind(addr).with_context(|| format!("binding {}:{}", addr.0, addr.1))?;
+        println!("serving http://{}/ (Ctrl-C stops)", listener.local_addr()?);
         serve(out, listener)?;
     }
     Ok(())

@@ -54,6 +54,14 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
     }
+    /// The stream's state, from which [`Rng::resume`] continues it.
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+    /// The stream that [`Rng::state`] read.
+    pub fn resume(state: u64) -> Rng {
+        Rng(state)
+    }
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -132,8 +132,7 @@ pub fn write_trajectory(path: &Path, t: &Trajectory, spec: &DatasetSpec) -> Resu
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    safetensors::serialize_to_file(tensors, Some(meta), path)?;
-    Ok(())
+    crate::sim::files::write_atomic(path, &safetensors::serialize(tensors, Some(meta))?)
 }
 
 /// Reads one trajectory file.
@@ -176,10 +175,7 @@ pub fn read_trajectory(path: &Path) -> Result<Trajectory> {
 /// Writes `index.json` in `dir` whole or not at all (through a temporary
 /// file renamed over it).
 pub(crate) fn write_index(dir: &Path, index: &Index) -> Result<()> {
-    let tmp = dir.join("index.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(index)?)?;
-    std::fs::rename(&tmp, dir.join("index.json"))?;
-    Ok(())
+    crate::sim::files::write_json(&dir.join("index.json"), index)
 }
 
 /// Loads the index of a dataset folder.

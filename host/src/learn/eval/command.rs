@@ -192,8 +192,7 @@ pub fn command(
     if horizons {
         let name = matches!(source, Source::Scenarios(_)).then_some("scenario");
         let rep = crate::learn::eval::horizons::report(&trajs, name, data, trained.as_ref(), int8.as_ref(), true)?;
-        std::fs::create_dir_all(out)?;
-        std::fs::write(out.join("horizons.json"), serde_json::to_string_pretty(&rep)?)?;
+        crate::sim::files::write_json(&out.join("horizons.json"), &rep)?;
         return Ok((rep.table(), None));
     }
     let steps = steps.unwrap_or_else(|| trajs.iter().map(|t| t.x.len() - 1).max().unwrap_or(200));
@@ -211,8 +210,7 @@ pub fn command(
     bar.finish_and_clear();
     let resolution = trajs.first().map_or([0, 0], |t| t.scenario.cloth.resolution);
     let rep = report(rollouts, steps, resolution);
-    std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&rep)?)?;
+    crate::sim::files::write_json(&out.join("report.json"), &rep)?;
     let text = summary(&rep, steps, out);
     Ok((text, Some(rep)))
 }

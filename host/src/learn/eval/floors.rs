@@ -89,7 +89,7 @@ pub fn floors(data: &Path) -> Result<String> {
         let traj = data::read_trajectory(&data.join(&entry.file))?;
         let floor = floor_of(&traj, &index.spec).with_context(|| format!("floor of {}", entry.file))?;
         floors.families.push(floor);
-        std::fs::write(&path, serde_json::to_string_pretty(&floors)?)?;
+        crate::sim::files::write_json(&path, &floors)?;
     }
     let mut out = String::from(
         "family   seed   floor (1 µm) at 1 / 10 / 50 frames (m)   floor (coarse state) at 1 / 10 / 50 (m)   seconds\n",

@@ -93,6 +93,36 @@ impl Trained {
         Ok(Trained { varmap, gnn, meta })
     }
 
+    /// A new network whose initial weights come from `seed` (candle's own
+    /// initialisation draws from an unseeded stream): each layer's weights
+    /// normal with variance 2 / fan-in (Kaiming, for ReLU) and its biases
+    /// uniform within ±1/√fan-in, as `candle_nn::linear` draws them, in the
+    /// order of the weights' names. The same seed gives the same network.
+    pub fn seeded(meta: ModelMeta, seed: u64, dev: &Device) -> Result<Trained> {
+        let t = Trained::new(meta, dev)?;
+        let vars = t.varmap.data().lock().map_err(|_| anyhow::anyhow!("the weights' lock is poisoned"))?;
+        let mut names: Vec<&String> = vars.keys().collect();
+        names.sort();
+        let mut rng = crate::learn::data::families::Rng::new(seed ^ 0x5EED_0F_1417);
+        let fan_in = |name: &str| -> Result<usize> {
+            let w = name.strip_suffix(".bias").map(|l| format!("{l}.weight")).unwrap_or_else(|| name.to_string());
+            Ok(vars.get(&w).with_context(|| format!("no {w}"))?.dims().last().copied().unwrap_or(1).max(1))
+        };
+        for name in names {
+            let var = &vars[name];
+            let k = fan_in(name)? as f32;
+            let vals: Vec<f32> = (0..var.elem_count())
+                .map(|_| match name.ends_with(".bias") {
+                    true => rng.range(-1.0, 1.0) / k.sqrt(),
+                    false => rng.normal() * (2.0 / k).sqrt(),
+                })
+                .collect();
+            var.set(&Tensor::from_vec(vals, var.shape(), dev)?)?;
+        }
+        drop(vars);
+        Ok(t)
+    }
+
     /// Sets the last layer of both heads to zero: a new network that
     /// corrects nothing (its output is the targets' mean) instead of one
     /// whose random corrections are several times the targets' size.
@@ -111,10 +141,13 @@ impl Trained {
     /// Loads `stem.safetensors` and `stem.json`.
     pub fn load(stem: &Path, dev: &Device) -> Result<Trained> {
         let json = stem.with_extension("json");
-        let meta: ModelMeta = serde_json::from_str(
+        let value: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(&json)
                 .with_context(|| format!("reading {} (train a model first)", json.display()))?,
-        )?;
+        )
+        .with_context(|| format!("{} is not JSON", json.display()))?;
+        let crc = value.get("weights_crc32").and_then(|c| c.as_u64());
+        let meta: ModelMeta = serde_json::from_value(value).with_context(|| format!("reading {}", json.display()))?;
         let known = match EARLIER_MODEL_FORMATS.iter().find(|(f, _)| *f == meta.format) {
             Some(&(_, k)) => Some(k),
             None if meta.format == MODEL_FORMAT => None,
@@ -135,6 +168,17 @@ impl Trained {
         }
         let mut t = Trained::new(meta, dev)?;
         let weights = stem.with_extension("safetensors");
+        if let Some(stored) = crc {
+            let bytes = std::fs::read(&weights).with_context(|| format!("reading {}", weights.display()))?;
+            let computed = crc32fast::hash(&bytes);
+            if computed as u64 != stored {
+                bail!(
+                    "{}: its weights' CRC-32 is {computed}, {} was written with {stored}: the pair is not one model (a write that was cut short?)",
+                    weights.display(),
+                    json.display()
+                );
+            }
+        }
         match known {
             Some(known) => {
                 for (name, w) in candle_core::safetensors::load(&weights, dev)? {
@@ -159,13 +203,21 @@ impl Trained {
         Ok(t)
     }
 
+    /// Writes `stem.safetensors`, then `stem.json` with the weights'
+    /// CRC-32, each whole or not at all (`crate::sim::files`): a reader
+    /// finds the pair as it was or as it is, and [`Trained::load`] refuses
+    /// a pair whose weights are not the ones the meta-data was written with.
     pub fn save(&self, stem: &Path) -> Result<()> {
-        if let Some(dir) = stem.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        self.varmap.save(stem.with_extension("safetensors"))?;
-        std::fs::write(stem.with_extension("json"), serde_json::to_string_pretty(&self.meta)?)?;
-        Ok(())
+        let weights = {
+            let data = self.varmap.data().lock().map_err(|_| anyhow::anyhow!("the weights' lock is poisoned"))?;
+            let mut named: Vec<(&String, &Tensor)> = data.iter().map(|(k, v)| (k, v.as_tensor())).collect();
+            named.sort_by_key(|x| x.0);
+            safetensors::serialize(named, None)?
+        };
+        crate::sim::files::write_atomic(&stem.with_extension("safetensors"), &weights)?;
+        let mut json = serde_json::to_value(&self.meta)?;
+        json["weights_crc32"] = crc32fast::hash(&weights).into();
+        crate::sim::files::write_json(&stem.with_extension("json"), &json)
     }
 
     /// A freshly initialised network with identity normalisation (for

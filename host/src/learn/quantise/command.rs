@@ -20,10 +20,7 @@ pub fn command(
     let (float, ranges, graphs) = calibration(&trained, data, samples)?;
     let q = quantize_with(&float, &ranges, opts)?;
     let bytes = q.to_bytes();
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(out, &bytes)?;
+    crate::sim::files::write_atomic(out, &bytes)?;
     Ok(format!(
         "{graphs} calibration graphs; {} bytes of int8 parameters ({} in the file); wrote {} in {:.1} s",
         q.parameter_bytes(),

@@ -4,13 +4,14 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::samples::{draw, picks, samples};
 use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll};
+use crate::learn::train::adam::Adam;
+use crate::learn::train::checkpoint::{self, Progress};
 use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
@@ -29,7 +30,8 @@ pub struct TrainOptions {
     /// Data folder [default: $WEFT_DATA, else ~/.cache/weft/data].
     #[arg(short, long, default_value_os_t = data::default_dir(), hide_default_value = true)]
     pub data: PathBuf,
-    /// Checkpoint stem: STEM.safetensors, STEM.json, STEM.log.json.
+    /// Output stem: the model STEM.safetensors and STEM.json, the
+    /// checkpoint STEM.ckpt, the log STEM.log.json.
     #[arg(short, long, default_value = "checkpoints/weft-gnn")]
     pub out: PathBuf,
     /// Training steps.
@@ -47,9 +49,14 @@ pub struct TrainOptions {
     pub config: GnnConfig,
     #[command(flatten)]
     pub noise: Noise,
-    /// Continue from the checkpoint at --out.
+    /// Continue from the checkpoint at --out (`STEM.ckpt`: weights,
+    /// optimizer, random stream, buffer), as if the run had not stopped.
     #[arg(long)]
     pub resume: bool,
+    /// Stop after this training step (a checkpoint there; `--resume` goes
+    /// on): a run in parts of a time limit each, on `--steps`' schedule.
+    #[arg(long)]
+    pub until: Option<usize>,
     /// Seed of the sample draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -181,7 +188,7 @@ impl Default for TrainOptions {
 }
 
 /// Loss history.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct TrainLog {
     /// `(step, mean training loss since the last entry, validation loss)`;
     /// the first entry is the untrained (or resumed) model, both losses on
@@ -228,66 +235,149 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let val_picks = picks(val_set, 32, &mut rng, 0);
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
     let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None, 0)?;
-
-    let (mut model, start) = initial_model(opts, &train, &mut rng, &dev)?;
-    model.meta.parameters = model.parameters();
-    model.meta.noise = opts.noise;
-    let val_batch = Batch::new(&val_graphs, &model.meta.normalizer, &dev)?;
-    let mut opt = optimizer(opts, &model)?;
-    let best_path = best_stem(&opts.out);
-    let mut best = resumed_best(opts, &dev);
+    let mut run = Run::start(opts, &dev, || {
+        let mut model = initial_model(opts, &train, &mut rng, &dev)?;
+        model.meta.noise = opts.noise;
+        Ok(model)
+    })?;
+    let val_batch = Batch::new(&val_graphs, &run.model.meta.normalizer, &dev)?;
+    if run.progress.log.history.is_empty() {
+        let v0 = run.model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
+        run.progress.log.history.push((run.progress.step, v0, v0));
+    }
     let bar = crate::progress_bar(opts.steps as u64, "steps", opts.progress);
-    bar.set_position(start as u64);
-    let mut log = TrainLog::default();
-    let v0 = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
-    log.history.push((start, v0, v0));
-    let t0 = std::time::Instant::now();
-    let (mut acc, mut acc_n, mut acc_rollout) = (0.0f32, 0usize, 0.0f32);
-    let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
-    for step in start..opts.steps {
-        opt.set_learning_rate(learning_rate(opts, step) as f64);
-        let (loss, one_step, rollout) = step_loss(opts, &train, &model, step, &mut step_rng, &dev)?;
-        acc += one_step;
-        acc_rollout += rollout;
-        opt.backward_step(&loss)?;
-        acc_n += 1;
+    bar.set_position(run.progress.step as u64);
+    let mut step_rng = Rng::resume(run.progress.rng);
+    for step in run.progress.step..run.stop(opts) {
+        run.adam.set_learning_rate(learning_rate(opts, step) as f64);
+        let (loss, one_step, rollout) = step_loss(opts, &train, &run.model, step, &mut step_rng, &dev)?;
+        run.adam.backward_step(&loss)?;
+        run.tally(one_step, rollout);
         bar.inc(1);
-        let last = step + 1 == opts.steps;
-        if (step + 1) % opts.every == 0 || last {
-            let v = model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
-            let tr = acc / acc_n.max(1) as f32;
-            log.history.push((step + 1, tr, v));
+        let done = step + 1;
+        if done.is_multiple_of(opts.every.max(1)) || done == opts.steps {
+            let v = run.model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
+            let tr = run.log_entry(opts, done, v);
             bar.set_message(format!("loss {tr:.4} val {v:.4}"));
-            if (opts.rollout_loss > 0 || opts.solver_loss > 0) && step >= opts.rollout_after {
-                log.rollout_losses.push((step + 1, acc_rollout / acc_n.max(1) as f32));
+            if opts.rollout_every > 0 && (done.is_multiple_of(opts.rollout_every) || done == opts.steps) {
+                let e = rollout_error(opts, val_set, &run.model)?;
+                run.validated(opts, done, e)?;
             }
-            (acc, acc_n, acc_rollout) = (0.0, 0, 0.0);
-            model.meta.steps = step + 1;
-            model.meta.train_loss = tr;
-            model.meta.val_loss = v;
-            if opts.rollout_every > 0 && ((step + 1) % opts.rollout_every == 0 || last) {
-                let e = rollout_error(opts, val_set, &model)?;
-                log.rollouts.push((step + 1, e));
-                model.meta.val_rollout = Some(e);
-                if e < best.1 {
-                    best = (step + 1, e);
-                    model.save(&best_path)?;
-                }
-            }
-            model.save(&opts.out)?;
+        }
+        if run.due(opts, done) {
+            run.checkpoint(opts, done, &step_rng)?;
         }
     }
     bar.finish_and_clear();
-    let model = keep_best(opts, best, model, &dev)?;
-    log.seconds = t0.elapsed().as_secs_f32();
-    append_log(opts, &log)?;
-    Ok((model, log))
+    run.finish(opts, &dev)
 }
 
-/// Adam at `--lr` over `model`'s weights.
-pub(crate) fn optimizer(opts: &TrainOptions, model: &Trained) -> Result<AdamW> {
-    let params = ParamsAdamW { lr: opts.lr as f64, weight_decay: 0.0, ..Default::default() };
-    Ok(AdamW::new(model.varmap.all_vars(), params)?)
+/// A training run under way: the model, its optimizer and where it stands
+/// ([`checkpoint`]: everything a resumed run needs to go on as this one).
+pub(crate) struct Run {
+    pub model: Trained,
+    pub adam: Adam,
+    pub progress: Progress,
+    /// When this process started or last checkpointed (the log's seconds).
+    pub clock: std::time::Instant,
+}
+
+impl Run {
+    /// The run at `--out`'s checkpoint when resuming from one; else a new
+    /// one from `fresh` (with `--resume` and a model but no checkpoint, that
+    /// model with a new optimizer, as a fine-tune would start).
+    pub fn start(opts: &TrainOptions, dev: &Device, fresh: impl FnOnce() -> Result<Trained>) -> Result<Run> {
+        let clock = std::time::Instant::now();
+        if opts.resume {
+            if let Some(r) = checkpoint::load(&opts.out, opts.lr as f64, dev)? {
+                return Ok(Run { model: r.model, adam: r.adam, progress: r.progress, clock });
+            }
+        }
+        let mut model = match opts.resume && opts.out.with_extension("json").exists() {
+            true => {
+                eprintln!("no checkpoint at {}: from the model there, with a new optimizer", opts.out.display());
+                Trained::load(&opts.out, dev)?
+            }
+            false => fresh()?,
+        };
+        model.meta.parameters = model.parameters();
+        let adam = Adam::new(&model.varmap, opts.lr as f64)?;
+        let mut progress = Progress { step: model.meta.steps, rng: Rng::new(opts.seed).state(), ..Progress::default() };
+        progress.set_best(resumed_best(opts, dev));
+        Ok(Run { model, adam, progress, clock })
+    }
+
+    /// The step this process stops after: `--steps`, or `--until` before it.
+    pub fn stop(&self, opts: &TrainOptions) -> usize {
+        opts.until.map_or(opts.steps, |u| u.min(opts.steps))
+    }
+
+    /// Adds a training step's losses to the sums of the log's next entry.
+    pub fn tally(&mut self, one_step: f32, rollout: f32) {
+        let a = &mut self.progress.acc;
+        (a.0, a.1, a.2) = (a.0 + one_step, a.1 + rollout, a.2 + 1);
+    }
+
+    /// The log's entry after training step `step` with validation loss
+    /// `val`: the mean training loss since the last, which it returns.
+    pub fn log_entry(&mut self, opts: &TrainOptions, step: usize, val: f32) -> f32 {
+        let (sum, rollout, n) = std::mem::take(&mut self.progress.acc);
+        let tr = sum / n.max(1) as f32;
+        let log = &mut self.progress.log;
+        log.history.push((step, tr, val));
+        if (opts.rollout_loss > 0 || opts.solver_loss > 0) && step > opts.rollout_after {
+            log.rollout_losses.push((step, rollout / n.max(1) as f32));
+        }
+        let meta = &mut self.model.meta;
+        (meta.steps, meta.train_loss, meta.val_loss) = (step, tr, val);
+        tr
+    }
+
+    /// Records the validation error `e` after step `step`, keeping the model
+    /// as `<out>-best` when it is the lowest so far.
+    pub fn validated(&mut self, opts: &TrainOptions, step: usize, e: f32) -> Result<bool> {
+        self.progress.log.rollouts.push((step, e));
+        self.model.meta.val_rollout = Some(e);
+        let better = e < self.progress.best().1;
+        if better {
+            self.progress.set_best((step, e));
+            self.model.save(&best_stem(&opts.out))?;
+        }
+        Ok(better)
+    }
+
+    /// Whether a checkpoint follows training step `step`: every `--every`
+    /// steps, at the last step and where this process stops.
+    pub fn due(&self, opts: &TrainOptions, step: usize) -> bool {
+        step.is_multiple_of(opts.every.max(1)) || step == opts.steps || step == self.stop(opts)
+    }
+
+    /// The checkpoint after training step `step` (`rng`: the sample draws'
+    /// stream), then the log and the model beside it (which a resumed run
+    /// writes again: the checkpoint is the run's record).
+    pub fn checkpoint(&mut self, opts: &TrainOptions, step: usize, rng: &Rng) -> Result<()> {
+        self.progress.step = step;
+        self.progress.rng = rng.state();
+        self.progress.log.seconds += self.clock.elapsed().as_secs_f32();
+        self.clock = std::time::Instant::now();
+        self.model.meta.steps = step;
+        checkpoint::save(&opts.out, &self.model, &self.adam, &self.progress)?;
+        crate::sim::files::write_json(&opts.out.with_extension("log.json"), &self.progress.log)?;
+        self.model.save(&opts.out)
+    }
+
+    /// The end of this process's part: at `--steps`, validation's choice
+    /// becomes `--out` ([`keep_best`]); the model and the whole log.
+    pub fn finish(self, opts: &TrainOptions, dev: &Device) -> Result<(Trained, TrainLog)> {
+        let log = self.progress.log.clone();
+        if self.progress.step < opts.steps {
+            return Ok((self.model, log));
+        }
+        // A run killed after its last checkpoint and before the model
+        // beside it finishes here with nothing left to train.
+        self.model.save(&opts.out)?;
+        Ok((keep_best(opts, self.progress.best(), self.model, dev)?, log))
+    }
 }
 
 /// `(step, error)` of the best model so far: a resumed run's kept one, else
@@ -311,14 +401,9 @@ pub(crate) fn keep_best(opts: &TrainOptions, best: (usize, f32), model: Trained,
     Ok(chosen)
 }
 
-/// The model to start from: the checkpoint at `out` when resuming, else a
-/// new one normalised on noisy training samples; and its step.
-fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: &Device) -> Result<(Trained, usize)> {
-    if opts.resume && opts.out.with_extension("json").exists() {
-        let m = Trained::load(&opts.out, dev)?;
-        let s = m.meta.steps;
-        return Ok((m, s));
-    }
+/// A new run's model: `--init`'s network, else a new one normalised on
+/// noisy training samples.
+fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: &Device) -> Result<Trained> {
     if let Some(init) = &opts.init {
         let mut m = Trained::load(init, dev).with_context(|| format!("--init {}", init.display()))?;
         m.meta.steps = 0;
@@ -328,13 +413,13 @@ fn initial_model(opts: &TrainOptions, train: &[Trajectory], rng: &mut Rng, dev: 
             m.meta.config.velocity_only = false;
             m.gnn.cfg.velocity_only = false;
         }
-        return Ok((m, 0));
+        return Ok(m);
     }
     let picks = picks(train, 256, rng, 1_000_000);
     let mut graphs = samples(train, &picks, &opts.config, opts.noise, None, 0)?;
     augment(&mut graphs, opts.augment, rng);
     let meta = ModelMeta::new(opts.config, network::normalizer(&graphs), opts.noise);
-    Ok((Trained::new(meta, dev)?, 0))
+    Trained::seeded(meta, opts.seed, dev)
 }
 
 /// The loss of training step `step`: the one-step loss of a training
@@ -479,22 +564,6 @@ fn rollout_error(opts: &TrainOptions, val: &[Trajectory], model: &Trained) -> Re
     };
     let errs = val.iter().map(one).collect::<Result<Vec<_>>>()?;
     Ok(crate::learn::data::metrics::mean(&errs))
-}
-
-/// Appends this run's log to `out.log.json` (a fresh log unless resuming).
-pub(crate) fn append_log(opts: &TrainOptions, log: &TrainLog) -> Result<()> {
-    let log_path = opts.out.with_extension("log.json");
-    let mut all: TrainLog = std::fs::read_to_string(&log_path)
-        .ok()
-        .filter(|_| opts.resume)
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    all.history.extend(log.history.iter().copied());
-    all.rollouts.extend(log.rollouts.iter().copied());
-    all.rollout_losses.extend(log.rollout_losses.iter().copied());
-    all.seconds += log.seconds;
-    std::fs::write(&log_path, serde_json::to_string_pretty(&all)?)?;
-    Ok(())
 }
 
 /// What `weft train` prints: steps, speed, losses, and the validation

@@ -16,33 +16,69 @@
 //! `--select-frames` frames of the validation trajectories, which need the
 //! fine reference) work as `weft train`'s.
 
+use std::path::Path;
+
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use candle_nn::Optimizer;
 use rayon::prelude::*;
 
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
 use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Trained};
-use crate::learn::train::{append_log, augment, best_stem, keep_best, optimizer, resumed_best, TrainLog, TrainOptions};
+use crate::learn::train::checkpoint::{self, Slots};
+use crate::learn::train::{augment, Run, TrainLog, TrainOptions};
 use crate::sim::scenario::Scenario;
 
-/// A buffer of samples, the oldest replaced first.
+/// A buffer of samples, the oldest replaced first; every sample's origin
+/// (its refill and index there) beside it, which the checkpoint keeps.
 struct Buffer {
     graphs: Vec<Graph>,
-    capacity: usize,
-    next: usize,
+    slots: Slots,
 }
 
 impl Buffer {
-    fn push(&mut self, g: Graph) {
-        if self.graphs.len() < self.capacity {
-            self.graphs.push(g);
-        } else {
-            self.graphs[self.next] = g;
-            self.next = (self.next + 1) % self.capacity;
+    fn new(capacity: usize) -> Buffer {
+        Buffer { graphs: Vec::new(), slots: Slots { capacity, ..Slots::default() } }
+    }
+
+    /// Puts refill `id`'s samples in, after writing them beside the
+    /// checkpoint of `stem` for a resumed run to read.
+    fn refill(&mut self, stem: &Path, id: u64, graphs: Vec<Graph>) -> Result<()> {
+        checkpoint::save_refill(stem, id, &graphs)?;
+        let s = &mut self.slots;
+        for (k, g) in graphs.into_iter().enumerate() {
+            if self.graphs.len() < s.capacity {
+                self.graphs.push(g);
+                s.slots.push((id, k as u32));
+            } else {
+                self.graphs[s.next] = g;
+                s.slots[s.next] = (id, k as u32);
+                s.next = (s.next + 1) % s.capacity;
+            }
         }
+        Ok(())
+    }
+
+    /// The buffer a checkpoint's slots name, read from its refills' files.
+    fn restore(stem: &Path, slots: Slots) -> Result<Buffer> {
+        let mut refills: std::collections::BTreeMap<u64, Vec<Graph>> = Default::default();
+        for &(id, _) in &slots.slots {
+            if let std::collections::btree_map::Entry::Vacant(e) = refills.entry(id) {
+                e.insert(checkpoint::load_refill(stem, id)?);
+            }
+        }
+        let graphs = slots
+            .slots
+            .iter()
+            .map(|&(id, k)| {
+                refills[&id]
+                    .get(k as usize)
+                    .cloned()
+                    .with_context(|| format!("{}: no sample {k}", checkpoint::refill_path(stem, id).display()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Buffer { graphs, slots })
     }
 }
 
@@ -78,67 +114,43 @@ pub fn from_start_error(val: &[Trajectory], model: &Trained, frames: usize) -> R
     Ok(crate::learn::data::metrics::mean(&errs))
 }
 
-/// The model to start from: the checkpoint at `out` when resuming; else
-/// `--init`'s network or a new one normalised on plain rollouts' samples.
-fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &Device) -> Result<(Trained, usize)> {
-    if opts.resume && opts.out.with_extension("json").exists() {
-        let m = Trained::load(&opts.out, dev)?;
-        let s = m.meta.steps;
-        return Ok((m, s));
-    }
-    let mut m = match &opts.init {
+/// A new run's model: `--init`'s network or a new one normalised on plain
+/// rollouts' samples.
+fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &Device) -> Result<Trained> {
+    match &opts.init {
         Some(init) => {
             let mut m = Trained::load(init, dev).with_context(|| format!("--init {}", init.display()))?;
             (m.meta.steps, m.meta.gain, m.meta.val_rollout) = (0, 1.0, None);
             m.meta.config.base_step = opts.config.base_step;
             m.gnn.cfg.base_step = opts.config.base_step;
-            m
+            Ok(m)
         }
         None => {
             // The normaliser from a dozen scenes, so that every family's
             // range is in it.
             let mut first = rollouts(opts, scenes, &opts.config, None, FIRST_SCENES, rng);
             augment(&mut first, opts.augment, rng);
-            let m = Trained::new(ModelMeta::new(opts.config, network::normalizer(&first), opts.noise), dev)?;
+            let meta = ModelMeta::new(opts.config, network::normalizer(&first), opts.noise);
+            let m = Trained::seeded(meta, opts.seed, dev)?;
             // It starts as the plain step: its first rollouts are plain.
             m.zero_heads()?;
-            m
-        }
-    };
-    m.meta.parameters = m.parameters();
-    Ok((m, 0))
-}
-
-/// Checkpoints after training step `step` (mean loss `loss` since the
-/// last): the validation error every `--rollout-every` steps and the best
-/// model kept by it (`best`: its step and error); returns the log line.
-fn checkpoint(
-    opts: &TrainOptions,
-    val: &[Trajectory],
-    model: &mut Trained,
-    step: usize,
-    loss: f32,
-    best: &mut (usize, f32),
-    log: &mut TrainLog,
-) -> Result<String> {
-    model.meta.steps = step;
-    model.meta.train_loss = loss;
-    let mut line = format!("step {step} loss {loss:.4}");
-    if opts.rollout_every > 0 && (step.is_multiple_of(opts.rollout_every) || step == opts.steps) {
-        let e = from_start_error(val, model, opts.select_frames)?;
-        log.rollouts.push((step, e));
-        model.meta.val_rollout = Some(e);
-        model.meta.val_loss = e;
-        line.push_str(&format!(" validation {e:.5} m"));
-        if e < best.1 {
-            *best = (step, e);
-            model.save(&best_stem(&opts.out))?;
-            line.push_str(" (best)");
+            Ok(m)
         }
     }
-    log.history.push((step, loss, model.meta.val_loss));
-    model.save(&opts.out)?;
-    Ok(line)
+}
+
+/// The log's entry after training step `step`: the validation error every
+/// `--rollout-every` steps and the best model kept by it; the log line.
+fn validate(opts: &TrainOptions, val: &[Trajectory], run: &mut Run, step: usize) -> Result<String> {
+    let mut val_loss = run.model.meta.val_loss;
+    let mut tail = String::new();
+    if opts.rollout_every > 0 && (step.is_multiple_of(opts.rollout_every) || step == opts.steps) {
+        let e = from_start_error(val, &run.model, opts.select_frames)?;
+        val_loss = e;
+        tail = format!(" validation {e:.5} m{}", if run.validated(opts, step, e)? { " (best)" } else { "" });
+    }
+    let loss = run.log_entry(opts, step, val_loss);
+    Ok(format!("step {step} loss {loss:.4}{tail}"))
 }
 
 /// `weft train --teacher coarse`: see the module's documentation.
@@ -154,42 +166,42 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     }
     let dev = Device::Cpu;
     let mut rng = Rng::new(opts.seed);
-    let mut buffer = Buffer { graphs: Vec::new(), capacity: opts.buffer, next: 0 };
-    let (mut model, start) = start_model(opts, &scenes, &mut rng, &dev)?;
-    for g in refresh(opts, &scenes, &model, start, &mut rng) {
-        buffer.push(g);
-    }
-    let mut opt = optimizer(opts, &model)?;
-    let mut best = resumed_best(opts, &dev);
-    let mut log = TrainLog::default();
+    let mut run = Run::start(opts, &dev, || start_model(opts, &scenes, &mut rng, &dev))?;
+    let mut buffer = match run.progress.buffer.take() {
+        Some(slots) => Buffer::restore(&opts.out, slots)?,
+        None => {
+            let mut b = Buffer::new(opts.buffer);
+            let first = refresh(opts, &scenes, &run.model, run.progress.step, &mut rng);
+            b.refill(&opts.out, run.progress.step as u64, first)?;
+            b
+        }
+    };
     let t0 = std::time::Instant::now();
-    let (mut acc, mut acc_n) = (0.0f32, 0usize);
-    let mut step_rng = Rng::new(opts.seed.wrapping_add(start as u64 * 7919));
-    for step in start..opts.steps {
-        opt.set_learning_rate(crate::learn::train::learning_rate(opts, step) as f64);
-        if step > start && step.is_multiple_of(opts.refresh.max(1)) {
-            for g in refresh(opts, &scenes, &model, step, &mut step_rng) {
-                buffer.push(g);
-            }
+    let mut step_rng = Rng::resume(run.progress.rng);
+    for step in run.progress.step..run.stop(opts) {
+        run.adam.set_learning_rate(crate::learn::train::learning_rate(opts, step) as f64);
+        if step > 0 && step.is_multiple_of(opts.refresh.max(1)) {
+            let fresh = refresh(opts, &scenes, &run.model, step, &mut step_rng);
+            buffer.refill(&opts.out, step as u64, fresh)?;
         }
         let mut graphs: Vec<Graph> = (0..opts.batch)
             .map(|_| buffer.graphs[(step_rng.next_u64() % buffer.graphs.len() as u64) as usize].clone())
             .collect();
         augment(&mut graphs, opts.augment, &mut step_rng);
-        let batch = Batch::weighted(&graphs, &model.meta.normalizer, &dev, opts.relative_floor)?;
-        let loss = model.gnn.loss(&batch)?;
-        acc += loss.to_scalar::<f32>()?;
-        acc_n += 1;
-        opt.backward_step(&loss)?;
-        if (step + 1).is_multiple_of(opts.every.max(1)) || step + 1 == opts.steps {
-            let tr = acc / acc_n.max(1) as f32;
-            (acc, acc_n) = (0.0, 0);
-            let line = checkpoint(opts, &val, &mut model, step + 1, tr, &mut best, &mut log)?;
+        let batch = Batch::weighted(&graphs, &run.model.meta.normalizer, &dev, opts.relative_floor)?;
+        let loss = run.model.gnn.loss(&batch)?;
+        run.tally(loss.to_scalar::<f32>()?, 0.0);
+        run.adam.backward_step(&loss)?;
+        let done = step + 1;
+        if done.is_multiple_of(opts.every.max(1)) || done == opts.steps {
+            let line = validate(opts, &val, &mut run, done)?;
             eprintln!("{line} buffer {} {:.0} s", buffer.graphs.len(), t0.elapsed().as_secs_f32());
         }
+        if run.due(opts, done) {
+            run.progress.buffer = Some(buffer.slots.clone());
+            run.checkpoint(opts, done, &step_rng)?;
+            checkpoint::remove_unnamed_refills(&opts.out, &buffer.slots);
+        }
     }
-    let model = keep_best(opts, best, model, &dev)?;
-    log.seconds = t0.elapsed().as_secs_f32();
-    append_log(opts, &log)?;
-    Ok((model, log))
+    run.finish(opts, &dev)
 }
