@@ -30,7 +30,7 @@ log() { echo "$(date -u +%FT%TZ) $*"; }
 train_once() {
     if [ ! -f "$RUN/trained" ]; then
         local resume=()
-        [ -f "$M.json" ] && resume=(--resume)
+        [ -f "$M.ckpt" ] && resume=(--resume)
         log train
         run "$W" train -d "$DATA" -o "$M" --seed "$SEED" -q "${resume[@]}" "$@"
         touch "$RUN/trained"

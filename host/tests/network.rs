@@ -80,7 +80,7 @@ mod turning {
             .map(|(k, &e)| features::edge_feature((k % 3 != 0).then_some(rest), x, e, 0.03))
             .collect();
         let targets = dx.iter().zip(dv).map(|(a, b)| [a.x, a.y, a.z, b.x, b.y, b.z]).collect();
-        Graph { nodes, edges, endpoints: ends, free: vec![1.0; n], targets, dropped_pairs: 0 }
+        Graph { nodes, edges, endpoints: ends, free: vec![1.0; n], targets, ..Graph::default() }
     }
 
     fn vecs(n: usize) -> impl Strategy<Value = Vec<Vec3>> {

@@ -83,6 +83,14 @@ pub struct StepReport {
     pub energy_rose: bool,
 }
 
+impl StepReport {
+    /// The step left the plain solve: a Newton correction, a shortened
+    /// velocity change (line search or the finest split's) or a split.
+    pub fn branched(&self) -> bool {
+        self.newton > 0 || self.substeps > 1 || self.step_scale < 1.0
+    }
+}
+
 /// Why a step was refused. The state is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepError {

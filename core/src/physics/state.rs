@@ -135,6 +135,11 @@ pub struct Warnings {
     /// Steps whose total energy rose beyond the work done on the cloth
     /// ([`crate::physics::EnergyAudit`]).
     pub energy_rose: u64,
+    /// Steps that left the plain solve for a branch its inputs do not show:
+    /// a Newton correction, a shortened velocity change or a split
+    /// ([`crate::physics::step`]). A learned correction's target from such
+    /// a step depends on that decision.
+    pub branched_steps: u64,
 }
 
 /// Why a state could not be made or changed.
@@ -411,12 +416,15 @@ impl<'a> State<'a> {
     /// Adds a correction to positions and velocities of the free nodes
     /// (pinned nodes stay on their targets). A correction with NaN/inf or
     /// the wrong length is rejected and the state left as it was.
+    ///
+    /// A BDF2 step's history is kept: it is the state the step started
+    /// from, itself the last correction's result, so the next step is
+    /// BDF2 on the corrected trajectory (and a zero correction leaves the
+    /// plain step as it is).
     pub fn apply_correction(&mut self, dx: &[Vec3], dv: &[Vec3]) -> Result<(), StateError> {
         check(dx, self.x.len())?;
         check(dv, self.v.len())?;
-        add_correction(self.x, self.v, self.ws.flags, dx, dv)?;
-        self.ws.history = false;
-        Ok(())
+        add_correction(self.x, self.v, self.ws.flags, dx, dv)
     }
 
     /// Lends the network what it needs between two steps: the state's
@@ -430,12 +438,11 @@ impl<'a> State<'a> {
 
     /// Adds the corrections a network left in its loan
     /// ([`State::lend_to_network`]) to the free nodes; a non-finite one
-    /// leaves the state as it was.
+    /// leaves the state as it was. The history is kept, as
+    /// [`State::apply_correction`] keeps it.
     pub fn apply_lent_correction(&mut self) -> Result<(), StateError> {
         let (dx, dv) = self.ws.lent_corrections();
-        add_correction(self.x, self.v, self.ws.flags, dx, dv)?;
-        self.ws.history = false;
-        Ok(())
+        add_correction(self.x, self.v, self.ws.flags, dx, dv)
     }
 
     /// Replaces all positions; rejects NaN/inf and wrong lengths, leaving

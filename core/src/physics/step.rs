@@ -195,6 +195,7 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
         report.energy_rose = audit.rose(model, state);
         state.warnings.energy_rose += u64::from(report.energy_rose);
     }
+    state.warnings.branched_steps += u64::from(report.branched());
     // The history holds a step of this length only if it was not split.
     state.ws.history = report.substeps == 1 && state.ws.x_prev.len() == n;
     state.steps += 1;

@@ -103,7 +103,7 @@ impl Trained {
         let vars = t.varmap.data().lock().map_err(|_| anyhow::anyhow!("the weights' lock is poisoned"))?;
         let mut names: Vec<&String> = vars.keys().collect();
         names.sort();
-        let mut rng = crate::learn::data::families::Rng::new(seed ^ 0x5EED_0F_1417);
+        let mut rng = crate::learn::data::families::Rng::new(seed ^ 0x5EED_0F14);
         let fan_in = |name: &str| -> Result<usize> {
             let w = name.strip_suffix(".bias").map(|l| format!("{l}.weight")).unwrap_or_else(|| name.to_string());
             Ok(vars.get(&w).with_context(|| format!("no {w}"))?.dims().last().copied().unwrap_or(1).max(1))

@@ -3,8 +3,11 @@
 use crate::learn::network::config::GnnConfig;
 use crate::learn::network::config::{Normalizer, Stats};
 
+use crate::learn::data::families::Family;
+
 use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
 use weft_core::gnn::graph::GraphRef;
 use weft_core::prelude::*;
@@ -20,6 +23,57 @@ pub struct Graph {
     /// Δx then Δv per node.
     pub targets: Vec<[f32; 6]>,
     pub dropped_pairs: usize,
+    /// The frame the sample comes from ([`FrameClass`]).
+    pub class: FrameClass,
+    /// The family of the scene it comes from, where known.
+    pub family: Option<Family>,
+}
+
+/// What kind of frame a sample comes from, as the fit is reported by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameClass {
+    /// No node on a collider and no dynamic edge: the cloth moves freely.
+    #[default]
+    Free,
+    /// A node touches a collider (its nearness `w` ≥ 1) or two nodes of the
+    /// cloth are within the network's radius without a mesh edge.
+    Contact,
+    /// The base step left the plain solve ([`weft_core::physics::StepReport::branched`]):
+    /// the target depends on a decision no input shows.
+    Branch,
+}
+
+impl FrameClass {
+    pub const ALL: [FrameClass; 3] = [FrameClass::Free, FrameClass::Contact, FrameClass::Branch];
+    pub fn name(self) -> &'static str {
+        match self {
+            FrameClass::Free => "free",
+            FrameClass::Contact => "contact",
+            FrameClass::Branch => "branch",
+        }
+    }
+}
+
+/// The node feature column of the collider's nearness `w`.
+const NEARNESS: usize = 10;
+
+/// The edge feature column that is 1 for a dynamic edge.
+const DYNAMIC: usize = 8;
+
+/// Counts a state's steps that branched ([`FrameClass::Branch`]): a
+/// corrector that samples its steps keeps one and asks after every step.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Branches(u64);
+
+impl Branches {
+    /// Whether the step since the last call branched.
+    pub fn since_last(&mut self, state: &State) -> bool {
+        let now = state.warnings.branched_steps;
+        let branched = now > self.0;
+        self.0 = now;
+        branched
+    }
 }
 
 fn rotate_rows<const K: usize>(rows: &mut [[f32; K]], slots: &[usize], (c, s): (f32, f32)) {
@@ -62,11 +116,16 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
         free: state.pinned().iter().map(|&p| if p != 0 { 0.0 } else { 1.0 }).collect(),
         targets: Vec::new(),
         dropped_pairs: found.dropped,
+        class: FrameClass::Free,
+        family: None,
     };
     features::edge_endpoints(&model.mesh, pairs, &mut g.endpoints);
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let r = GraphRef::of(model, state);
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
+    if g.nodes.iter().any(|n| n[NEARNESS] >= 1.0) || g.edges.iter().any(|e| e[DYNAMIC] != 0.0) {
+        g.class = FrameClass::Contact;
+    }
     for f in &mut g.nodes {
         for (k, f) in f.iter_mut().enumerate() {
             if !cfg.reads_node_input(k) {

@@ -4,7 +4,7 @@ use crate::learn::network::config::Normalizer;
 use crate::learn::network::config::{GnnConfig, Noise};
 use crate::learn::network::corrector::add_network_correction;
 use crate::learn::network::graph::graph_of;
-use crate::learn::network::graph::Graph;
+use crate::learn::network::graph::{Branches, FrameClass, Graph};
 use crate::learn::network::model::Gnn;
 use crate::sim::build::{self, ModelParts};
 use weft_core::model::CoarseGrain;
@@ -83,11 +83,13 @@ pub fn sample(
     // through the one rollout loop.
     let mut rollout = scn.clone();
     rollout.time.steps = ahead as u32 + 1;
-    let mut sampler = Sampler { unroll, cfg, ahead, step: 0, failed: false, sample: None };
+    let mut sampler =
+        Sampler { unroll, cfg, ahead, step: 0, failed: false, sample: None, branches: Branches::default() };
     let v_before = (t0 > 0).then(|| frame_velocity(traj, t0 - 1));
     let restart = crate::sim::Restart { x: &x, v: &v, v_before: v_before.as_deref(), frame: t0 as u32 };
     crate::sim::run_from(&rollout, Some(restart), false, &mut sampler, |_, _, _| Ok(()))?;
     let (mut g, xs, vs) = sampler.sample.context("the rollout ended before the sampled step")?;
+    g.family = Some(traj.family);
     let v_next = frame_velocity(traj, t + 1);
     let (fx, fv) = cfg.heads();
     g.targets = (0..xs.len())
@@ -111,6 +113,7 @@ struct Sampler<'u> {
     step: usize,
     failed: bool,
     sample: Option<(Graph, Vec<Vec3>, Vec<Vec3>)>,
+    branches: Branches,
 }
 
 impl Corrector for Sampler<'_> {
@@ -122,8 +125,12 @@ impl Corrector for Sampler<'_> {
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         self.step += 1;
+        let branched = self.branches.since_last(state);
         if self.step > self.ahead {
-            let g = graph_of(model, state, self.cfg)?;
+            let mut g = graph_of(model, state, self.cfg)?;
+            if branched {
+                g.class = FrameClass::Branch;
+            }
             self.sample = Some((g, state.positions().to_vec(), state.velocities().to_vec()));
             return Ok(0);
         }

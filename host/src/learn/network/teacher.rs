@@ -17,7 +17,9 @@ use candle_core::Device;
 
 use crate::learn::data::families::{self, Family};
 use crate::learn::data::{self, DatasetSpec};
-use crate::learn::network::{add_network_correction, graph_of, GnnConfig, Graph, TeacherStep, Trained};
+use crate::learn::network::{
+    add_network_correction, graph_of, Branches, FrameClass, GnnConfig, Graph, TeacherStep, Trained,
+};
 use crate::sim::corrector::Corrector;
 use crate::sim::scenario::{IntegratorSpec, Scenario};
 use crate::sim::{self, Restart};
@@ -82,6 +84,8 @@ struct Collector<'a> {
     every: usize,
     step: usize,
     samples: Vec<Graph>,
+    branches: Branches,
+    family: Option<Family>,
 }
 
 impl Corrector for Collector<'_> {
@@ -96,11 +100,16 @@ impl Corrector for Collector<'_> {
     }
     fn correct(&mut self, model: &Model, state: &mut State) -> Result<usize> {
         self.step += 1;
+        let branched = self.branches.since_last(state);
         if self.step.is_multiple_of(self.every) {
             let b = self.before.borrow();
             // A teacher that fails (a state it cannot step) gives no sample.
             if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
                 let mut g = graph_of(model, state, self.cfg)?;
+                if branched {
+                    g.class = FrameClass::Branch;
+                }
+                g.family = self.family;
                 let (fx, fv) = self.cfg.heads();
                 let (x, v) = (state.positions(), state.velocities());
                 g.targets = (0..x.len())
@@ -140,7 +149,18 @@ pub fn collect(scn: &Scenario, cfg: &GnnConfig, net: Option<&Trained>, frames: u
     let mut scn = scn.clone();
     scn.time.steps = frames;
     let teacher = teacher_scenario(&scn, cfg.teacher_step);
-    let mut c = Collector { cfg, net, teacher, before: &before, every: every.max(1), step: 0, samples: Vec::new() };
+    let family = Family::ALL.into_iter().find(|f| scn.name.starts_with(&format!("{}-", f.name())));
+    let mut c = Collector {
+        cfg,
+        net,
+        teacher,
+        before: &before,
+        every: every.max(1),
+        step: 0,
+        samples: Vec::new(),
+        branches: Branches::default(),
+        family,
+    };
     // A rollout that fails (a state the step refuses) keeps the samples
     // before it.
     let _ = sim::run(&scn, false, &mut c, |f, _, st| {

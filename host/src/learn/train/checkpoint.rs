@@ -26,7 +26,8 @@ use candle_core::{Device, Tensor};
 use safetensors::tensor::{Dtype, TensorView};
 use serde::{Deserialize, Serialize};
 
-use crate::learn::network::{Graph, ModelMeta, Trained};
+use crate::learn::data::families::Family;
+use crate::learn::network::{FrameClass, Graph, ModelMeta, Trained};
 use crate::learn::train::adam::Adam;
 use crate::learn::train::TrainLog;
 use crate::sim::files;
@@ -265,11 +266,18 @@ pub fn refill_path(stem: &Path, id: u64) -> PathBuf {
 /// Writes refill `id`'s samples (a buffer file, see the module).
 pub fn save_refill(stem: &Path, id: u64, graphs: &[Graph]) -> Result<()> {
     let (n, e) = (graphs.iter().map(|g| g.nodes.len()).sum::<usize>(), graphs.iter().map(|g| g.edges.len()).sum());
-    let counts: Vec<f32> =
-        graphs.iter().flat_map(|g| [g.nodes.len() as f32, g.edges.len() as f32, g.dropped_pairs as f32]).collect();
+    // Per graph: nodes, edges, dropped pairs, class, family (−1: none).
+    let family = |g: &Graph| g.family.and_then(|f| Family::ALL.iter().position(|&a| a == f)).map_or(-1.0, |k| k as f32);
+    let counts: Vec<f32> = graphs
+        .iter()
+        .flat_map(|g| {
+            let class = FrameClass::ALL.iter().position(|&c| c == g.class).unwrap_or(0) as f32;
+            [g.nodes.len() as f32, g.edges.len() as f32, g.dropped_pairs as f32, class, family(g)]
+        })
+        .collect();
     let flat = |f: &dyn Fn(&Graph) -> Vec<f32>| graphs.iter().flat_map(f).collect::<Vec<f32>>();
     let tensors = vec![
-        ("counts".to_string(), vec![graphs.len(), 3], counts),
+        ("counts".to_string(), vec![graphs.len(), 5], counts),
         ("nodes".into(), vec![n, NODE_FEATURES], flat(&|g| g.nodes.concat())),
         ("edges".into(), vec![e, EDGE_FEATURES], flat(&|g| g.edges.concat())),
         // Node numbers are exact in f32 (below 2^24).
@@ -290,11 +298,11 @@ pub fn load_refill(stem: &Path, id: u64) -> Result<Vec<Graph>> {
         Some((shape, _)) => Err(refuse(&p, format!("{k} has shape {shape:?}, {width} columns expected"))),
         None => Err(refuse(&p, format!("has no {k}"))),
     };
-    let (counts, nodes, edges) = (get("counts", 3)?, get("nodes", NODE_FEATURES)?, get("edges", EDGE_FEATURES)?);
+    let (counts, nodes, edges) = (get("counts", 5)?, get("nodes", NODE_FEATURES)?, get("edges", EDGE_FEATURES)?);
     let (ends, free, targets) = (get("endpoints", 2)?, get("free", 1)?, get("targets", 6)?);
     let (mut n0, mut e0) = (0usize, 0usize);
     let mut out = Vec::new();
-    for c in counts.chunks_exact(3) {
+    for c in counts.chunks_exact(5) {
         let (n, e) = (c[0] as usize, c[1] as usize);
         let (Some(ns), Some(es), Some(ps), Some(fs), Some(ts)) = (
             nodes.get(n0 * NODE_FEATURES..(n0 + n) * NODE_FEATURES),
@@ -312,6 +320,8 @@ pub fn load_refill(stem: &Path, id: u64) -> Result<Vec<Graph>> {
             free: fs.to_vec(),
             targets: ts.chunks_exact(6).map(rows).collect(),
             dropped_pairs: c[2] as usize,
+            class: FrameClass::ALL.get(c[3] as usize).copied().unwrap_or_default(),
+            family: (c[4] >= 0.0).then(|| Family::ALL.get(c[4] as usize).copied()).flatten(),
         });
         (n0, e0) = (n0 + n, e0 + e);
     }

@@ -12,6 +12,7 @@ use crate::learn::network::samples::{draw, picks, samples};
 use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Noise, Trained, Unroll};
 use crate::learn::train::adam::Adam;
 use crate::learn::train::checkpoint::{self, Progress};
+use crate::learn::train::fit::{self, Fit};
 use crate::learn::train::{rollout_loss, solver_loss};
 
 /// Turns every graph by a random angle about the vertical when `on`.
@@ -201,8 +202,29 @@ pub struct TrainLog {
     /// loss on ([`crate::learn::train::rollout_loss`]).
     #[serde(default)]
     pub rollout_losses: Vec<(usize, f32)>,
+    /// `(step, on training samples, on validation samples)`: the share of
+    /// the teacher's correction the network predicts ([`fit`]).
+    #[serde(default)]
+    pub fits: Vec<(usize, Fit, Fit)>,
     pub seconds: f32,
 }
+
+/// A loss or error as the log keeps it: a value that is not finite (a
+/// network whose rollouts blew up) as `f32::MAX`, which JSON can hold and
+/// which is never the best.
+fn finite(x: f32) -> f32 {
+    if x.is_finite() {
+        x
+    } else {
+        f32::MAX
+    }
+}
+
+/// Samples the fit is measured on, each of training and validation.
+pub const FIT_SAMPLES: usize = 32;
+
+/// The seed offset of the fit's training samples' stream.
+const FIT_STREAM: u64 = 0xF17;
 
 /// The stem the best model by validation rollouts is kept under.
 pub fn best_stem(out: &std::path::Path) -> PathBuf {
@@ -235,6 +257,10 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     let val_picks = picks(val_set, 32, &mut rng, 0);
     let no_noise = Noise { position: 0.0, velocity: 0.0 };
     let val_graphs = samples(val_set, &val_picks, &opts.config, no_noise, None, 0)?;
+    // The fit's training samples: a stream of their own, so that they do
+    // not move the draws of a run.
+    let fit_picks = picks(&train, FIT_SAMPLES, &mut Rng::new(opts.seed ^ FIT_STREAM), 0);
+    let fit_train = samples(&train, &fit_picks, &opts.config, no_noise, None, 0)?;
     let mut run = Run::start(opts, &dev, || {
         let mut model = initial_model(opts, &train, &mut rng, &dev)?;
         model.meta.noise = opts.noise;
@@ -259,6 +285,7 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             let v = run.model.gnn.loss(&val_batch)?.to_scalar::<f32>()?;
             let tr = run.log_entry(opts, done, v);
             bar.set_message(format!("loss {tr:.4} val {v:.4}"));
+            bar.println(run.measure_fit(done, &fit_train, &val_graphs)?);
             if opts.rollout_every > 0 && (done.is_multiple_of(opts.rollout_every) || done == opts.steps) {
                 let e = rollout_error(opts, val_set, &run.model)?;
                 run.validated(opts, done, e)?;
@@ -322,22 +349,32 @@ impl Run {
     /// `val`: the mean training loss since the last, which it returns.
     pub fn log_entry(&mut self, opts: &TrainOptions, step: usize, val: f32) -> f32 {
         let (sum, rollout, n) = std::mem::take(&mut self.progress.acc);
-        let tr = sum / n.max(1) as f32;
+        let (tr, val) = (finite(sum / n.max(1) as f32), finite(val));
         let log = &mut self.progress.log;
         log.history.push((step, tr, val));
         if (opts.rollout_loss > 0 || opts.solver_loss > 0) && step > opts.rollout_after {
-            log.rollout_losses.push((step, rollout / n.max(1) as f32));
+            log.rollout_losses.push((step, finite(rollout / n.max(1) as f32)));
         }
         let meta = &mut self.model.meta;
         (meta.steps, meta.train_loss, meta.val_loss) = (step, tr, val);
         tr
     }
 
+    /// The fit after step `step` on training and validation samples, into
+    /// the log; the line to print.
+    pub fn measure_fit(&mut self, step: usize, train: &[Graph], val: &[Graph]) -> Result<String> {
+        let (t, v) = (fit::measure(&self.model, train)?, fit::measure(&self.model, val)?);
+        let line = format!("step {step} fit Δx/Δv: training {}; validation {}", t.line(), v.line());
+        self.progress.log.fits.push((step, t, v));
+        Ok(line)
+    }
+
     /// Records the validation error `e` after step `step`, keeping the model
     /// as `<out>-best` when it is the lowest so far.
     pub fn validated(&mut self, opts: &TrainOptions, step: usize, e: f32) -> Result<bool> {
+        let e = finite(e);
         self.progress.log.rollouts.push((step, e));
-        self.model.meta.val_rollout = Some(e);
+        (self.model.meta.steps, self.model.meta.val_rollout) = (step, Some(e));
         let better = e < self.progress.best().1;
         if better {
             self.progress.set_best((step, e));
@@ -586,6 +623,13 @@ pub fn summary(model: &Trained, log: &TrainLog, opts: &TrainOptions) -> String {
         last.2,
         opts.out.display()
     );
+    if let Some((step, t, v)) = log.fits.last() {
+        let _ = writeln!(
+            s,
+            "the fit at step {step}: the share of the teacher's correction predicted\n{}",
+            Fit::table(t, v)
+        );
+    }
     if let Some(e) = model.meta.val_rollout {
         let errs: Vec<String> = log.rollouts.iter().map(|(s, e)| format!("{s}: {e:.4}")).collect();
         let what = match (opts.teacher, opts.select_horizon) {

@@ -9,6 +9,7 @@ pub mod adam;
 pub mod calibrate;
 pub mod checkpoint;
 pub mod command;
+pub mod fit;
 pub mod on_policy;
 pub mod rollout_loss;
 pub mod solver_loss;

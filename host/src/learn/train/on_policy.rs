@@ -27,7 +27,7 @@ use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
 use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Trained};
 use crate::learn::train::checkpoint::{self, Slots};
-use crate::learn::train::{augment, Run, TrainLog, TrainOptions};
+use crate::learn::train::{augment, Run, TrainLog, TrainOptions, FIT_SAMPLES};
 use crate::sim::scenario::Scenario;
 
 /// A buffer of samples, the oldest replaced first; every sample's origin
@@ -139,6 +139,17 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
     }
 }
 
+/// The fit's validation samples: plain rollouts' samples of the validation
+/// scenes over `--select-frames` frames, [`FIT_SAMPLES`] spread over them.
+fn validation_samples(opts: &TrainOptions, val: &[Trajectory]) -> Vec<Graph> {
+    let all: Vec<Graph> = val
+        .par_iter()
+        .flat_map(|t| collect(&t.scenario, &opts.config, None, opts.select_frames as u32, opts.sample_every))
+        .collect();
+    let stride = (all.len() / FIT_SAMPLES).max(1);
+    all.into_iter().step_by(stride).take(FIT_SAMPLES).collect()
+}
+
 /// The log's entry after training step `step`: the validation error every
 /// `--rollout-every` steps and the best model kept by it; the log line.
 fn validate(opts: &TrainOptions, val: &[Trajectory], run: &mut Run, step: usize) -> Result<String> {
@@ -176,6 +187,7 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             b
         }
     };
+    let fit_val = validation_samples(opts, &val);
     let t0 = std::time::Instant::now();
     let mut step_rng = Rng::resume(run.progress.rng);
     for step in run.progress.step..run.stop(opts) {
@@ -195,6 +207,9 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         let done = step + 1;
         if done.is_multiple_of(opts.every.max(1)) || done == opts.steps {
             let line = validate(opts, &val, &mut run, done)?;
+            let stride = (buffer.graphs.len() / FIT_SAMPLES).max(1);
+            let fit_train: Vec<Graph> = buffer.graphs.iter().step_by(stride).take(FIT_SAMPLES).cloned().collect();
+            eprintln!("{}", run.measure_fit(done, &fit_train, &fit_val)?);
             eprintln!("{line} buffer {} {:.0} s", buffer.graphs.len(), t0.elapsed().as_secs_f32());
         }
         if run.due(opts, done) {

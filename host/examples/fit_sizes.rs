@@ -1,0 +1,56 @@
+//! The fit against the board's cost: new networks of latent 16 / 24 / 32
+//! × 1 / 2 rounds trained on the same fixed teacher samples (the coarse
+//! teacher, plain rollouts from the starts of one scene of every trained
+//! family), the share of the teacher's Δx and Δv they predict on those
+//! samples and on another scene of every family, beside the board's
+//! instructions a network call (the device cost model).
+//!
+//! `cargo run --release -p weft-host --example fit_sizes [STEPS]`
+use weft_host::learn::data::families::{self, Family};
+use weft_host::learn::data::DatasetSpec;
+use weft_host::learn::eval::device::device_per_network;
+use weft_host::learn::network::teacher::collect;
+use weft_host::learn::network::{self, GnnConfig, Graph, ModelMeta, Noise, Trained};
+use weft_host::learn::train::fit::{self, train_on_samples};
+
+fn samples(seed: u64, frames: u32) -> Vec<Graph> {
+    let spec = DatasetSpec::default();
+    let cfg = GnnConfig::default();
+    Family::ALL
+        .iter()
+        .filter(|&&f| Some(f) != spec.heldout)
+        .flat_map(|&f| collect(&families::scenario(f, seed, spec.coarse, frames, spec.dt), &cfg, None, frames, 2))
+        .collect()
+}
+
+fn main() -> anyhow::Result<()> {
+    let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let (train, held) = (samples(0, 60), samples(1, 60));
+    println!(
+        "{} training samples, {} held-out samples, {steps} Adam steps of 8 samples at 3e-3",
+        train.len(),
+        held.len()
+    );
+    println!("latent × rounds   board M instr.   training Δx / Δv   held-out Δx / Δv   seconds");
+    for (latent, rounds) in [(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] {
+        let cfg = GnnConfig { latent, rounds, ..GnnConfig::default() };
+        let meta = ModelMeta::new(cfg, network::normalizer(&train), Noise { position: 0.0, velocity: 0.0 });
+        let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
+        m.zero_heads()?;
+        let t0 = std::time::Instant::now();
+        train_on_samples(&m, &train, steps, 8, 3e-3, 0.0, 7)?;
+        let secs = t0.elapsed().as_secs_f32();
+        let (a, b) = (fit::measure(&m, &train)?, fit::measure(&m, &held)?);
+        let f = |s: &fit::Fit| {
+            let all = s.get("all").cloned().unwrap_or_default();
+            format!("{:.3} / {:.3}", all.dx.unwrap_or(f32::NAN), all.dv.unwrap_or(f32::NAN))
+        };
+        println!(
+            "{latent:>6} × {rounds}        {:>6.2}           {}      {}      {secs:.0}",
+            device_per_network(latent, rounds) / 1e6,
+            f(&a),
+            f(&b)
+        );
+    }
+    Ok(())
+}
