@@ -75,7 +75,7 @@ enum Command {
     /// Train the correction network on a data set (resumable).
     Train {
         #[command(flatten)]
-        opts: TrainOptions,
+        opts: Box<TrainOptions>,
         /// Also export the result to weights/ (float weights + normalisation).
         #[arg(long)]
         export: Option<PathBuf>,
