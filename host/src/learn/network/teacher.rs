@@ -51,13 +51,21 @@ pub fn teacher_scenario(scn: &Scenario, step: TeacherStep) -> Scenario {
 }
 
 /// One frame of the teacher from positions `x` and velocities `v` at frame
-/// `frame`: its positions and velocities after it.
-pub fn teacher_frame(teacher: &Scenario, x: &[Vec3], v: &[Vec3], frame: u32) -> Result<(Vec<Vec3>, Vec<Vec3>)> {
+/// `frame`, on the membrane `grain` (the one the base step it corrects
+/// runs: the targets are a correction of the time step alone): its
+/// positions and velocities after it.
+pub fn teacher_frame(
+    teacher: &Scenario,
+    x: &[Vec3],
+    v: &[Vec3],
+    frame: u32,
+    grain: CoarseGrain,
+) -> Result<(Vec<Vec3>, Vec<Vec3>)> {
     let mut scn = teacher.clone();
     scn.time.steps = 1;
     let mut out = None;
     let restart = Restart { x, v, v_before: None, frame };
-    sim::run_from(&scn, Some(restart), false, &mut crate::sim::corrector::Plain, |f, _, st| {
+    sim::run_from(&scn, Some(restart), false, &mut crate::sim::corrector::Grained(grain), |f, _, st| {
         if f == 1 {
             out = Some((st.positions().to_vec(), st.velocities().to_vec()));
         }
@@ -104,7 +112,7 @@ impl Corrector for Collector<'_> {
         if self.step.is_multiple_of(self.every) {
             let b = self.before.borrow();
             // A teacher that fails (a state it cannot step) gives no sample.
-            if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame) {
+            if let Ok((xt, vt)) = teacher_frame(&self.teacher, &b.x, &b.v, b.frame, self.cfg.coarse_grain()) {
                 let mut g = graph_of(model, state, self.cfg)?;
                 if branched {
                     g.class = FrameClass::Branch;
@@ -206,7 +214,8 @@ mod tests {
         .unwrap();
         let (x0, v0) = &base[0];
         let (x1, v1) = &base[1];
-        let (xt, vt) = teacher_frame(&teacher_scenario(&scn, TeacherStep::Bdf2Eighth), x0, v0, 0).unwrap();
+        let (xt, vt) =
+            teacher_frame(&teacher_scenario(&scn, TeacherStep::Bdf2Eighth), x0, v0, 0, CoarseGrain::NONE).unwrap();
         for i in 0..x1.len() {
             let t = samples[0].targets[i];
             let dx = xt[i] - x1[i];
@@ -215,6 +224,44 @@ mod tests {
         }
         // The teacher is not the base step: the targets are not all zero.
         assert!(samples[0].targets.iter().any(|t| t.iter().any(|&c| c != 0.0)));
+    }
+
+    /// The teacher steps the membrane the network corrects: with a
+    /// calibrated (coarse-grained) membrane, the targets are the gap
+    /// between the base frame and the teacher frame on that same membrane,
+    /// a correction of the time step alone.
+    #[test]
+    fn the_teacher_steps_the_membrane_the_network_corrects() {
+        let spec = DatasetSpec::default();
+        let mut scn = families::scenario(Family::Hang, 0, 6, 2, spec.dt);
+        scn.time.steps = 1;
+        let cfg = GnnConfig { rounds: 1, coarse_stretch: 0.5, coarse_compression: 0.5, ..GnnConfig::default() };
+        let grain = cfg.coarse_grain();
+        let samples = collect(&scn, &cfg, None, 1, 1);
+        let mut base = Vec::new();
+        sim::run(&scn, false, &mut crate::sim::corrector::Grained(grain), |_, _, st| {
+            base.push((st.positions().to_vec(), st.velocities().to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        let (x0, v0) = &base[0];
+        let (x1, _) = &base[1];
+        // The teacher by hand: eight BDF2 steps of the grained membrane.
+        let mut teacher = teacher_scenario(&scn, TeacherStep::Bdf2Eighth);
+        teacher.time.steps = 1;
+        let restart = Restart { x: x0, v: v0, v_before: None, frame: 0 };
+        let mut xt = Vec::new();
+        sim::run_from(&teacher, Some(restart), false, &mut crate::sim::corrector::Grained(grain), |f, _, st| {
+            if f == 1 {
+                xt = st.positions().to_vec();
+            }
+            Ok(())
+        })
+        .unwrap();
+        for i in 0..x1.len() {
+            let dx = xt[i] - x1[i];
+            assert_eq!([dx.x, dx.y, dx.z], samples[0].targets[i][..3], "node {i}");
+        }
     }
 
     #[test]
