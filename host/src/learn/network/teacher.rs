@@ -37,7 +37,8 @@ pub const MAX_DX: f32 = 0.05;
 /// The velocity bound beside [`MAX_DX`] (m/s).
 pub const MAX_DV: f32 = 3.0;
 
-/// Plain rollouts the normaliser of a new network is taken from.
+/// Plain rollouts the normaliser of a new network is taken from (and its
+/// buffer seeded with), two of every trained family.
 pub const FIRST_SCENES: usize = 12;
 
 /// The teacher's scenario: `scn` at `step`'s steps a frame

@@ -11,7 +11,8 @@
 //! simulated here: no fine reference is needed) and puts every
 //! `--sample-every`-th frame's sample into the buffer, oldest out first;
 //! batches are drawn from the buffer. Until `--unroll-after` the rollouts
-//! are plain; the normaliser comes from the first of them. Checkpoints, resume and the
+//! are plain. The normaliser comes from plain rollouts of two scenes of
+//! every family, which are also the buffer's first samples. Checkpoints, resume and the
 //! choice of the best model by validation (the mean from-start error over
 //! `--select-frames` frames of the validation trajectories, which need the
 //! fine reference) work as `weft train`'s.
@@ -114,9 +115,24 @@ pub fn from_start_error(val: &[Trajectory], model: &Trained, frames: usize) -> R
     Ok(crate::learn::data::metrics::mean(&errs))
 }
 
-/// A new run's model: `--init`'s network or a new one normalised on plain
-/// rollouts' samples.
-fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &Device) -> Result<Trained> {
+/// The samples a run starts from: plain rollouts from the starts of
+/// [`FIRST_SCENES`] training scenes taken in turn from every family
+/// (`scenes` holds `--scenes` of each, family after family), so that every
+/// family's range is in the normaliser and in the buffer from the first
+/// step.
+fn broad(opts: &TrainOptions, scenes: &[Scenario], cfg: &GnnConfig) -> Vec<Graph> {
+    let per = opts.scenes.clamp(1, scenes.len());
+    let families = scenes.len() / per;
+    let picks: Vec<usize> = (0..FIRST_SCENES.max(families)).map(|k| (k % families) * per + (k / families) % per).collect();
+    picks
+        .par_iter()
+        .flat_map(|&k| collect(&scenes[k], cfg, None, opts.rollout_frames as u32, opts.sample_every))
+        .collect()
+}
+
+/// A new run's model: `--init`'s network, or a new one normalised on
+/// `first` (turned about the vertical as training turns its samples).
+fn start_model(opts: &TrainOptions, first: &[Graph], rng: &mut Rng, dev: &Device) -> Result<Trained> {
     match &opts.init {
         Some(init) => {
             let mut m = Trained::load(init, dev).with_context(|| format!("--init {}", init.display()))?;
@@ -126,11 +142,9 @@ fn start_model(opts: &TrainOptions, scenes: &[Scenario], rng: &mut Rng, dev: &De
             Ok(m)
         }
         None => {
-            // The normaliser from a dozen scenes, so that every family's
-            // range is in it.
-            let mut first = rollouts(opts, scenes, &opts.config, None, FIRST_SCENES, rng);
-            augment(&mut first, opts.augment, rng);
-            let meta = ModelMeta::new(opts.config, network::normalizer(&first), opts.noise);
+            let mut turned = first.to_vec();
+            augment(&mut turned, opts.augment, rng);
+            let meta = ModelMeta::new(opts.config, network::normalizer(&turned), opts.noise);
             let m = Trained::seeded(meta, opts.seed, dev)?;
             // It starts as the plain step: its first rollouts are plain.
             m.zero_heads()?;
@@ -177,13 +191,18 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
     }
     let dev = Device::Cpu;
     let mut rng = Rng::new(opts.seed);
-    let mut run = Run::start(opts, &dev, || start_model(opts, &scenes, &mut rng, &dev))?;
+    let mut first = None;
+    let mut run = Run::start(opts, &dev, || {
+        let f = first.insert(broad(opts, &scenes, &opts.config));
+        start_model(opts, f, &mut rng, &dev)
+    })?;
     let mut buffer = match run.progress.buffer.take() {
         Some(slots) => Buffer::restore(&opts.out, slots)?,
         None => {
+            // Seeded broad: the normaliser's samples are the buffer's first.
             let mut b = Buffer::new(opts.buffer);
-            let first = refresh(opts, &scenes, &run.model, run.progress.step, &mut rng);
-            b.refill(&opts.out, run.progress.step as u64, first)?;
+            let seed = first.take().unwrap_or_else(|| broad(opts, &scenes, &run.model.meta.config));
+            b.refill(&opts.out, run.progress.step as u64, seed)?;
             b
         }
     };
@@ -219,4 +238,28 @@ pub fn train(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
         }
     }
     run.finish(opts, &dev)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::learn::data::families::Family;
+
+    /// The normaliser's and the first buffer's samples come from every
+    /// trained family, each scene once.
+    #[test]
+    fn a_run_starts_from_every_family() {
+        let spec = data::DatasetSpec { coarse: 5, steps: 4, ..data::DatasetSpec::default() };
+        let scenes = training_scenes(&spec, 3);
+        let opts = TrainOptions { scenes: 3, rollout_frames: 2, sample_every: 1, ..TrainOptions::default() };
+        let cfg = GnnConfig { rounds: 1, ..GnnConfig::default() };
+        let first = broad(&opts, &scenes, &cfg);
+        let trained: Vec<Family> = Family::ALL.into_iter().filter(|&f| Some(f) != spec.heldout).collect();
+        for f in &trained {
+            let n = first.iter().filter(|g| g.family == Some(*f)).count();
+            // Two scenes a family, two frames each.
+            assert_eq!(n, 2 * 2, "{f:?}");
+        }
+        assert_eq!(first.len(), 2 * 2 * trained.len());
+    }
 }
