@@ -59,7 +59,11 @@ impl Adam {
 
     /// Back-propagates `loss` and takes one update.
     pub fn backward_step(&mut self, loss: &Tensor) -> Result<()> {
-        let grads = loss.backward()?;
+        self.step(&loss.backward()?)
+    }
+
+    /// One update from the gradients `grads`.
+    pub fn step(&mut self, grads: &candle_core::backprop::GradStore) -> Result<()> {
         self.t += 1;
         let scale_m = (1.0 / (1.0 - self.beta1.powi(self.t as i32))) as f32;
         let scale_v = (1.0 / (1.0 - self.beta2.powi(self.t as i32))) as f32;

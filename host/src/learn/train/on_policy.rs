@@ -123,7 +123,8 @@ pub fn from_start_error(val: &[Trajectory], model: &Trained, frames: usize) -> R
 fn broad(opts: &TrainOptions, scenes: &[Scenario], cfg: &GnnConfig) -> Vec<Graph> {
     let per = opts.scenes.clamp(1, scenes.len());
     let families = scenes.len() / per;
-    let picks: Vec<usize> = (0..FIRST_SCENES.max(families)).map(|k| (k % families) * per + (k / families) % per).collect();
+    let picks: Vec<usize> =
+        (0..FIRST_SCENES.max(families)).map(|k| (k % families) * per + (k / families) % per).collect();
     picks
         .par_iter()
         .flat_map(|&k| collect(&scenes[k], cfg, None, opts.rollout_frames as u32, opts.sample_every))
