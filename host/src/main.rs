@@ -390,6 +390,12 @@ fn simulate(
     let mut frames = Vec::new();
     let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut(), picture.then_some(&mut frames))?;
     let last = s.frames.last().cloned().unwrap_or_default();
+    if let Some(m) = scn.mesh.as_deref().filter(|m| m.welded > 0) {
+        println!(
+            "cloth.weld merged {} vertices of the mesh file into others ({} triangles lost a corner and were dropped)",
+            m.welded, m.collapsed
+        );
+    }
     println!(
         "{}: {} frames of {} nodes in {:.2} s; mean CG iterations/step {:.1}; CG unconverged on {} steps ({} stagnated); final max strain {:.4} (limiter unfinished on {} steps); energy check failed on {} substeps; energy rose on {} steps; dropped pairs {}; checksum {}; output in {}",
         if scn.name.is_empty() { "scenario" } else { &scn.name },

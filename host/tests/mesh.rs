@@ -205,7 +205,7 @@ fn the_hierarchy_holds_on_every_size() {
     let mut meshes: Vec<(Vec<Vec3>, Vec<[u16; 3]>)> = (1..=40).map(|r| weft_host::sim::shapes::disc(0.4, r)).collect();
     for shape in [Shape::Disc, Shape::Holed, Shape::Irregular, Shape::Panel] {
         let (x, t) = shape.mesh();
-        let fine = obj::subdivide(&obj::ObjMesh { positions: x, triangles: t, groups: Default::default() }, 2);
+        let fine = obj::subdivide(&obj::ObjMesh { positions: x, triangles: t, ..Default::default() }, 2);
         meshes.push((fine.positions, fine.triangles));
     }
     for (x, t) in meshes {
@@ -409,4 +409,40 @@ fn the_cached_bending_diagonal_follows_the_plate() {
         m.iter().flat_map(|b| b.c.iter().flat_map(|v| [v.x, v.y, v.z].map(f32::to_bits))).collect::<Vec<_>>()
     };
     assert_eq!(bits(&cached(cotton, scale, &short)), bits(&plain(cotton, scale)));
+}
+
+/// A file with coincident vertices along a seam (two squares that share an
+/// edge, each with its own copy of the edge's vertices, as a modelling
+/// tool's UV split leaves them): refused without `cloth.weld`, naming the
+/// option; with it, the copies merged within the tolerance, groups and
+/// faces renumbered, and a face that loses a corner dropped.
+#[test]
+fn a_seam_of_coincident_vertices_is_welded_when_the_scene_asks() {
+    // Two quads side by side; vertices 5 and 6 repeat 2 and 3 (the second
+    // within 1e-7), and vertex 7 is 1e-3 away from 4.
+    let text = "v 0 0 0\nv 1 0 0\nv 1 0 1\nv 0 0 1\nv 2 0 0\nv 1 0 0\nv 1 0 1.0000001\nv 2.001 0 1\n\
+                g left\nf 1 2 3 4\ng right\nf 6 5 8 7\n";
+    let err = obj::parse(text).unwrap_err();
+    assert_eq!(err, ObjError::Duplicate { a: 1, b: 5 });
+    assert!(err.to_string().contains("[cloth] weld"), "{err}");
+    let m = obj::parse_with(text, obj::ObjOptions { weld: Some(1e-6) }).unwrap();
+    assert_eq!((m.positions.len(), m.welded, m.collapsed), (6, 2, 0));
+    assert_eq!(m.triangles.len(), 4);
+    // The right quad now shares the left one's edge 1–2.
+    assert_eq!(m.groups["right"], vec![1, 2, 4, 5]);
+    // A tolerance wider than the edges (1 m) chains every vertex into one:
+    // every triangle loses corners, and no face is left.
+    assert_eq!(obj::parse_with(text, obj::ObjOptions { weld: Some(1.01) }), Err(ObjError::NoFaces));
+    // Through a scene file: the option read, the mesh welded.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("seam.obj"), text).unwrap();
+    let scene = |weld: &str| {
+        let toml = format!("[cloth]\nmesh = \"seam.obj\"\nscale = 0.1\n{weld}\n[time]\nsteps = 2\n");
+        Scenario::parse_in(&toml, dir.path())
+    };
+    let e = scene("").unwrap_err().to_string();
+    assert!(e.contains("same place") && e.contains("weld"), "{e}");
+    let s = scene("weld = 1e-6").unwrap();
+    assert_eq!(s.node_count(), 6);
+    assert_eq!(s.mesh.as_ref().unwrap().welded, 2);
 }

@@ -23,6 +23,18 @@ pub struct ObjMesh {
     pub triangles: Vec<[NodeId; 3]>,
     /// Group name → its vertices (sorted, each once).
     pub groups: BTreeMap<String, Vec<usize>>,
+    /// Vertices merged into others by [`ObjOptions::weld`], and the
+    /// triangles that lost a corner to it and were dropped.
+    pub welded: usize,
+    pub collapsed: usize,
+}
+
+/// How a file is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ObjOptions {
+    /// Merge vertices within this distance (the file's units) before the
+    /// checks: `[cloth] weld`.
+    pub weld: Option<f32>,
 }
 
 /// Why a file is not a cloth mesh.
@@ -55,7 +67,10 @@ impl fmt::Display for ObjError {
                 write!(f, "{count} vertices; a mesh holds at most {}", NodeId::MAX as usize + 1)
             }
             ObjError::Unused { vertex } => write!(f, "vertex {vertex} belongs to no face"),
-            ObjError::Duplicate { a, b } => write!(f, "vertices {a} and {b} are at the same place"),
+            ObjError::Duplicate { a, b } => write!(
+                f,
+                "vertices {a} and {b} are at the same place (`[cloth] weld = 1e-6` merges vertices closer than a distance)"
+            ),
             ObjError::NonManifold { a, b, triangle } => {
                 write!(f, "edge {a}-{b} belongs to more than two triangles (triangle {triangle} is the third)")
             }
@@ -70,15 +85,97 @@ impl fmt::Display for ObjError {
 impl std::error::Error for ObjError {}
 
 /// Reads and checks an OBJ file.
-pub fn load(path: &Path) -> Result<ObjMesh, crate::SceneError> {
+pub fn load(path: &Path, opts: ObjOptions) -> Result<ObjMesh, crate::SceneError> {
     use crate::{ErrorKind, SceneError};
     let text = std::fs::read_to_string(path)
         .map_err(|e| SceneError::new("", ErrorKind::Io, format!("reading {}: {e}", path.display())))?;
-    parse(&text).map_err(|e| SceneError::new("", ErrorKind::Mesh, format!("mesh {}: {e}", path.display())))
+    parse_with(&text, opts).map_err(|e| SceneError::new("", ErrorKind::Mesh, format!("mesh {}: {e}", path.display())))
 }
 
 /// Parses and checks OBJ text.
 pub fn parse(text: &str) -> Result<ObjMesh, ObjError> {
+    parse_with(text, ObjOptions::default())
+}
+
+/// Parses OBJ text, welds it as `opts` asks, and checks it.
+pub fn parse_with(text: &str, opts: ObjOptions) -> Result<ObjMesh, ObjError> {
+    let mut mesh = read(text)?;
+    if let Some(tol) = opts.weld {
+        weld(&mut mesh, tol);
+    }
+    check(&mesh)?;
+    Ok(mesh)
+}
+
+/// Merges the vertices of `mesh` that lie within `tol` of each other
+/// (chains of such pairs merge whole) into the first of them; drops the
+/// triangles that lose a corner to it; renumbers the vertices in their
+/// order, keeping the ones no face uses for [`check`] to refuse.
+pub fn weld(mesh: &mut ObjMesh, tol: f32) {
+    let n = mesh.positions.len();
+    let tol = tol.max(0.0);
+    let cell = if tol > 0.0 { tol } else { 1.0 };
+    let key = |p: Vec3| {
+        [p.x, p.y, p.z].map(|v| if tol > 0.0 { (v / cell).floor() as i64 } else { (v + 0.0).to_bits() as i64 })
+    };
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut cells: HashMap<[i64; 3], Vec<usize>> = HashMap::new();
+    for i in 0..n {
+        let p = mesh.positions[i];
+        let k = key(p);
+        let reach = if tol > 0.0 { 1 } else { 0 };
+        for dx in -reach..=reach {
+            for dy in -reach..=reach {
+                for dz in -reach..=reach {
+                    let Some(near) = cells.get(&[k[0] + dx, k[1] + dy, k[2] + dz]) else { continue };
+                    for &j in near {
+                        if (mesh.positions[j] - p).norm() <= tol {
+                            let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                            parent[a.max(b)] = a.min(b);
+                        }
+                    }
+                }
+            }
+        }
+        cells.entry(k).or_default().push(i);
+    }
+    let mut index = vec![usize::MAX; n];
+    let mut positions = Vec::new();
+    for i in 0..n {
+        let r = root(&mut parent, i);
+        if r == i {
+            index[i] = positions.len();
+            positions.push(mesh.positions[i]);
+        }
+    }
+    let new = |i: usize, parent: &mut [usize]| index[root(parent, i)];
+    mesh.welded = n - positions.len();
+    let before = mesh.triangles.len();
+    mesh.triangles = std::mem::take(&mut mesh.triangles)
+        .into_iter()
+        .map(|t| t.map(|c| new(c as usize, &mut parent) as NodeId))
+        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[2] != t[0])
+        .collect();
+    mesh.collapsed = before - mesh.triangles.len();
+    for nodes in mesh.groups.values_mut() {
+        for v in nodes.iter_mut() {
+            *v = new(*v, &mut parent);
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+    }
+    mesh.positions = positions;
+}
+
+/// Parses OBJ text into a mesh, unchecked.
+fn read(text: &str) -> Result<ObjMesh, ObjError> {
     let mut mesh = ObjMesh::default();
     let mut group: Option<String> = None;
     for (k, raw) in text.lines().enumerate() {
@@ -132,12 +229,11 @@ pub fn parse(text: &str) -> Result<ObjMesh, ObjError> {
         nodes.sort_unstable();
         nodes.dedup();
     }
-    check(&mesh)?;
     Ok(mesh)
 }
 
 /// The checks of [`ObjError`] beyond parsing.
-fn check(mesh: &ObjMesh) -> Result<(), ObjError> {
+pub fn check(mesh: &ObjMesh) -> Result<(), ObjError> {
     if mesh.triangles.is_empty() {
         return Err(ObjError::NoFaces);
     }

@@ -32,13 +32,14 @@ impl Scenario {
 
     /// A scene from TOML text whose mesh file is relative to `dir`.
     pub fn parse_in(text: &str, dir: &Path) -> Result<Scenario> {
-        Scenario::parse_with(text, &|file| obj::load(&dir.join(file)))
+        Scenario::parse_with(text, &|file, opts| obj::load(&dir.join(file), opts))
     }
 
-    /// A scene from TOML text whose mesh file (`cloth.mesh`) `mesh` reads:
-    /// from a folder ([`Scenario::parse_in`]) or from meshes built into a
-    /// program (the page's).
-    pub fn parse_with(text: &str, mesh: &dyn Fn(&Path) -> Result<ObjMesh>) -> Result<Scenario> {
+    /// A scene from TOML text whose mesh file (`cloth.mesh`) `mesh` reads,
+    /// as the scene's options for it ask (`cloth.weld`): from a folder
+    /// ([`Scenario::parse_in`]) or from meshes built into a program (the
+    /// page's).
+    pub fn parse_with(text: &str, mesh: &dyn Fn(&Path, obj::ObjOptions) -> Result<ObjMesh>) -> Result<Scenario> {
         let mut s: Scenario = serde_path_to_error::deserialize(toml::Deserializer::parse(text).map_err(syntax)?)
             .map_err(|e| {
                 let key = e.path().to_string();
@@ -49,7 +50,10 @@ impl Scenario {
             (Some(_), Some(_)) => {
                 return Err(SceneError::keys("cloth.mesh", "cloth.mesh and cloth.shape: give one of them"))
             }
-            (Some(file), None) => s.mesh = Some(std::sync::Arc::new(mesh(file).within("cloth.mesh")?)),
+            (Some(file), None) => {
+                let opts = obj::ObjOptions { weld: s.cloth.weld };
+                s.mesh = Some(std::sync::Arc::new(mesh(file, opts).within("cloth.mesh")?))
+            }
             (None, Some(_)) => s.mesh = Some(s.cloth.shape_mesh()?),
             (None, None) => {}
         }

@@ -53,7 +53,7 @@ impl Shape {
     /// [`Shape::mesh_at`] as a mesh read from a file, without groups.
     pub fn obj(self, cells: usize) -> Option<crate::obj::ObjMesh> {
         let (positions, triangles) = self.mesh_at(cells)?;
-        Some(crate::obj::ObjMesh { positions, triangles, groups: Default::default() })
+        Some(crate::obj::ObjMesh { positions, triangles, ..Default::default() })
     }
 }
 

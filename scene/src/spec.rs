@@ -84,6 +84,12 @@ pub struct ClothSpec {
     /// Metres per unit of the mesh file.
     #[serde(default = "one")]
     pub scale: f32,
+    /// Merge the mesh file's vertices that lie within this distance of
+    /// each other (in the file's units), as modelling tools leave them
+    /// along seams and texture splits; without it two vertices at one
+    /// place are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weld: Option<f32>,
     /// Metres along the grid's columns (x).
     #[serde(default)]
     pub width: f32,

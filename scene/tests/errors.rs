@@ -51,7 +51,7 @@ fn a_shape_too_large_is_refused_before_it_is_built() {
 #[test]
 fn meshes_can_come_from_memory() {
     let obj = "v 0 0 0\nv 1 0 0\nv 0 0 1\nf 1 2 3\n";
-    let read = |p: &std::path::Path| {
+    let read = |p: &std::path::Path, _: weft_scene::obj::ObjOptions| {
         assert_eq!(p, std::path::Path::new("tri.obj"));
         weft_scene::obj::parse(obj).map_err(|e| weft_scene::SceneError::new("", ErrorKind::Mesh, e.to_string()))
     };

@@ -98,7 +98,7 @@ pub enum Cloth {
 /// A scene file as the page reads it: meshes come from `cloth.shape` or
 /// the grid, since the page has no files to read.
 pub fn parse(text: &str) -> Result<Scenario, SceneError> {
-    Scenario::parse_with(text, &|file| {
+    Scenario::parse_with(text, &|file, _| {
         Err(SceneError::new(
             "",
             ErrorKind::Io,
