@@ -65,7 +65,8 @@ fn mesh_source(p: &MeshParts, out: &mut String) {
     });
     let edges = list(p.edges, |e| format!("Edge {{ a: {}, b: {}, tris: {:?} }}", e.a, e.b, e.tris));
     let starts = list(p.edge_start, |s| s.to_string());
-    let hinges = list(p.hinges, |h| format!("Hinge {{ nodes: {:?}, k: {} }}", h.nodes, arr(&h.k)));
+    let hinges =
+        list(p.hinges, |h| format!("Hinge {{ nodes: {:?}, k: {}, rest: {} }}", h.nodes, arr(&h.k), arr(&h.rest)));
     let bending = list(p.bending, |b| {
         format!("BendTriangle {{ hinges: {:?}, s: {}, cos2: {} }}", b.hinges, arr(&b.s), arr(&b.cos2))
     });

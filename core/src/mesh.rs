@@ -66,6 +66,57 @@ pub struct Hinge {
     /// piecewise-linear placement across the edge (a 3-vector, 1/m): zero
     /// for any affine map of the flat rest mesh.
     pub k: [f32; 4],
+    /// The rest placement's own measure `Σ k_i X_i` in the hinge's frame
+    /// ([`hinge_frame`]: across the edge, then the mean normal): zero on a
+    /// hinge that is flat at rest (every hinge of a flat mesh), the
+    /// curvature a curved rest mesh (a tube, a sleeve) holds without force
+    /// ([`crate::physics::bending`]).
+    pub rest: [f32; 2],
+}
+
+/// The frame of a hinge at positions `x`: `u`, the unit direction across
+/// its edge in the mean plane of its two triangles (from the second wing's
+/// side to the first's), and `v = t × u`, their mean normal (`t` along the
+/// edge). It turns with the hinge's nodes, so a measure kept in it turns
+/// too. `None` where it is not defined (an edge of zero length, a wing on
+/// its edge's line, a hinge folded flat onto itself).
+#[inline]
+pub fn hinge_frame(h: &Hinge, x: &[Vec3]) -> Option<(Vec3, Vec3)> {
+    let at = |i: NodeId| x.get(i as usize).copied();
+    let (e0, e1, w0, w1) = (at(h.nodes[0])?, at(h.nodes[1])?, at(h.nodes[2])?, at(h.nodes[3])?);
+    let t = (e1 - e0).normalized();
+    let across = |w: Vec3| {
+        let d = w - e0;
+        (d - t * d.dot(t)).normalized()
+    };
+    let u = (across(w0) - across(w1)).normalized();
+    let v = t.cross(u);
+    (u.norm2() > 0.5 && v.norm2() > 0.5).then_some((u, v))
+}
+
+/// The largest `|â₀ + â₁|` (the two wings' unit directions across the edge)
+/// of a hinge that counts as flat at rest: a dihedral angle within about
+/// 10⁻⁴ rad of flat, far above `f32` rounding on a flat mesh.
+const FLAT: f32 = 1e-4;
+
+/// The rest measure of `h` in its frame ([`Hinge::rest`]): zero for a hinge
+/// flat at rest.
+fn rest_measure(h: &Hinge, rest: &[Vec3]) -> [f32; 2] {
+    let at = |i: NodeId| rest[i as usize];
+    let (e0, e1, w0, w1) = (at(h.nodes[0]), at(h.nodes[1]), at(h.nodes[2]), at(h.nodes[3]));
+    let t = (e1 - e0).normalized();
+    let across = |w: Vec3| {
+        let d = w - e0;
+        (d - t * d.dot(t)).normalized()
+    };
+    let Some((u, v)) = hinge_frame(h, rest).filter(|_| (across(w0) + across(w1)).norm() > FLAT) else {
+        return [0.0; 2];
+    };
+    let mut m = Vec3::ZERO;
+    for (&i, &k) in h.nodes.iter().zip(&h.k) {
+        m += at(i) * k;
+    }
+    [m.dot(u), m.dot(v)]
 }
 
 /// Why a mesh could not be built.
@@ -173,6 +224,8 @@ pub struct Mesh<'a> {
     hinges: &'a [Hinge],
     bending: &'a [BendTriangle],
     grid: Option<[usize; 2]>,
+    /// Some hinge is curved at rest ([`Hinge::rest`]).
+    curved: bool,
 }
 
 /// A built mesh's parts, for storing a mesh that was built elsewhere (e.g.
@@ -375,6 +428,7 @@ impl<'a> Mesh<'a> {
             hinges: p.hinges,
             bending: p.bending,
             grid: p.grid,
+            curved: curved(p.hinges),
         })
     }
 
@@ -406,6 +460,12 @@ impl<'a> Mesh<'a> {
     }
     pub fn hinges(&self) -> &'a [Hinge] {
         self.hinges
+    }
+    /// Whether the rest mesh is curved somewhere (a hinge holds a
+    /// curvature at rest, [`Hinge::rest`]): a flat mesh's step takes none
+    /// of the rest curvature's work.
+    pub fn curved(&self) -> bool {
+        self.curved
     }
     /// The bending triangulation ([`BendTriangle`]).
     pub fn bending(&self) -> &'a [BendTriangle] {
@@ -541,7 +601,9 @@ fn collect_edges(
                         let slot = ot.nodes.iter().position(|&x| x == w0).map_or(0, |p| (p + 1) % 3);
                         bending[other as usize].hinges[slot] = n_hinges as u16;
                         bending[t].hinges[k] = n_hinges as u16;
-                        hinges[n_hinges] = make_hinge(rest, [a, b, w0, w]);
+                        let mut hinge = make_hinge(rest, [a, b, w0, w]);
+                        hinge.rest = rest_measure(&hinge, rest);
+                        hinges[n_hinges] = hinge;
                     }
                     n_hinges += 1;
                 }
@@ -658,7 +720,13 @@ fn build<'a>(
         hinges: &hinges[..n_hinges],
         bending,
         grid: grid.map(|g| [g.nx, g.ny]),
+        curved: curved(&hinges[..n_hinges]),
     })
+}
+
+/// Whether some hinge holds a curvature at rest.
+fn curved(hinges: &[Hinge]) -> bool {
+    hinges.iter().any(|h| h.rest != [0.0; 2])
 }
 
 /// Orthonormal 2-D frame `(ax, ay)` in a triangle's plane, `ax` along its
@@ -744,5 +812,6 @@ fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4]) -> Hinge {
         (s, 1.0 / h)
     };
     let ((s0, i0), (s1, i1)) = (wing(w0), wing(w1));
-    Hinge { nodes, k: [-0.5 * ((1.0 - s0) * i0 + (1.0 - s1) * i1), -0.5 * (s0 * i0 + s1 * i1), 0.5 * i0, 0.5 * i1] }
+    let k = [-0.5 * ((1.0 - s0) * i0 + (1.0 - s1) * i1), -0.5 * (s0 * i0 + s1 * i1), 0.5 * i0, 0.5 * i1];
+    Hinge { nodes, k, rest: [0.0; 2] }
 }

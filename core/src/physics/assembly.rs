@@ -86,8 +86,10 @@ pub(super) fn wind_push(
 
 /// External forces (gravity, wind), elastic forces and the membrane's
 /// stiffness blocks, the right-hand side into `ws.r` and the base
-/// positions into `ws.x_new`.
-pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k: &Coefficients) {
+/// positions into `ws.x_new`; returns the right-hand side's share of a
+/// curved rest mesh's rest loads (`h` times [`external_forces`]' size), the
+/// least norm its residual is measured against.
+pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace, k: &Coefficients) -> f32 {
     let mesh = &model.mesh;
     let (alpha, beta) = (model.material.damping_mass, model.material.damping_stiffness);
     let h = k.h;
@@ -105,7 +107,7 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     } else {
         (k.t0, x, v)
     };
-    external_forces(model, t_wind, x_wind, v_wind, ws.f_ext);
+    let rest_load = external_forces(model, t_wind, x_wind, v_wind, ws.f_ext);
     ws.force.copy_from_slice(ws.f_ext);
     assemble(model, bend, x, ws.force, diag, off);
     if let Some(g) = &mut ws.gather {
@@ -133,14 +135,19 @@ pub(super) fn assemble_system(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Wo
     } else {
         ws.x_new.copy_from_slice(x);
     }
+    rest_load * h
 }
 
-/// The external forces into `f_ext`: gravity, and the wind at `(t, x, v)`.
-pub(super) fn external_forces(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], f_ext: &mut [Vec3]) {
+/// The forces the step takes at its start into `f_ext`: gravity, the wind
+/// at `(t, x, v)`, and a curved rest mesh's rest curvature
+/// ([`super::bending::add_rest_forces`]; nothing on a flat mesh), whose
+/// size it returns (0 on a flat mesh).
+pub(super) fn external_forces(model: &Model, t: f64, x: &[Vec3], v: &[Vec3], f_ext: &mut [Vec3]) -> f32 {
     for (i, f) in f_ext.iter_mut().enumerate() {
         *f = model.scene.gravity * model.mass(i);
     }
     wind(model, t, x, v, f_ext);
+    super::bending::add_rest_forces(&model.mesh, model.material.plate(), x, f_ext)
 }
 
 /// `Σ f_wind · v` at time `t`, with `scratch` for the forces.

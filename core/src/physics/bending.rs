@@ -25,7 +25,7 @@
 //! positive semi-definite, so the solver applies it matrix-free.
 
 use crate::math::{Mat3, Vec3};
-use crate::mesh::{BendTriangle, Hinge, Mesh, NO_HINGE};
+use crate::mesh::{hinge_frame, BendTriangle, Hinge, Mesh, NO_HINGE};
 use core::cell::Cell;
 
 impl crate::model::Material {
@@ -52,6 +52,25 @@ pub fn curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
         }
     }
     t
+}
+
+/// The measure hinge `h` holds at rest, turned with its frame at `x`
+/// ([`Hinge::rest`], [`hinge_frame`]): zero on a hinge flat at rest (and
+/// where the frame is not defined). The energy is that of `m − r`, so the
+/// rest placement of a curved mesh, and every rigid motion of it, holds
+/// no bending force; the frame's turning is taken at the step's start, so
+/// the step's Hessian stays the flat plate's (constant, positive
+/// semi-definite) and the rest curvature enters as a force
+/// ([`add_rest_forces`]).
+#[inline]
+pub fn rest_curvature(h: &Hinge, x: &[Vec3]) -> Vec3 {
+    if h.rest == [0.0; 2] {
+        return Vec3::ZERO;
+    }
+    match hinge_frame(h, x) {
+        Some((u, v)) => u * h.rest[0] + v * h.rest[1],
+        None => Vec3::ZERO,
+    }
 }
 
 /// The triangle's energy form `G_ef = s_e s_f (ν + (1 − ν)(n_e·n_f)²)`
@@ -122,7 +141,19 @@ fn moments(t: &BendTriangle, plate: Plate, m: &[Vec3; 3]) -> [Vec3; 3] {
 /// one hinge: `m[e]` the hinge measures of `x` (zero on border edges) and
 /// `moments[e] = D Σ_f G_ef m[f]`, so the triangle's energy is
 /// `½ Σ_e m[e]·moments[e]`.
-fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Option<&Hinge>; 3], [Vec3; 3], [Vec3; 3])) {
+fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], f: impl FnMut([Option<&Hinge>; 3], [Vec3; 3], [Vec3; 3])) {
+    each_triangle_from(mesh, plate, x, false, f)
+}
+
+/// [`each_triangle`], with each measure less its rest curvature
+/// ([`rest_curvature`]) when `rested`.
+fn each_triangle_from(
+    mesh: &Mesh,
+    plate: Plate,
+    x: &[Vec3],
+    rested: bool,
+    mut f: impl FnMut([Option<&Hinge>; 3], [Vec3; 3], [Vec3; 3]),
+) {
     let hinges = mesh.hinges();
     for t in mesh.bending() {
         let hs = [hinges.get(t.hinges[0] as usize), hinges.get(t.hinges[1] as usize), hinges.get(t.hinges[2] as usize)];
@@ -133,6 +164,9 @@ fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Optio
         for (me, h) in m.iter_mut().zip(hs) {
             if let Some(h) = h {
                 *me = curvature(h, x);
+                if rested {
+                    *me -= rest_curvature(h, x);
+                }
             }
         }
         let mo = moments(t, plate, &m);
@@ -145,7 +179,7 @@ fn each_triangle(mesh: &Mesh, plate: Plate, x: &[Vec3], mut f: impl FnMut([Optio
 /// (`ε Σ |k_i| |x_i|₁`), over ε.
 pub fn energy_and_noise(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> (f32, f32) {
     let (mut energy, mut noise) = (0.0, 0.0);
-    each_triangle(mesh, plate, x, |hs, m, moments| {
+    each_triangle_from(mesh, plate, x, mesh.curved(), |hs, m, moments| {
         for e in 0..3 {
             energy += 0.5 * m[e].dot(moments[e]);
             if let Some(h) = hs[e] {
@@ -164,8 +198,12 @@ pub fn energy_and_noise(mesh: &Mesh, plate: Plate, x: &[Vec3]) -> (f32, f32) {
 pub fn energy_and_noise_cached(mesh: &Mesh, plate: Plate, x: &[Vec3], cache: &mut [[f32; 4]]) -> (f32, f32) {
     let hinges = mesh.hinges();
     let Some(cache) = cache.get_mut(..hinges.len()) else { return energy_and_noise(mesh, plate, x) };
+    let curved = mesh.curved();
     for (c, h) in cache.iter_mut().zip(hinges) {
-        let m = curvature(h, x);
+        let mut m = curvature(h, x);
+        if curved {
+            m -= rest_curvature(h, x);
+        }
         let dm: f32 = (0..4).map(|q| x[h.nodes[q] as usize].norm_l1() * libm::fabsf(h.k[q])).sum();
         *c = [m.x, m.y, m.z, dm];
     }
@@ -229,6 +267,36 @@ fn scatter(hs: [Option<&Hinge>; 3], moments: [Vec3; 3], scale: f32, out: &mut [V
             }
         }
     }
+}
+
+/// Adds the forces of the rest curvature at positions `x` to `out`:
+/// `Σ k_i D Σ_f G_ef r_f` with `r` each hinge's [`rest_curvature`], which
+/// with the plate's own `−K_b x` is the force of the energy of `m − r`
+/// (the frame held). Nothing on a flat mesh. Returns a bound on the
+/// forces' norm, `Σ |moment| Σ |k|`: the size of the loads that the
+/// plate's own force balances at rest, against which a solve measures
+/// its residual (their difference is rounding noise there).
+pub fn add_rest_forces(mesh: &Mesh, plate: Plate, x: &[Vec3], out: &mut [Vec3]) -> f32 {
+    if !mesh.curved() {
+        return 0.0;
+    }
+    let hinges = mesh.hinges();
+    let mut load = 0.0;
+    for t in mesh.bending() {
+        let hs = t.hinges.map(|h| hinges.get(h as usize));
+        if hs.iter().all(Option::is_none) {
+            continue;
+        }
+        let r = hs.map(|h| h.map_or(Vec3::ZERO, |h| rest_curvature(h, x)));
+        let mo = moments(t, plate, &r);
+        for (h, m) in hs.iter().zip(&mo) {
+            if let Some(h) = h {
+                load += m.norm() * h.k.iter().map(|k| libm::fabsf(*k)).sum::<f32>();
+            }
+        }
+        scatter(hs, mo, 1.0, out);
+    }
+    load
 }
 
 /// Adds `scale · K_b · p` to `out` (with `p = x` and `scale = −1` this adds

@@ -76,7 +76,7 @@ pub(super) fn restore(model: &Model, x: &[Vec3], v: &[Vec3], ws: &mut Workspace,
     for (d, d1) in ws.dv.iter_mut().zip(ws.f_ext.iter()) {
         *d += *d1;
     }
-    external_forces(model, k.t0, x, v, ws.f_ext);
+    let _ = external_forces(model, k.t0, x, v, ws.f_ext);
 }
 
 /// The Newton correction of a failed solve (`Δv₁` in `ws.dv`, its solve

@@ -60,12 +60,12 @@ pub(super) fn substep(
     let k = Coefficients::new(model, state.time(), h_step, bdf2);
     let (x, v, ws) = (&*state.x, &*state.v, &mut state.ws);
     probe.enter(Stage::Assembly);
-    assemble_system(model, x, v, ws, &k);
+    let reference = assemble_system(model, x, v, ws, &k);
     probe.enter(Stage::Constraints);
     let held = constrain(model, v, ws, &k);
     let warm = model.params.warm_start && held > 0 && ws.warm_h == k.h && warm_start(ws);
-    let (solve, constraint_work) =
-        solve(model, v, ws, &k, SolveFrom { held, warm, tolerance: model.params.cg_tolerance, reference: 0.0 }, probe);
+    let tolerance = model.params.cg_tolerance;
+    let (solve, constraint_work) = solve(model, v, ws, &k, SolveFrom { held, warm, tolerance, reference }, probe);
     if model.params.warm_start {
         keep_warm(ws, k.h, solve.residual.is_finite());
     }
