@@ -148,10 +148,9 @@ pub fn weld(mesh: &mut ObjMesh, tol: f32) {
     }
     let mut index = vec![usize::MAX; n];
     let mut positions = Vec::new();
-    for i in 0..n {
-        let r = root(&mut parent, i);
-        if r == i {
-            index[i] = positions.len();
+    for (i, slot) in index.iter_mut().enumerate() {
+        if root(&mut parent, i) == i {
+            *slot = positions.len();
             positions.push(mesh.positions[i]);
         }
     }

@@ -165,6 +165,11 @@ pub struct TrainOptions {
     /// With `--teacher coarse`: a sample every this many frames of a rollout.
     #[arg(long, default_value_t = 2)]
     pub sample_every: usize,
+    /// With `--teacher coarse`: leave out of the buffer the samples whose
+    /// base step branched (a Newton correction, a shortened step or a
+    /// split; the fit's `branch` class).
+    #[arg(long)]
+    pub drop_branched: bool,
     /// With `--teacher coarse`: the validation error is the mean from-start
     /// error over this many frames.
     #[arg(long, default_value_t = 50)]

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use crate::learn::data::families::Rng;
 use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
-use crate::learn::network::{self, Batch, GnnConfig, Graph, ModelMeta, Trained};
+use crate::learn::network::{self, Batch, FrameClass, GnnConfig, Graph, ModelMeta, Trained};
 use crate::learn::train::checkpoint::{self, Slots};
 use crate::learn::train::{augment, Run, TrainLog, TrainOptions, FIT_SAMPLES};
 use crate::sim::scenario::Scenario;
@@ -105,6 +105,7 @@ fn rollouts(
     picks
         .par_iter()
         .flat_map(|&k| collect(&scenes[k], cfg, net, opts.rollout_frames as u32, opts.sample_every))
+        .filter(|g| kept(opts, g))
         .collect()
 }
 
@@ -113,6 +114,14 @@ fn rollouts(
 pub fn from_start_error(val: &[Trajectory], model: &Trained, frames: usize) -> Result<f32> {
     let errs = val.par_iter().map(|t| network::corrected_error(t, model, frames)).collect::<Result<Vec<_>>>()?;
     Ok(crate::learn::data::metrics::mean(&errs))
+}
+
+/// Whether a collected sample goes into the buffer: all but, with
+/// `--drop-branched`, those whose base step branched
+/// ([`FrameClass::Branch`]: their targets depend on a decision no input
+/// shows).
+fn kept(opts: &TrainOptions, g: &Graph) -> bool {
+    !(opts.drop_branched && g.class == FrameClass::Branch)
 }
 
 /// The samples a run starts from: plain rollouts from the starts of
@@ -128,6 +137,7 @@ fn broad(opts: &TrainOptions, scenes: &[Scenario], cfg: &GnnConfig) -> Vec<Graph
     picks
         .par_iter()
         .flat_map(|&k| collect(&scenes[k], cfg, None, opts.rollout_frames as u32, opts.sample_every))
+        .filter(|g| kept(opts, g))
         .collect()
 }
 
