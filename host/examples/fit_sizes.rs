@@ -5,7 +5,7 @@
 //! samples and on another scene of every family, beside the board's
 //! instructions a network call (the device cost model).
 //!
-//! `cargo run --release -p weft-host --example fit_sizes [STEPS]`
+//! `cargo run --release -p weft-host --example fit_sizes [STEPS [LATENTxROUNDS …]]`
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
@@ -32,7 +32,12 @@ fn main() -> anyhow::Result<()> {
         held.len()
     );
     println!("latent × rounds   board M instr.   training Δx / Δv   held-out Δx / Δv   seconds");
-    for (latent, rounds) in [(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] {
+    let asked: Vec<(usize, usize)> = std::env::args()
+        .skip(2)
+        .filter_map(|a| a.split_once('x').and_then(|(l, r)| Some((l.parse().ok()?, r.parse().ok()?))))
+        .collect();
+    let sizes = if asked.is_empty() { vec![(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] } else { asked };
+    for (latent, rounds) in sizes {
         let cfg = GnnConfig { latent, rounds, ..GnnConfig::default() };
         let meta = ModelMeta::new(cfg, network::normalizer(&train), Noise { position: 0.0, velocity: 0.0 });
         let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
