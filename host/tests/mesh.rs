@@ -538,3 +538,22 @@ fn a_curved_rest_mesh_holds_its_shape() {
         assert!(most_cg <= 10, "{name}: {most_cg} CG iterations in a step");
     }
 }
+
+/// The tube (`weft mesh tube`) is a cloth mesh wound outwards and curved at
+/// rest; the flat shapes are not curved, so their step is the flat plate's.
+#[test]
+fn the_tube_is_a_curved_cloth_and_the_flat_shapes_are_flat() {
+    for shape in [Shape::Disc, Shape::Holed, Shape::Irregular, Shape::Panel, Shape::Tube] {
+        let (x, t) = shape.mesh();
+        let scn = scenario(&obj::write(&x, &t), "").unwrap();
+        let mut parts = ModelParts::default();
+        let model = build::model(&scn, Default::default(), &mut parts).unwrap();
+        assert_eq!(model.mesh.curved(), shape == Shape::Tube, "{shape:?}");
+    }
+    let (x, t) = Shape::Tube.mesh();
+    for tri in &t {
+        let [a, b, c] = tri.map(|n| x[n as usize]);
+        let centre = (a + b + c) * (1.0 / 3.0);
+        assert!((b - a).cross(c - a).dot(Vec3::new(0.0, centre.y, centre.z)) > 0.0);
+    }
+}

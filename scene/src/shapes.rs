@@ -8,7 +8,10 @@
 //!   grommet window);
 //! - [`Shape::Irregular`]: a square sheet of jittered nodes and random
 //!   diagonals (no two neighbourhoods alike);
-//! - [`Shape::Panel`]: a garment-like front panel (body, sleeves, neck).
+//! - [`Shape::Panel`]: a garment-like front panel (body, sleeves, neck);
+//! - [`Shape::Tube`]: a sleeve, a tube 0.4 m long and 0.12 m across about
+//!   the x axis (the one shape not in the x–z plane: curved at rest, its
+//!   outside the front).
 
 use weft_core::math::Vec3;
 use weft_core::mesh::NodeId;
@@ -22,6 +25,7 @@ pub enum Shape {
     Holed,
     Irregular,
     Panel,
+    Tube,
 }
 
 /// Rest positions and triangles.
@@ -35,6 +39,7 @@ impl Shape {
             Shape::Holed => holed(16),
             Shape::Irregular => masked(15, 15, 0.8, 0.8, 0.3, 7, |_, _| true),
             Shape::Panel => masked(16, 14, 0.8, 0.7, 0.0, 1, panel),
+            Shape::Tube => tube(0.06, 0.4, 16),
         }
     }
 
@@ -45,6 +50,7 @@ impl Shape {
         match self {
             Shape::Disc if cells >= 2 => Some(disc(0.4, cells / 2)),
             Shape::Holed if cells >= 4 => Some(holed(cells)),
+            Shape::Tube if cells >= 3 => Some(tube(0.06, 0.4, cells)),
             _ if cells == 16 => Some(self.mesh()),
             _ => None,
         }
@@ -55,6 +61,44 @@ impl Shape {
         let (positions, triangles) = self.mesh_at(cells)?;
         Some(crate::obj::ObjMesh { positions, triangles, ..Default::default() })
     }
+}
+
+/// A tube of `radius` and `length` (m) about the x axis, centred on the
+/// origin: `around` nodes a ring, rings as close as the nodes around (near
+/// square cells), quads split by alternating diagonals, wound with the
+/// normal outwards.
+pub fn tube(radius: f32, length: f32, around: usize) -> Triangles {
+    let cell = std::f32::consts::TAU * radius / around as f32;
+    let rings = ((length / cell).round() as usize).max(1) + 1;
+    let mut x = Vec::with_capacity(rings * around);
+    for j in 0..rings {
+        let along = length * j as f32 / (rings - 1) as f32 - 0.5 * length;
+        for c in 0..around {
+            let a = std::f32::consts::TAU * c as f32 / around as f32;
+            x.push(Vec3::new(along, radius * a.cos(), radius * a.sin()));
+        }
+    }
+    let node = |j: usize, c: usize| (j * around + c % around) as NodeId;
+    let mut t = Vec::new();
+    for j in 0..rings - 1 {
+        for c in 0..around {
+            let (a, b, cc, d) = (node(j, c), node(j, c + 1), node(j + 1, c + 1), node(j + 1, c));
+            if (c + j) % 2 == 0 {
+                t.extend([[a, b, cc], [a, cc, d]]);
+            } else {
+                t.extend([[a, b, d], [b, cc, d]]);
+            }
+        }
+    }
+    // Outwards: the normal along the centroid's distance from the axis.
+    for tri in &mut t {
+        let [p, q, r] = tri.map(|n| x[n as usize]);
+        let centre = (p + q + r) * (1.0 / 3.0);
+        if (q - p).cross(r - p).dot(Vec3::new(0.0, centre.y, centre.z)) < 0.0 {
+            tri.swap(1, 2);
+        }
+    }
+    (x, t)
 }
 
 /// A 0.8 × 0.6 m sheet of `n × 3n/4` cells with a square hole of `n / 8`
