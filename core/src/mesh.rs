@@ -82,6 +82,17 @@ pub struct Hinge {
 /// its edge's line, a hinge folded flat onto itself).
 #[inline]
 pub fn hinge_frame(h: &Hinge, x: &[Vec3]) -> Option<(Vec3, Vec3)> {
+    let (t, a0, a1) = wings(h, x)?;
+    let u = (a0 - a1).normalized();
+    let v = t.cross(u);
+    (u.norm2() > 0.5 && v.norm2() > 0.5).then_some((u, v))
+}
+
+/// The unit direction along a hinge's edge at `x` and its two wings' unit
+/// directions across it (zero where not defined); `None` for a node
+/// outside `x`.
+#[inline]
+fn wings(h: &Hinge, x: &[Vec3]) -> Option<(Vec3, Vec3, Vec3)> {
     let at = |i: NodeId| x.get(i as usize).copied();
     let (e0, e1, w0, w1) = (at(h.nodes[0])?, at(h.nodes[1])?, at(h.nodes[2])?, at(h.nodes[3])?);
     let t = (e1 - e0).normalized();
@@ -89,9 +100,7 @@ pub fn hinge_frame(h: &Hinge, x: &[Vec3]) -> Option<(Vec3, Vec3)> {
         let d = w - e0;
         (d - t * d.dot(t)).normalized()
     };
-    let u = (across(w0) - across(w1)).normalized();
-    let v = t.cross(u);
-    (u.norm2() > 0.5 && v.norm2() > 0.5).then_some((u, v))
+    Some((t, across(w0), across(w1)))
 }
 
 /// The largest `|â₀ + â₁|` (the two wings' unit directions across the edge)
@@ -102,19 +111,13 @@ const FLAT: f32 = 1e-4;
 /// The rest measure of `h` in its frame ([`Hinge::rest`]): zero for a hinge
 /// flat at rest.
 fn rest_measure(h: &Hinge, rest: &[Vec3]) -> [f32; 2] {
-    let at = |i: NodeId| rest[i as usize];
-    let (e0, e1, w0, w1) = (at(h.nodes[0]), at(h.nodes[1]), at(h.nodes[2]), at(h.nodes[3]));
-    let t = (e1 - e0).normalized();
-    let across = |w: Vec3| {
-        let d = w - e0;
-        (d - t * d.dot(t)).normalized()
-    };
-    let Some((u, v)) = hinge_frame(h, rest).filter(|_| (across(w0) + across(w1)).norm() > FLAT) else {
+    let flat = wings(h, rest).is_none_or(|(_, a0, a1)| (a0 + a1).norm() <= FLAT);
+    let Some((u, v)) = hinge_frame(h, rest).filter(|_| !flat) else {
         return [0.0; 2];
     };
     let mut m = Vec3::ZERO;
     for (&i, &k) in h.nodes.iter().zip(&h.k) {
-        m += at(i) * k;
+        m += rest[i as usize] * k;
     }
     [m.dot(u), m.dot(v)]
 }

@@ -31,7 +31,11 @@ fn main() -> anyhow::Result<()> {
     let (mut train, mut held) = (Vec::<Graph>::new(), Vec::<Graph>::new());
     for (k, &id) in ids.iter().enumerate() {
         let graphs = checkpoint::load_refill(&stem, id)?;
-        if k < held_from { train.extend(graphs) } else { held.extend(graphs) }
+        if k < held_from {
+            train.extend(graphs)
+        } else {
+            held.extend(graphs)
+        }
     }
     let cfg = GnnConfig { latent, rounds, ..base };
     let meta = ModelMeta::new(cfg, network::normalizer(&train), Noise { position: 0.0, velocity: 0.0 });
