@@ -557,3 +557,19 @@ fn the_tube_is_a_curved_cloth_and_the_flat_shapes_are_flat() {
         assert!((b - a).cross(c - a).dot(Vec3::new(0.0, centre.y, centre.z)) > 0.0);
     }
 }
+
+/// A mesh file's unit (`cloth.units`): its coordinates read in it, then
+/// scaled; an unknown unit is refused naming the key.
+#[test]
+fn a_mesh_file_is_read_in_its_units() {
+    let rest = |more: &str| scenario(SQUARE, more).map(|s| s.rest_positions());
+    let metres = rest("").unwrap();
+    for (units, m) in [("m", 1.0f32), ("cm", 0.01), ("mm", 0.001), ("in", 0.0254)] {
+        let x = rest(&format!("units = \"{units}\"\nscale = 2.0\n")).unwrap();
+        for (a, b) in x.iter().zip(&metres) {
+            assert!((*a - *b * (2.0 * m)).norm() < 1e-7, "{units}");
+        }
+    }
+    let e = rest("units = \"furlong\"\n").unwrap_err().to_string();
+    assert!(e.contains("cloth.units"), "{e}");
+}

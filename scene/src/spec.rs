@@ -81,7 +81,11 @@ pub struct ClothSpec {
     /// the x–z plane, placed as a mesh file's vertices are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<ClothShape>,
-    /// Metres per unit of the mesh file.
+    /// The mesh file's unit of length (`m`, `cm`, `mm`, `in`; metres when
+    /// not given): its coordinates are read in it, then scaled by `scale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<Units>,
+    /// Metres per unit of the mesh file (with `units`, a factor on them).
     #[serde(default = "one")]
     pub scale: f32,
     /// Merge the mesh file's vertices that lie within this distance of
@@ -115,6 +119,28 @@ pub struct ClothSpec {
     pub spin: [f32; 3],
 }
 
+/// A mesh file's unit of length ([`ClothSpec::units`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Units {
+    M,
+    Cm,
+    Mm,
+    In,
+}
+
+impl Units {
+    /// Metres in one unit.
+    pub fn metres(self) -> f32 {
+        match self {
+            Units::M => 1.0,
+            Units::Cm => 0.01,
+            Units::Mm => 0.001,
+            Units::In => 0.0254,
+        }
+    }
+}
+
 fn one() -> f32 {
     1.0
 }
@@ -131,7 +157,8 @@ pub const MAX_SHAPE_CELLS: usize = 148;
 impl ClothSpec {
     /// A mesh file's vertex `p` placed: scaled, turned, moved to `center`.
     pub fn place(&self, p: Vec3) -> Vec3 {
-        Vec3::from_array(self.center) + rotate(p * self.scale, self.rotation)
+        let unit = self.units.map_or(1.0, Units::metres);
+        Vec3::from_array(self.center) + rotate(p * (unit * self.scale), self.rotation)
     }
 
     /// Cells across a `shape`: `resolution[0]`, 16 when the resolution is

@@ -310,6 +310,7 @@ fn cloth_of(family: Family, rng: &mut Rng, n: usize, size: f32) -> ClothSpec {
         mesh: None,
         shape,
         scale: 1.0,
+        units: None,
         weld: None,
         width: size,
         height,
