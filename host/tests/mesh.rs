@@ -539,22 +539,27 @@ fn a_curved_rest_mesh_holds_its_shape() {
     }
 }
 
-/// The tube (`weft mesh tube`) is a cloth mesh wound outwards and curved at
-/// rest; the flat shapes are not curved, so their step is the flat plate's.
+/// The tube and the skirt (`weft mesh tube|skirt`) are cloth meshes
+/// wound outwards and curved at rest; the flat shapes are not curved, so
+/// their step is the flat plate's.
 #[test]
-fn the_tube_is_a_curved_cloth_and_the_flat_shapes_are_flat() {
-    for shape in [Shape::Disc, Shape::Holed, Shape::Irregular, Shape::Panel, Shape::Tube] {
+fn the_tube_and_skirt_are_curved_cloths_and_the_flat_shapes_are_flat() {
+    for shape in [Shape::Disc, Shape::Holed, Shape::Irregular, Shape::Panel, Shape::Tube, Shape::Skirt] {
         let (x, t) = shape.mesh();
         let scn = scenario(&obj::write(&x, &t), "").unwrap();
         let mut parts = ModelParts::default();
         let model = build::model(&scn, Default::default(), &mut parts).unwrap();
-        assert_eq!(model.mesh.curved(), shape == Shape::Tube, "{shape:?}");
+        let curved = matches!(shape, Shape::Tube | Shape::Skirt);
+        assert_eq!(model.mesh.curved(), curved, "{shape:?}");
     }
-    let (x, t) = Shape::Tube.mesh();
-    for tri in &t {
-        let [a, b, c] = tri.map(|n| x[n as usize]);
-        let centre = (a + b + c) * (1.0 / 3.0);
-        assert!((b - a).cross(c - a).dot(Vec3::new(0.0, centre.y, centre.z)) > 0.0);
+    for (shape, axis) in [(Shape::Tube, Vec3::new(1.0, 0.0, 0.0)), (Shape::Skirt, Vec3::new(0.0, 1.0, 0.0))] {
+        let (x, t) = shape.mesh();
+        for tri in &t {
+            let [a, b, c] = tri.map(|n| x[n as usize]);
+            let centre = (a + b + c) * (1.0 / 3.0);
+            let out = centre - axis * centre.dot(axis);
+            assert!((b - a).cross(c - a).dot(out) > 0.0, "{shape:?}");
+        }
     }
 }
 

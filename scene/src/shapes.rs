@@ -10,8 +10,12 @@
 //!   diagonals (no two neighbourhoods alike);
 //! - [`Shape::Panel`]: a garment-like front panel (body, sleeves, neck);
 //! - [`Shape::Tube`]: a sleeve, a tube 0.4 m long and 0.12 m across about
-//!   the x axis (the one shape not in the x–z plane: curved at rest, its
-//!   outside the front).
+//!   the x axis;
+//! - [`Shape::Skirt`]: a skirt, a cone's band about the y axis, 0.2 m
+//!   across at its waist (the top), 0.5 m at its hem, 0.3 m high.
+//!
+//! The tube and the skirt are the shapes not in the x–z plane: curved at
+//! rest, their outside the front.
 
 use weft_core::math::Vec3;
 use weft_core::mesh::NodeId;
@@ -26,6 +30,7 @@ pub enum Shape {
     Irregular,
     Panel,
     Tube,
+    Skirt,
 }
 
 /// Rest positions and triangles.
@@ -40,6 +45,7 @@ impl Shape {
             Shape::Irregular => masked(15, 15, 0.8, 0.8, 0.3, 7, |_, _| true),
             Shape::Panel => masked(16, 14, 0.8, 0.7, 0.0, 1, panel),
             Shape::Tube => tube(0.06, 0.4, 16),
+            Shape::Skirt => skirt(16),
         }
     }
 
@@ -51,6 +57,7 @@ impl Shape {
             Shape::Disc if cells >= 2 => Some(disc(0.4, cells / 2)),
             Shape::Holed if cells >= 4 => Some(holed(cells)),
             Shape::Tube if cells >= 3 => Some(tube(0.06, 0.4, cells)),
+            Shape::Skirt if cells >= 3 => Some(skirt(cells)),
             _ if cells == 16 => Some(self.mesh()),
             _ => None,
         }
@@ -68,14 +75,33 @@ impl Shape {
 /// square cells), quads split by alternating diagonals, wound with the
 /// normal outwards.
 pub fn tube(radius: f32, length: f32, around: usize) -> Triangles {
-    let cell = std::f32::consts::TAU * radius / around as f32;
-    let rings = ((length / cell).round() as usize).max(1) + 1;
+    band([radius, radius], length, around, |along, c, s| Vec3::new(along, c, s))
+}
+
+/// A skirt `around` nodes a ring: a cone's band about the y axis from a
+/// 0.1 m radius at its top (y = 0.15) to 0.25 m at its hem (y = −0.15).
+pub fn skirt(around: usize) -> Triangles {
+    band([0.25, 0.1], 0.3, around, |along, c, s| Vec3::new(c, along, s))
+}
+
+/// A band about an axis: rings from radius `radii[0]` at `−length / 2`
+/// along the axis to `radii[1]` at `+length / 2`, `around` nodes a ring,
+/// rings about as far apart as the nodes around; `place(along, c, s)` puts
+/// the point at `along` on the axis and `(c, s)` across it. Quads split by
+/// alternating diagonals, wound with the normal outwards.
+fn band(radii: [f32; 2], length: f32, around: usize, place: impl Fn(f32, f32, f32) -> Vec3) -> Triangles {
+    let mean = 0.5 * (radii[0] + radii[1]);
+    let cell = std::f32::consts::TAU * mean / around as f32;
+    let slant = (length * length + (radii[1] - radii[0]).powi(2)).sqrt();
+    let rings = ((slant / cell).round() as usize).max(1) + 1;
     let mut x = Vec::with_capacity(rings * around);
     for j in 0..rings {
+        let f = j as f32 / (rings - 1) as f32;
         let along = length * j as f32 / (rings - 1) as f32 - 0.5 * length;
+        let r = radii[0] + (radii[1] - radii[0]) * f;
         for c in 0..around {
             let a = std::f32::consts::TAU * c as f32 / around as f32;
-            x.push(Vec3::new(along, radius * a.cos(), radius * a.sin()));
+            x.push(place(along, r * a.cos(), r * a.sin()));
         }
     }
     let node = |j: usize, c: usize| (j * around + c % around) as NodeId;
@@ -90,11 +116,15 @@ pub fn tube(radius: f32, length: f32, around: usize) -> Triangles {
             }
         }
     }
-    // Outwards: the normal along the centroid's distance from the axis.
+    // Outwards: the normal along the centroid's offset from the axis (the
+    // axis point is where `place` puts the centroid's `along`, with no
+    // offset across).
+    let axis = place(1.0, 0.0, 0.0) - place(0.0, 0.0, 0.0);
     for tri in &mut t {
         let [p, q, r] = tri.map(|n| x[n as usize]);
         let centre = (p + q + r) * (1.0 / 3.0);
-        if (q - p).cross(r - p).dot(Vec3::new(0.0, centre.y, centre.z)) < 0.0 {
+        let out = centre - axis * centre.dot(axis);
+        if (q - p).cross(r - p).dot(out) < 0.0 {
             tri.swap(1, 2);
         }
     }
