@@ -75,7 +75,7 @@ impl Shape {
 /// square cells), quads split by alternating diagonals, wound with the
 /// normal outwards.
 pub fn tube(radius: f32, length: f32, around: usize) -> Triangles {
-    band([radius, radius], length, around, |along, c, s| Vec3::new(along, c, s))
+    band([radius, radius], length, around, Vec3::new)
 }
 
 /// A skirt `around` nodes a ring: a cone's band about the y axis from a
