@@ -166,23 +166,22 @@ fn parse(path: &Path, format: &str) -> Result<Parsed> {
         Some(f) => return Err(refuse(path, format!("format {f} is not {format}"))),
         None => return Err(refuse(path, format!("has no format entry ({format} expected)"))),
     }
-    let mut tensors = HashMap::new();
-    let mut raw = Vec::new();
-    for (name, view) in st.tensors() {
-        if view.dtype() != Dtype::F32 {
-            return Err(refuse(path, format!("tensor {name} is not f32")));
-        }
-        let data = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        raw.push((name.clone(), view.data().to_vec()));
-        tensors.insert(name, (view.shape().to_vec(), data));
-    }
-    let computed = checksum(raw.iter().map(|(n, b)| (n.as_str(), &b[..])), &meta);
+    let views = st.tensors();
+    let computed = checksum(views.iter().map(|(n, v)| (n.as_str(), v.data())), &meta);
     let stored = meta.get("crc32").and_then(|c| c.parse::<u32>().ok());
     if stored != Some(computed) {
         return Err(refuse(
             path,
             format!("checksum {stored:?} does not match its contents ({computed}): a damaged file"),
         ));
+    }
+    let mut tensors = HashMap::new();
+    for (name, view) in views {
+        if view.dtype() != Dtype::F32 {
+            return Err(refuse(path, format!("tensor {name} is not f32")));
+        }
+        let data = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        tensors.insert(name, (view.shape().to_vec(), data));
     }
     Ok(Parsed { tensors, meta })
 }

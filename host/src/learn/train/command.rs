@@ -225,6 +225,12 @@ fn finite(x: f32) -> f32 {
     }
 }
 
+/// Whether the validation rollouts follow training step `step`: every
+/// `--rollout-every` steps (0: never) and at the last step.
+pub(crate) fn rollouts_due(opts: &TrainOptions, step: usize) -> bool {
+    opts.rollout_every > 0 && (step.is_multiple_of(opts.rollout_every) || step == opts.steps)
+}
+
 /// Samples the fit is measured on, each of training and validation.
 pub const FIT_SAMPLES: usize = 32;
 
@@ -291,7 +297,7 @@ fn train_on_data(opts: &TrainOptions) -> Result<(Trained, TrainLog)> {
             let tr = run.log_entry(opts, done, v);
             bar.set_message(format!("loss {tr:.4} val {v:.4}"));
             bar.println(run.measure_fit(done, &fit_train, &val_graphs)?);
-            if opts.rollout_every > 0 && (done.is_multiple_of(opts.rollout_every) || done == opts.steps) {
+            if rollouts_due(opts, done) {
                 let e = rollout_error(opts, val_set, &run.model)?;
                 run.validated(opts, done, e)?;
             }

@@ -28,7 +28,7 @@ use crate::learn::data::{self, Trajectory};
 use crate::learn::network::teacher::{collect, training_scenes, FIRST_SCENES};
 use crate::learn::network::{self, Batch, FrameClass, GnnConfig, Graph, ModelMeta, Trained};
 use crate::learn::train::checkpoint::{self, Slots};
-use crate::learn::train::{augment, Run, TrainLog, TrainOptions, FIT_SAMPLES};
+use crate::learn::train::{augment, rollouts_due, Run, TrainLog, TrainOptions, FIT_SAMPLES};
 use crate::sim::scenario::Scenario;
 
 /// A buffer of samples, the oldest replaced first; every sample's origin
@@ -180,7 +180,7 @@ fn validation_samples(opts: &TrainOptions, val: &[Trajectory]) -> Vec<Graph> {
 fn validate(opts: &TrainOptions, val: &[Trajectory], run: &mut Run, step: usize) -> Result<String> {
     let mut val_loss = run.model.meta.val_loss;
     let mut tail = String::new();
-    if opts.rollout_every > 0 && (step.is_multiple_of(opts.rollout_every) || step == opts.steps) {
+    if rollouts_due(opts, step) {
         let e = from_start_error(val, &run.model, opts.select_frames)?;
         val_loss = e;
         tail = format!(" validation {e:.5} m{}", if run.validated(opts, step, e)? { " (best)" } else { "" });
