@@ -7,7 +7,10 @@
 //! largest scene's. A scene that does not fit the board (its RAM, the
 //! core-coupled RAM for the network, flash for the baked data, the pair
 //! storage) stops the build with one line naming the limit and the need.
-//! `WEFT_SCENES=DIR` bakes the scene files of `DIR` instead of `scenes/`.
+//! A scene outside the network's training envelope
+//! (`weft_scene::envelope`) is baked as the desktop runs it, on its
+//! plain fallback step (BDF2, the file's material, no network), and the
+//! build says so in a warning. `WEFT_SCENES=DIR` bakes the scene files of `DIR` instead of `scenes/`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +22,7 @@ use weft_core::model::{CoarseGrain, Model};
 use weft_core::physics::aggregate::Aggregates;
 use weft_core::physics::state::StateSizes;
 use weft_scene::build::{self, ModelParts};
+use weft_scene::envelope::Envelope;
 use weft_scene::storage;
 use weft_scene::Scenario;
 
@@ -157,8 +161,12 @@ fn check(file: &str, scn: &Scenario, model: &Model) -> Need {
     let state = state_sizes(model, pairs);
     let bytes = state_bytes(&state);
     if bytes > STATE_RAM {
+        let history = match scn.outside_envelope().is_empty() {
+            true => "",
+            false => " with its BDF2 fallback's history (it lies outside the network's training envelope)",
+        };
         fail(format!(
-            "{file}: its state ({} nodes, {} triangles) needs {bytes} bytes of RAM; the board has {STATE_RAM} (128 KiB SRAM less 10.5 KiB of stack and statics)",
+            "{file}: its state ({} nodes, {} triangles){history} needs {bytes} bytes of RAM; the board has {STATE_RAM} (128 KiB SRAM less 10.5 KiB of stack and statics)",
             counts.nodes, counts.triangles
         ));
     }
@@ -214,12 +222,13 @@ fn scene_source(
         None => "None".to_string(),
     };
     let _ = writeln!(out, "}}");
+    let corrected = scn.outside_envelope().is_empty();
     let mesh = format!(
         "MeshParts {{ rest: &{owner}::REST, node_area: &{owner}::NODE_AREA, triangles: &{owner}::TRIANGLES, edges: &{owner}::EDGES, edge_start: &{owner}::EDGE_START, hinges: &{owner}::HINGES, bending: &{owner}::BENDING, grid: {:?} }}",
         model.mesh.counts().grid
     );
     format!(
-        "Baked {{ name: {name:?}, file: {file:?}, mesh: {mesh}, material: {:?}, gravity: {:?}, pins: &{m}::PINS, colliders: &{m}::COLLIDERS, wind: {:?}, params: {:?}, velocities: {velocities}, frames: {}, substeps: {} }}",
+        "Baked {{ name: {name:?}, file: {file:?}, mesh: {mesh}, material: {:?}, gravity: {:?}, pins: &{m}::PINS, colliders: &{m}::COLLIDERS, wind: {:?}, params: {:?}, velocities: {velocities}, frames: {}, substeps: {}, corrected: {corrected} }}",
         model.material, model.scene.gravity, model.scene.wind, model.params, scn.time.steps, scn.time.substeps
     )
 }
@@ -252,6 +261,17 @@ fn bake(dir: &Path, out: &Path) {
             Err(_) => path.display().to_string(),
         };
         let scn = Scenario::load(path).unwrap_or_else(|e| fail(format!("{file}: {e}")));
+        // Outside the envelope: the desktop's fallback step, uncorrected.
+        let outside = scn.outside_envelope();
+        let scn = if outside.is_empty() {
+            scn
+        } else {
+            println!(
+                "cargo:warning={file}: outside the network's training envelope ({}): baked as its plain BDF2 fallback",
+                outside.join("; ")
+            );
+            scn.fallback()
+        };
         if let Some(mesh) = &scn.cloth.mesh {
             println!("cargo:rerun-if-changed={}", path.parent().unwrap_or(Path::new(".")).join(mesh).display());
         }

@@ -17,6 +17,7 @@ use std::process::Command;
 
 use object::{Object, ObjectSection};
 use weft_host::sim::{self, corrector};
+use weft_scene::envelope::Envelope;
 use weft_scene::Scenario;
 use weft_tests::BOARD_PAIRS_PER_NODE;
 
@@ -37,25 +38,22 @@ fn build() -> PathBuf {
 }
 
 /// A scene as `weft simulate FILE --corrected` runs it (the baked
-/// network, the guard on): its summary's checksum and the probe positions
-/// (bits) of the firmware's nodes (first, middle, last). The scene must lie
-/// inside the training envelope (outside, the desktop runs the plain step,
-/// and the board the network), and its pairs must fit the board's pair
-/// storage ([`BOARD_PAIRS_PER_NODE`], half the desktop's), so that the
-/// board's truncation never changes it.
-fn on_desktop(name: &str, scn: &Scenario) -> (u32, Vec<[u32; 3]>) {
+/// network, the guard on): its summary's checksum, the probe positions
+/// (bits) of the firmware's nodes (first, middle, last), and why it lies
+/// outside the training envelope (none: inside; outside, the desktop and
+/// the board run its plain BDF2 fallback). Its pairs must fit the board's
+/// pair storage ([`BOARD_PAIRS_PER_NODE`], half the desktop's), so that
+/// the board's truncation never changes it.
+fn on_desktop(name: &str, scn: &Scenario) -> (u32, Vec<[u32; 3]>, Vec<String>) {
     let net = weft_host::learn::quantise::load_or_baked(None).expect("the baked network");
     let out = tempfile::tempdir().unwrap();
     let mut frames = Vec::new();
     let mut int8 = corrector::Int8::new(&net);
     let summary = sim::simulate(scn, out.path(), false, &mut int8, Some(&mut frames)).expect("weft simulate");
-    assert!(
-        summary.outside_envelope.is_empty(),
-        "{name}: outside the training envelope: {:?}",
-        summary.outside_envelope
-    );
+    let inside = summary.outside_envelope.is_empty();
+    let stepped = if inside { scn.clone() } else { scn.fallback() };
     let mut most = 0;
-    weft_tests::run(scn, None, true, scn.time.steps, |_, _, _, state| {
+    weft_tests::run(&stepped, None, inside, scn.time.steps, |_, _, _, state| {
         most = most.max(state.pairs().len());
         assert_eq!(state.warnings.dropped_pairs, 0, "{name}: pairs dropped at the board's pair storage");
     });
@@ -63,7 +61,7 @@ fn on_desktop(name: &str, scn: &Scenario) -> (u32, Vec<[u32; 3]>) {
     let x = frames.last().expect("frames");
     let n = x.len();
     let probes = [0, n / 2, n - 1].iter().map(|&i| [x[i].x.to_bits(), x[i].y.to_bits(), x[i].z.to_bits()]).collect();
-    (hex(&summary.checksum), probes)
+    (hex(&summary.checksum), probes, summary.outside_envelope)
 }
 
 fn hex(s: &str) -> u32 {
@@ -143,14 +141,24 @@ fn firmware_in_qemu_matches_the_host_bit_for_bit() {
                 [hex(w[2]), hex(w[3]), hex(w[4])]
             })
             .collect();
-        let (host_sum, host_probes) = on_desktop(name, scn);
+        let (host_sum, host_probes, outside) = on_desktop(name, scn);
         assert_eq!(probes, host_probes, "{name}: probe positions differ");
         assert_eq!(checksum, host_sum, "{name}: final-state checksum differs");
+        // Outside the training envelope the board says so and runs the
+        // fallback (the desktop's checksum above is that of plain BDF2).
+        let fallback = lines.iter().any(|l| l.starts_with("outside the network's training envelope"));
+        assert_eq!(fallback, !outside.is_empty(), "{name}: the board's fallback against the desktop's {outside:?}");
+        if !outside.is_empty() {
+            let (bdf2, _) = weft_tests::run(&scn.fallback(), None, false, scn.time.steps, |_, _, _, _| {});
+            assert_eq!(host_sum, bdf2, "{name}: the desktop's fallback is plain BDF2");
+        }
         if name == "swing" {
             cost_model_holds(&lines);
         }
     }
-    assert!(scenes.len() >= 3, "the board's scenes: swing, drape and tablecloth at least");
+    assert!(scenes.len() >= 4, "the board's scenes: swing, drape, tablecloth and the towel at least");
+    let outside = scenes.iter().filter(|(_, _, scn)| !scn.outside_envelope().is_empty()).count();
+    assert!(outside >= 1, "a board scene outside the training envelope (the towel)");
 
     let (flash, ram) = sizes(&elf);
     println!("firmware: flash {flash} bytes (.vector_table+.text+.rodata+.data), static RAM {ram} bytes (.data+.bss)");

@@ -70,6 +70,24 @@ impl Correction for Plain {
     }
 }
 
+/// A correction or none: `None` is [`Plain`] (the board runs a scene
+/// outside the network's training envelope so, on its plain fallback
+/// step).
+impl<C: Correction> Correction for Option<C> {
+    type Error = C::Error;
+    fn correct<P: Probe>(
+        &mut self,
+        model: &Model,
+        state: &mut State,
+        probe: &mut P,
+    ) -> Result<CorrectionReport, C::Error> {
+        match self {
+            Some(c) => c.correct(model, state, probe),
+            None => Ok(CorrectionReport::default()),
+        }
+    }
+}
+
 /// The int8 network and its latents: [`step2`].
 pub struct Int8<'n, 'a, 's> {
     pub net: Checked<'n, 'a>,

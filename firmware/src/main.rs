@@ -101,7 +101,7 @@ fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mu
     let name = baked.name;
     let mesh = ok_or_exit(Mesh::from_parts(baked.mesh), "mesh");
     let model = ok_or_exit(
-        baked.corrected_material(&net).and_then(|m| Model::new(mesh, m, baked.scene(), baked.params)),
+        baked.stepped_material(&net).and_then(|m| Model::new(mesh, m, baked.scene(), baked.params)),
         "model",
     );
     let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");
@@ -117,8 +117,12 @@ fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mu
         frames,
         substeps
     );
+    if !baked.corrected {
+        defmt::info!("{}: outside the network's training envelope: its plain BDF2 fallback, uncorrected", name);
+    }
     let mut stages = Stages::new(clock);
-    let mut network = Int8 { net, scratch: int8::Scratch { latents: &mut *scratch.latents } };
+    let mut network =
+        baked.corrected.then_some(Int8 { net, scratch: int8::Scratch { latents: &mut *scratch.latents } });
     let (mut pairs, mut dropped, mut cg, mut macs) = (0usize, 0usize, 0u32, 0u64);
     for step in 0..frames * substeps {
         let result = step_with(&model, &mut state, &mut network, &mut stages);
@@ -126,8 +130,10 @@ fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mu
         match result {
             Ok((physics, correction)) => {
                 pairs += correction.dynamic_edges;
-                let edges = weft_core::gnn::features::edge_count(&model.mesh, correction.dynamic_edges);
-                macs += net.macs(model.mesh.node_count(), edges) as u64;
+                if baked.corrected {
+                    let edges = weft_core::gnn::features::edge_count(&model.mesh, correction.dynamic_edges);
+                    macs += net.macs(model.mesh.node_count(), edges) as u64;
+                }
                 dropped += correction.dropped_pairs;
                 cg += physics.cg_iterations;
             }
@@ -146,8 +152,9 @@ fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mu
         dropped,
         cg / steps
     );
-    match bench::features_cost(&model, &state, net, clock) {
-        Ok(cost) => defmt::info!(
+    match baked.corrected.then(|| bench::features_cost(&model, &state, net, clock)).transpose() {
+        Ok(None) => {}
+        Ok(Some(cost)) => defmt::info!(
             "{}: features (node and edge inputs, quantised; part of the encoders' stage): {} per step",
             name,
             cost

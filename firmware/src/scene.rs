@@ -27,7 +27,7 @@ pub struct Baked {
     pub file: &'static str,
     pub mesh: MeshParts<'static>,
     /// The file's material; the corrected step runs it on the network's
-    /// coarse grain ([`Baked::corrected_material`]).
+    /// coarse grain ([`Baked::stepped_material`]).
     pub material: Material,
     pub gravity: Vec3,
     pub pins: &'static [Pin],
@@ -40,6 +40,10 @@ pub struct Baked {
     /// Frames (`time.steps`) and physics steps a frame.
     pub frames: u32,
     pub substeps: u32,
+    /// Whether the network corrects it: a scene outside the training
+    /// envelope (`weft_scene::envelope`) runs its plain fallback step,
+    /// BDF2 on the file's material, which `params` then holds.
+    pub corrected: bool,
 }
 
 impl Baked {
@@ -47,14 +51,17 @@ impl Baked {
         Scene { gravity: self.gravity, pins: self.pins, colliders: self.colliders, wind: self.wind }
     }
 
-    /// The material of the coarse step `net` corrects: the file's on the
-    /// network's coarse grain (`weft calibrate`), as `weft simulate
-    /// --corrected` runs it.
-    pub fn corrected_material(
+    /// The material of the step the firmware runs, as `weft simulate
+    /// --corrected` runs it: the file's on the network's coarse grain
+    /// (`weft calibrate`) where the network corrects, else the file's.
+    pub fn stepped_material(
         &self,
         net: &weft_core::gnn::int8::Network,
     ) -> Result<Material, weft_core::model::ParamError> {
-        self.material.coarse_grained(net.coarse)
+        match self.corrected {
+            true => self.material.coarse_grained(net.coarse),
+            false => Ok(self.material),
+        }
     }
 
     /// Frames the firmware runs: the file's, or at most the number in

@@ -6,6 +6,10 @@
 //! instructions a network call (the device cost model).
 //!
 //! `cargo run --release -p weft-host --example fit_sizes [STEPS [LATENTxROUNDS …]]`
+//!
+//! `WEFT_FIT_DROP=3,4,5` leaves those node features out (their normaliser
+//! maps every value to zero); `WEFT_FIT_SCENES=N` trains on N scenes of
+//! every family (seeds 0…N−1; the held-out scenes are seed 100).
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
@@ -25,7 +29,12 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
 
 fn main() -> anyhow::Result<()> {
     let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let (train, held) = (samples(0, 60), samples(1, 60));
+    let scenes: u64 = std::env::var("WEFT_FIT_SCENES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, 60)).collect();
+    let held = samples(if scenes == 1 { 1 } else { 100 }, 60);
+    let drop: Vec<usize> =
+        std::env::var("WEFT_FIT_DROP").unwrap_or_default().split(',').filter_map(|k| k.trim().parse().ok()).collect();
+    println!("node features left out: {drop:?}");
     println!(
         "{} training samples, {} held-out samples, {steps} Adam steps of 8 samples at 3e-3",
         train.len(),
@@ -39,7 +48,11 @@ fn main() -> anyhow::Result<()> {
     let sizes = if asked.is_empty() { vec![(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] } else { asked };
     for (latent, rounds) in sizes {
         let cfg = GnnConfig { latent, rounds, ..GnnConfig::default() };
-        let meta = ModelMeta::new(cfg, network::normalizer(&train), Noise { position: 0.0, velocity: 0.0 });
+        let mut norm = network::normalizer(&train);
+        for &k in &drop {
+            norm.node.std[k] = f32::MAX;
+        }
+        let meta = ModelMeta::new(cfg, norm, Noise { position: 0.0, velocity: 0.0 });
         let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
         m.zero_heads()?;
         let t0 = std::time::Instant::now();

@@ -93,6 +93,35 @@ fn the_envelope_holds_the_families_and_names_what_leaves_it() {
     assert!(file.unwrap().outside_envelope().iter().any(|r| r.contains("mesh file")));
 }
 
+/// Outside the envelope a guarded network runs the scene's fallback, the
+/// plain BDF2 step on the file's material, bit for bit; inside it corrects.
+#[test]
+fn outside_the_envelope_the_guarded_network_runs_plain_bdf2() {
+    let net = weft_host::learn::quantise::load_or_baked(None).unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/outside");
+    let mut heavy = Scenario::load(&dir.join("heavy_canvas.toml")).unwrap();
+    heavy.time.steps = 12;
+    assert!(!heavy.outside_envelope().is_empty());
+    let last = |scn: &Scenario, c: &mut dyn sim::corrector::Corrector| {
+        let mut x = Vec::new();
+        let s = sim::run(scn, false, c, |_, _, state| {
+            x = state.positions().to_vec();
+            Ok(())
+        })
+        .unwrap();
+        (s, x)
+    };
+    let (guarded, x) = last(&heavy, &mut sim::corrector::Int8::new(&net));
+    assert!(guarded.outside_envelope.iter().any(|r| r.contains("material.density")), "{:?}", guarded.outside_envelope);
+    let fallback = heavy.fallback();
+    assert_eq!(fallback.solver.integrator, weft_host::sim::scenario::IntegratorSpec::Bdf2);
+    assert_eq!(heavy.solver.integrator, weft_host::sim::scenario::IntegratorSpec::BackwardEuler);
+    let (_, bdf2) = last(&fallback, &mut sim::corrector::Plain);
+    assert_eq!(x, bdf2, "the guarded run is plain BDF2");
+    let (_, be) = last(&heavy, &mut sim::corrector::Plain);
+    assert_ne!(x, be, "the fallback is not the file's backward Euler");
+}
+
 #[test]
 fn unknown_keys_are_named() {
     assert!(err(&format!("{MINIMAL}\n[material]\ndensityy = 0.2\n")).contains("densityy"));

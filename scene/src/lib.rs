@@ -22,6 +22,7 @@
 //! ```
 
 pub mod build;
+pub mod envelope;
 mod error;
 pub mod obj;
 pub mod scenario;

@@ -9,6 +9,7 @@ use weft_core::mesh::Mesh;
 use weft_core::model::{CoarseGrain, Collider, Material, Model, Pin, Scene, StepParams, Wind};
 use weft_core::physics::state::{State, Warnings};
 use weft_scene::build::{self, ModelParts};
+use weft_scene::envelope::{Envelope, FALLBACK_INTEGRATOR};
 use weft_scene::storage::{self, VecStateStorage};
 use weft_scene::Scenario;
 
@@ -30,6 +31,11 @@ pub struct Setting {
     /// ([`Setting::params`]).
     params: Option<StepParams>,
     pub substeps: u32,
+    /// Why the scene lies outside the network's training envelope, the
+    /// reasons joined by `; ` (empty: inside). Outside, the corrected cloth runs the scene's fallback, as
+    /// the desktop and the board do: the plain BDF2 step on the file's
+    /// material, uncorrected ([`weft_scene::envelope::Envelope::fallback`]).
+    pub outside: String,
 }
 
 impl Setting {
@@ -45,17 +51,30 @@ impl Setting {
             material: Material::from(scn.material),
             params: None,
             substeps: scn.time.substeps,
+            outside: scn.outside_envelope().join("; "),
         }
+    }
+
+    /// Whether the network corrects the corrected cloth (the scene lies
+    /// inside the training envelope).
+    pub fn corrected(&self) -> bool {
+        self.outside.is_empty()
     }
 
     /// The model of `cloth` on `mesh`.
     pub fn model(&self, mesh: Mesh<'static>, cloth: Cloth, net: &Checked) -> Result<Model<'_>, WebError> {
         let scene = Scene { gravity: self.gravity, pins: &self.pins, colliders: &self.colliders, wind: self.wind };
+        let mut params = self.params.ok_or(WebError::Setup)?;
         let material = match cloth {
+            Cloth::Corrected if self.corrected() => {
+                self.material.coarse_grained(net.coarse).map_err(|_| WebError::Setup)?
+            }
+            Cloth::Corrected => {
+                params.integrator = FALLBACK_INTEGRATOR.into();
+                self.material
+            }
             Cloth::Plain => self.material,
-            Cloth::Corrected => self.material.coarse_grained(net.coarse).map_err(|_| WebError::Setup)?,
         };
-        let params = self.params.ok_or(WebError::Setup)?;
         Model::new(mesh, material, scene, params).map_err(|_| WebError::Setup)
     }
 }
@@ -74,11 +93,14 @@ pub struct Cloths {
 impl Cloths {
     /// What makes two scenes' cloths share memory: the same rest mesh
     /// (the cloth's keys but its start velocity and spin), the same
-    /// integrator and warm start (the state's layout) and pair storage.
+    /// integrator and warm start (the state's layout), whether the
+    /// corrected cloth runs the fallback step (its layout), and pair
+    /// storage.
     pub fn key(scn: &Scenario) -> String {
         let cloth = weft_scene::spec::ClothSpec { velocity: [0.0; 3], spin: [0.0; 3], ..scn.cloth.clone() };
         let s = &scn.solver;
-        format!("{cloth:?} {:?} {} {}", s.integrator, s.warm_start, Self::pairs(scn))
+        let fallback = !scn.outside_envelope().is_empty();
+        format!("{cloth:?} {:?} {} {fallback} {}", s.integrator, s.warm_start, Self::pairs(scn))
     }
 
     fn pairs(scn: &Scenario) -> usize {

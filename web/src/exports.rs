@@ -105,6 +105,19 @@ pub extern "C" fn weft_last_error_len() -> u32 {
     with_last_error(|e| e.len() as u32)
 }
 
+/// Why the loaded scene lies outside the network's training envelope
+/// (UTF-8, `weft_outside_len` bytes; none: inside), where the corrected
+/// cloth runs the plain BDF2 fallback.
+#[no_mangle]
+pub extern "C" fn weft_outside() -> *const u8 {
+    with_sim(|sim| Ok(sim.outside().as_ptr())).unwrap_or(core::ptr::null())
+}
+
+#[no_mangle]
+pub extern "C" fn weft_outside_len() -> u32 {
+    with_sim(|sim| Ok(sim.outside().len() as u32)).unwrap_or(0)
+}
+
 /// Loads scene `index` from rest, both cloths.
 #[no_mangle]
 pub extern "C" fn weft_load(index: u32) -> i32 {

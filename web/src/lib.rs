@@ -8,7 +8,9 @@
 //! (`firmware/scenes/*.toml`) and two of the page's (`web/scenes/`). A
 //! [`Sim`] runs one scene twice side by side: the plain coarse step, and
 //! the corrected one (the coarse step on the network's calibrated
-//! membrane, then the network, its guard on), as the board runs it. The
+//! membrane, then the network, its guard on), as the board runs it; a
+//! scene outside the network's training envelope runs its plain BDF2
+//! fallback there instead, as on the desktop and the board. The
 //! page shows the scene's file in an editor; an edited file is parsed and
 //! checked like any other ([`load_text`]), and a refused one leaves the
 //! last good scene running, its [`weft_scene::SceneError`] shown.
@@ -196,6 +198,11 @@ impl Sim {
     /// step ([`weft_core::step::step2`]).
     pub fn correct(&mut self) -> Result<(), WebError> {
         let (setting, cloths, net, latents) = self.parts()?;
+        if !setting.corrected() {
+            // Outside the training envelope: the fallback step stands.
+            self.dynamic_edges = 0;
+            return Ok(());
+        }
         let model = setting.model(cloths.mesh, Cloth::Corrected, &net)?;
         let mut scratch = Scratch { latents };
         let state = &mut cloths.states[Cloth::Corrected as usize];
@@ -244,6 +251,13 @@ impl Sim {
                 _ => None,
             })
             .unwrap_or([0.0; 4]);
+    }
+
+    /// Why the scene lies outside the network's training envelope, where
+    /// the corrected cloth runs the plain BDF2 fallback, the reasons
+    /// joined by `; ` (empty: inside).
+    pub fn outside(&self) -> &str {
+        &self.setting.outside
     }
 
     /// The scene's name and its file as loaded.

@@ -31,10 +31,24 @@ function check(code, what) {
   return code;
 }
 
+// Why the loaded scene lies outside the network's training envelope
+// (empty: inside), where the right cloth runs the plain BDF2 fallback.
+const outside = () => text(wasm.weft_outside(), wasm.weft_outside_len());
+
+// The right cloth's caption: the network, the correction switched off, or
+// the fallback of a scene outside the training envelope.
+function caption() {
+  const why = outside();
+  $("right-title").textContent = why !== ""
+    ? `plain BDF2, the fallback: outside the network's training envelope (${why})`
+    : correction ? "corrected (int8 network)" : "correction off (plain on the calibrated membrane)";
+}
+
 function load(index) {
   if (check(wasm.weft_load(index), `load scene ${index}`) === 0) {
     $("error").textContent = "";
   }
+  caption();
 }
 
 // The editor's scene file, run as scene `edited`; a refused file shows the
@@ -44,6 +58,7 @@ function runEditor() {
   new Uint8Array(wasm.memory.buffer, wasm.weft_input(data.length), data.length).set(data);
   const code = check(wasm.weft_load_text(data.length), "edit");
   if (code === 0) $("error").textContent = "";
+  caption();
   return code;
 }
 
@@ -158,7 +173,7 @@ function setUp() {
   $("pause").onclick = () => { paused = !paused; $("pause").textContent = paused ? "run" : "pause"; };
   $("correct").onchange = (e) => {
     correction = e.target.checked;
-    $("right-title").textContent = correction ? "corrected (int8 network)" : "correction off (plain on the calibrated membrane)";
+    caption();
   };
   for (const id of ["plain", "corrected"]) {
     const canvas = $(id);
@@ -218,6 +233,13 @@ function testMode(frames) {
   runEditor();
   for (let f = 0; f < frames; f++) step();
   out.push(`edited plain ${hex(wasm.weft_checksum(0))} corrected ${hex(wasm.weft_checksum(1))}`);
+  // Outside the training envelope (a cloth heavier than any trained): the
+  // right cloth runs the plain BDF2 fallback, as the desktop and the board.
+  $("editor").value = swing.replace("compression = 0.05\n", "compression = 0.05\ndensity = 0.8\n");
+  runEditor();
+  for (let f = 0; f < frames; f++) step();
+  out.push(`outside plain ${hex(wasm.weft_checksum(0))} corrected ${hex(wasm.weft_checksum(1))}`);
+  out.push(`outside-caption ${$("right-title").textContent}`);
   const good = hex(wasm.weft_checksum(1));
   $("editor").value = swing.replace("resolution = [16, 16]", "resolution = [1, 16]");
   const refused = runEditor();

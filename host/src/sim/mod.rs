@@ -6,9 +6,8 @@
 //! `learn` and `view` build on it.
 
 pub mod corrector;
-pub mod envelope;
 pub mod files;
-pub use weft_scene::{build, obj, scenario, shapes, storage};
+pub use weft_scene::{build, envelope, obj, scenario, shapes, storage};
 
 use std::io::Write;
 use std::path::Path;
@@ -86,7 +85,8 @@ pub struct Summary {
     /// page print for the same scene file.
     pub checksum: String,
     /// Why the scene lies outside the training envelope, where a guarded
-    /// corrector then ran the plain step ([`Envelope::outside_envelope`]).
+    /// corrector then ran the scene's fallback, the plain BDF2 step
+    /// ([`Envelope::outside_envelope`], [`Envelope::fallback`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outside_envelope: Vec<String>,
     /// Why the run stopped before its last frame (`frames` holds every
@@ -161,13 +161,18 @@ pub fn run_from(
     corrector: &mut dyn Corrector,
     mut on_frame: impl FnMut(u32, &Model, &State) -> Result<()>,
 ) -> Result<Summary> {
-    // A guarded corrector outside the training envelope: the plain step.
+    // A guarded corrector outside the training envelope: the scene's
+    // fallback, the best plain step at the corrected step's cost.
     let outside = if corrector.guarded() { scn.outside_envelope() } else { Vec::new() };
     let grain = if outside.is_empty() { corrector.coarse_grain() } else { CoarseGrain::NONE };
     // The step the corrector was trained on, where it is not the scene's.
     let based;
     let scn = match corrector.base_step() {
-        Some(i) if outside.is_empty() && i != scn.solver.integrator => {
+        _ if !outside.is_empty() => {
+            based = scn.fallback();
+            &based
+        }
+        Some(i) if i != scn.solver.integrator => {
             based = Scenario { solver: scenario::SolverSpec { integrator: i, ..scn.solver }, ..scn.clone() };
             &based
         }

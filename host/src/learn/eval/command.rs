@@ -82,7 +82,7 @@ pub fn evaluate(
         let Some(mut corrector) = column.corrector(model, int8) else { continue };
         let run = rollout(&column.scenario(scn), steps, &column.nodes(scn), corrector.as_mut())?;
         let rmse = frame_errors(&run.x, &traj.x);
-        // A guarded network that ran the plain step costs none.
+        // A guarded network that ran the scene's plain fallback costs none.
         let network = if run.plain_outside { 0.0 } else { per_network };
         let device = device_per_frame(column, scn.time.substeps, run.cg_per_frame, column.mesh_scale(scn), network);
         r.runs.push(Run {

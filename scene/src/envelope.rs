@@ -1,12 +1,26 @@
-//! The training envelope: the ranges of the training families'
-//! materials, winds, colliders, pins, shapes and time step, and why a
-//! scene lies outside them ([`Envelope::outside_envelope`]), where a
-//! guarded corrector runs the plain step.
+//! The training envelope: the ranges of the correction network's training
+//! families' materials, winds, colliders, pins, shapes and time step, and
+//! why a scene lies outside them ([`Envelope::outside_envelope`]).
+//!
+//! Outside, the network is not run: the desktop (`weft simulate
+//! --corrected`, `weft eval`), the board (`firmware/build.rs` bakes such a
+//! scene so) and the page run the scene as [`Envelope::fallback`] has it,
+//! the best plain step at the corrected step's cost: BDF2
+//! ([`FALLBACK_INTEGRATOR`]) at the scene's own time step, on the file's
+//! material. It costs 0.95× the plain backward Euler step, which the
+//! corrected step costs 1.2–1.6× of, and it is up to 4× more accurate
+//! than backward Euler over the first 10 frames of the scenes kept outside
+//! (`docs/results/2026-12-07-frontier.md`).
 
 use weft_core::prelude::Vec3;
 
-use crate::sim::scenario::{top_edge, PinSpec, Scenario};
-use crate::sim::shapes::Shape as ClothShape;
+use crate::scenario::{top_edge, PinSpec, Scenario};
+use crate::shapes::Shape as ClothShape;
+use crate::spec::{IntegratorSpec, SolverSpec};
+
+/// The integrator a scene outside the envelope runs instead of the
+/// corrected step ([`Envelope::fallback`]).
+pub const FALLBACK_INTEGRATOR: IntegratorSpec = IntegratorSpec::Bdf2;
 
 /// The training families' material ranges, `(key, low, high)`
 /// (`learn::data::families` draws within them).
@@ -48,6 +62,9 @@ pub trait Envelope {
     fn material_outside(&self) -> Vec<String>;
     /// Why the scene lies outside the envelope (none: inside).
     fn outside_envelope(&self) -> Vec<String>;
+    /// The scene as a guarded corrector runs it outside the envelope: its
+    /// integrator [`FALLBACK_INTEGRATOR`], everything else as it is.
+    fn fallback(&self) -> Self;
 }
 
 impl Envelope for Scenario {
@@ -68,9 +85,10 @@ impl Envelope for Scenario {
     /// a wind faster than theirs, a sphere or capsule thinner or thicker
     /// than theirs, pins not held by one of their regions, a
     /// time step other than the network's or more than one step a frame.
-    /// A guarded corrector runs such a scene as the plain step: there the
-    /// coarse step's fitted membrane alone was up to 5.6× plain's error at
-    /// 50 frames (`docs/results/2026-12-06-learning.md`), more than any correction can hide.
+    /// A guarded corrector runs such a scene as its [`Envelope::fallback`]:
+    /// there the coarse step's fitted membrane alone was up to 5.6× plain's
+    /// error at 50 frames (`docs/results/2026-12-06-learning.md`), more
+    /// than any correction can hide.
     fn outside_envelope(&self) -> Vec<String> {
         let mut out = self.material_outside();
         if let Some(w) = &self.wind {
@@ -100,6 +118,10 @@ impl Envelope for Scenario {
             ));
         }
         out
+    }
+
+    fn fallback(&self) -> Scenario {
+        Scenario { solver: SolverSpec { integrator: FALLBACK_INTEGRATOR, ..self.solver }, ..self.clone() }
     }
 }
 
