@@ -258,8 +258,10 @@ enum Command {
         scene: u32,
     },
     /// A drape over a sphere as an animated GIF and a PNG still: plain
-    /// coarse, int8-corrected coarse and the fine reference side by side
-    /// (the test split's median case where the data has it).
+    /// coarse, int8-corrected coarse and the fine reference side by side,
+    /// and in the error plot plain BDF2, the best plain step at the
+    /// corrected step's cost (the test split's median case where the data
+    /// has it).
     Demo {
         #[arg(short, long, default_value = "weft-demo.gif")]
         out: PathBuf,

@@ -17,6 +17,7 @@ use crate::learn::data::metrics;
 use crate::learn::data::{self, DatasetSpec};
 use crate::sim;
 use crate::sim::corrector::{self, Corrector};
+use crate::sim::envelope::Envelope;
 use crate::sim::scenario::Scenario;
 
 /// A pinhole camera.
@@ -201,9 +202,18 @@ pub struct Panel<'a> {
 
 /// A frame of `weft demo`: the panels side by side, each with its title and
 /// its RMSE at this frame, the time, and below them a plot of every
-/// panel's RMSE up to this frame (`frames` frames of `dt` seconds in all,
+/// panel's RMSE up to this frame, and of `curve`'s (a run without a
+/// picture; its image is not drawn) (`frames` frames of `dt` seconds in all,
 /// the plot's y range up to `y_max`).
-pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: f32, y_max: f32) -> RgbImage {
+pub fn demo_frame(
+    panels: &[Panel],
+    curve: Option<Panel>,
+    time: f32,
+    frame: usize,
+    frames: usize,
+    dt: f32,
+    y_max: f32,
+) -> RgbImage {
     use crate::view::canvas::{self, Series, BLACK};
     let row = side_by_side(&panels.iter().map(|p| p.image).collect::<Vec<_>>());
     let (header, chart) = (28u32, 190u32);
@@ -221,6 +231,7 @@ pub fn demo_frame(panels: &[Panel], time: f32, frame: usize, frames: usize, dt: 
     }
     let series = panels
         .iter()
+        .chain(curve.as_ref())
         .filter_map(|p| {
             p.errors.map(|e| Series { name: p.title, values: &e[..(frame + 1).min(e.len())], color: p.color })
         })
@@ -299,49 +310,25 @@ pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &P
         .find_map(|c| c.center.or(c.a.zip(c.b).map(|(a, b)| [0, 1, 2].map(|k| 0.5 * (a[k] + b[k])))))
         .map_or(Vec3::from_array(scn.cloth.center), |c| Vec3::new(c[0], c[1], c[2]));
     let cam = Camera { eye: target + Vec3::new(1.0, 0.9, 1.4), target, fov_y_deg: 40.0, width: 320, height: 260 };
-    let colors = [[220.0, 90.0, 70.0], [70.0, 130.0, 220.0], [90.0, 170.0, 90.0]];
-    let bar = crate::progress_bar(2, "runs", true);
-    let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
-    let mut positions: [Vec<Vec<Vec3>>; 2] = Default::default();
-    let runs: [(&str, Box<dyn Corrector>); 2] =
-        [("plain 16×16", Box::new(corrector::Plain)), ("int8-corrected 16×16", Box::new(corrector::Int8::new(net)))];
-    for (k, (name, mut corrector)) in runs.into_iter().enumerate() {
-        bar.set_message(name);
-        sim::run(&scn, false, corrector.as_mut(), |frame, model, state| {
-            positions[k].push(state.positions().to_vec());
-            if frame % 2 == 0 {
-                let c = model.scene.colliders;
-                panels[k].push(render(&cam, &model.mesh, state.positions(), c, state.time() as f32, colors[k]));
-            }
-            Ok(())
-        })?;
-        bar.inc(1);
-    }
-    let mut parts = ModelParts::default();
-    let model = &build::model(&scn, CoarseGrain::NONE, &mut parts)?;
-    for (t, x) in fine.iter().enumerate().step_by(2) {
-        let time = t as f32 * scn.time.dt;
-        panels[2].push(render(&cam, &model.mesh, x, model.scene.colliders, time, colors[2]));
-    }
-    bar.finish_and_clear();
-    // Per-frame RMSE of the plain and the corrected cloth.
-    let errors: Vec<Vec<f32>> =
-        positions.iter().map(|xs| xs.iter().zip(&fine).map(|(a, b)| metrics::rmse(a, b)).collect()).collect();
+    let colors = [[220.0, 90.0, 70.0], [70.0, 130.0, 220.0], [90.0, 170.0, 90.0], [150.0, 150.0, 150.0]];
+    let (panels, errors) = demo_runs(net, &scn, &fine, &cam, colors)?;
     let y_max = errors.iter().flatten().copied().fold(0.0, f32::max) * 1.05;
-    let titles = ["plain 16×16", "int8-corrected 16×16", "fine reference (coarse nodes)"];
+    let titles = ["plain 16×16", "int8-corrected 16×16", "fine reference (coarse nodes)", DEMO_BDF2];
     let rgb = colors.map(|c| image::Rgb(c.map(|v| v as u8)));
     let frames: Vec<image::RgbImage> = (0..panels.iter().map(Vec::len).min().unwrap_or(0))
         .map(|t| {
+            // The pictures (the reference has no error), then BDF2's curve.
             let ps: Vec<Panel> = (0..3)
                 .map(|k| Panel {
                     image: &panels[k][t],
                     title: titles[k],
                     color: rgb[k],
-                    errors: errors.get(k).map(Vec::as_slice),
+                    errors: (k < 2).then(|| errors[k].as_slice()),
                 })
                 .collect();
             let frame = 2 * t;
-            demo_frame(&ps, frame as f32 * scn.time.dt, frame, fine.len(), scn.time.dt, y_max)
+            let bdf2 = Panel { image: &panels[2][t], title: titles[3], color: rgb[3], errors: Some(&errors[2]) };
+            demo_frame(&ps, Some(bdf2), frame as f32 * scn.time.dt, frame, fine.len(), scn.time.dt, y_max)
         })
         .collect();
     let ms = (2000.0 * scn.time.dt).round() as u32;
@@ -358,12 +345,65 @@ pub fn demo(net: &NetworkData, case: (Scenario, Vec<Vec<Vec3>>, String), out: &P
     let rmse = |k: usize| metrics::mean(errors[k].get(1..).unwrap_or(&[]));
     Ok(format!(
         "{} — {why}: plain 16×16 (red) | int8-corrected 16×16 (blue) | fine reference at the coarse nodes (green), \
-         {} frames; mean position RMSE plain {:.4} m, corrected {:.4} m; wrote {} and {}",
+         {} frames, and in the plot {DEMO_BDF2} (grey); mean position RMSE plain {:.4} m, corrected {:.4} m, \
+         BDF2 {:.4} m; wrote {} and {}",
         scn.name,
         scn.time.steps,
         rmse(0),
         rmse(1),
+        rmse(2),
         out.display(),
         still.display()
     ))
+}
+
+/// The demo's plot line for the best plain step at the corrected step's
+/// board cost (BDF2 at dt, 0.95× plain's; the corrected step costs more).
+const DEMO_BDF2: &str = "plain BDF2 16×16 (the best plain step at its cost)";
+
+/// [`demo_runs`]' pictures and per-frame errors.
+type DemoRuns = ([Vec<image::RgbImage>; 3], [Vec<f32>; 3]);
+
+/// The demo's runs of `scn`: pictures every second frame of the plain
+/// cloth, the int8-corrected one and the reference `fine`; the per-frame
+/// position RMSE against `fine` of the plain cloth, the corrected one and
+/// plain BDF2 at the scene's step (the scene's [`Envelope::fallback`],
+/// pictured by none).
+fn demo_runs(
+    net: &NetworkData,
+    scn: &Scenario,
+    fine: &[Vec<Vec3>],
+    cam: &Camera,
+    colors: [[f32; 3]; 4],
+) -> Result<DemoRuns> {
+    let bar = crate::progress_bar(3, "runs", true);
+    let mut panels: [Vec<image::RgbImage>; 3] = Default::default();
+    let mut positions: [Vec<Vec<Vec3>>; 3] = Default::default();
+    let bdf2 = scn.fallback();
+    let runs: [(&str, &Scenario, Box<dyn Corrector>); 3] = [
+        ("plain 16×16", scn, Box::new(corrector::Plain)),
+        ("int8-corrected 16×16", scn, Box::new(corrector::Int8::new(net))),
+        ("plain BDF2 16×16", &bdf2, Box::new(corrector::Plain)),
+    ];
+    for (k, (name, scn, mut corrector)) in runs.into_iter().enumerate() {
+        bar.set_message(name);
+        sim::run(scn, false, corrector.as_mut(), |frame, model, state| {
+            positions[k].push(state.positions().to_vec());
+            if frame % 2 == 0 && k < 2 {
+                let c = model.scene.colliders;
+                panels[k].push(render(cam, &model.mesh, state.positions(), c, state.time() as f32, colors[k]));
+            }
+            Ok(())
+        })?;
+        bar.inc(1);
+    }
+    let mut parts = ModelParts::default();
+    let model = &build::model(scn, CoarseGrain::NONE, &mut parts)?;
+    for (t, x) in fine.iter().enumerate().step_by(2) {
+        let time = t as f32 * scn.time.dt;
+        panels[2].push(render(cam, &model.mesh, x, model.scene.colliders, time, colors[2]));
+    }
+    bar.finish_and_clear();
+    let errors = positions.map(|xs| xs.iter().zip(fine).map(|(a, b)| metrics::rmse(a, b)).collect());
+    Ok((panels, errors))
 }
