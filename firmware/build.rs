@@ -67,7 +67,7 @@ fn mesh_source(p: &MeshParts, out: &mut String) {
         let g = t.grad.iter().map(|g| arr(g)).collect::<Vec<_>>().join(", ");
         format!("Triangle {{ nodes: {:?}, edges: {:?}, grad: [{g}], area: {} }}", t.nodes, t.edges, f(t.area))
     });
-    let edges = list(p.edges, |e| format!("Edge {{ a: {}, b: {}, tris: {:?} }}", e.a, e.b, e.tris));
+    let edges = list(p.edges, |e| format!("Edge {{ a: {}, b: {}, tris: {:?}, rest: {:?} }}", e.a, e.b, e.tris, e.rest));
     let starts = list(p.edge_start, |s| s.to_string());
     let hinges =
         list(p.hinges, |h| format!("Hinge {{ nodes: {:?}, k: {}, rest: {} }}", h.nodes, arr(&h.k), arr(&h.rest)));

@@ -33,13 +33,21 @@ pub struct Triangle {
 }
 
 /// A static (mesh) edge, `a < b`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Edge {
     pub a: NodeId,
     pub b: NodeId,
     /// The one or two triangles on each side ([`NO_TRIANGLE`] for a border).
     pub tris: [u32; 2],
+    /// Rest length (m): `|X_b − X_a|` of the rest positions, or for a mesh
+    /// cut from a pattern ([`Mesh::from_pattern`]) the mean of its
+    /// triangles' pattern lengths (a seam's two sides may differ slightly).
+    pub rest: f32,
 }
+
+/// A triangle's rest shape in a flat pattern (m): its corners' 2-D
+/// coordinates, in the order of its nodes ([`Mesh::from_pattern`]).
+pub type PatternTriangle = [[f32; 2]; 3];
 
 /// A triangle of the bending triangulation ([`crate::physics::bending`]):
 /// the mesh's own triangles, except on a grid, whose bending triangulation
@@ -325,7 +333,35 @@ impl<'a> Mesh<'a> {
             return Err(MeshError::Capacity { what: "node", capacity: storage.rest.len(), needed: positions.len() });
         }
         storage.rest[..positions.len()].copy_from_slice(positions);
-        build(positions.len(), triangles.len(), |t| triangles[t], None, storage)
+        build(positions.len(), triangles.len(), |t| triangles[t], None, None, storage)
+    }
+
+    /// Builds a validated mesh placed at `positions` whose rest shape is a
+    /// flat pattern: triangle `t` is at rest in the shape of `pattern[t]`,
+    /// as garments are cut from flat panels and sewn (a seam is a node
+    /// shared by triangles of two panels; each panel has its own 2-D
+    /// coordinates, as an OBJ file's texture coordinates give them). The
+    /// membrane, the masses, the edges' rest lengths and the bending
+    /// stiffness come from the pattern; the bending rest is flat (a panel
+    /// is cut flat); `positions` are where the cloth starts
+    /// ([`Mesh::rest`]), not a rest shape.
+    pub fn from_pattern(
+        positions: &[Vec3],
+        triangles: &[[NodeId; 3]],
+        pattern: &[PatternTriangle],
+        storage: MeshStorage<'a>,
+    ) -> Result<Mesh<'a>, MeshError> {
+        if positions.len() > storage.rest.len() {
+            return Err(MeshError::Capacity { what: "node", capacity: storage.rest.len(), needed: positions.len() });
+        }
+        if pattern.len() != triangles.len() {
+            return Err(MeshError::Inconsistent { part: "pattern", index: pattern.len().min(triangles.len()) });
+        }
+        if let Some(t) = pattern.iter().position(|p| !p.iter().flatten().all(|c| c.is_finite())) {
+            return Err(MeshError::Inconsistent { part: "pattern", index: t });
+        }
+        storage.rest[..positions.len()].copy_from_slice(positions);
+        build(positions.len(), triangles.len(), |t| triangles[t], Some(pattern), None, storage)
     }
 
     /// Builds a regular grid mesh.
@@ -351,7 +387,7 @@ impl<'a> Mesh<'a> {
             }
         }
         let tris = 2 * (grid.nx - 1) * (grid.ny - 1);
-        build(n, tris, |t| grid.triangle(t), Some(grid), storage)
+        build(n, tris, |t| grid.triangle(t), None, Some(grid), storage)
     }
 
     /// A mesh from parts built before ([`Mesh::parts`]), checked so that
@@ -393,7 +429,8 @@ impl<'a> Mesh<'a> {
         for (e, ed) in p.edges.iter().enumerate() {
             let sorted = e == 0 || (p.edges[e - 1].a, p.edges[e - 1].b) < (ed.a, ed.b);
             let tris_ok = ed.tris.iter().all(|&t| t == NO_TRIANGLE || (t as usize) < nt);
-            if !(ed.a < ed.b && (ed.b as usize) < n && sorted && tris_ok) {
+            let rest_ok = ed.rest.is_finite() && ed.rest > 0.0;
+            if !(ed.a < ed.b && (ed.b as usize) < n && sorted && tris_ok && rest_ok) {
                 return bad("edges", e);
             }
         }
@@ -501,10 +538,7 @@ impl<'a> Mesh<'a> {
     }
     /// Shortest rest edge length.
     pub fn min_edge_length(&self) -> f32 {
-        self.edges
-            .iter()
-            .map(|e| (self.rest[e.b as usize] - self.rest[e.a as usize]).norm())
-            .fold(f32::INFINITY, f32::min)
+        self.edges.iter().map(|e| e.rest).fold(f32::INFINITY, f32::min)
     }
 }
 
@@ -542,15 +576,29 @@ fn check_counts(n_nodes: usize, n_tris: usize, storage: &MeshStorage) -> Result<
     Ok(())
 }
 
+/// The rest corners of triangle `t` over `nodes`: its pattern's in the
+/// plane z = 0 where the mesh has one, else the rest positions'.
+fn corners(t: usize, nodes: [NodeId; 3], rest: &[Vec3], pattern: Option<&[PatternTriangle]>) -> [Vec3; 3] {
+    match pattern.and_then(|p| p.get(t)) {
+        Some(p) => p.map(|[u, v]| Vec3::new(u, v, 0.0)),
+        None => nodes.map(|i| rest[i as usize]),
+    }
+}
+
 /// Triangle `t` over `nodes`, validated, with its rest frame's gradients
-/// and area.
-fn rest_triangle(t: usize, nodes: [NodeId; 3], rest: &[Vec3]) -> Result<Triangle, MeshError> {
+/// and area; its rest corners ([`corners`]).
+fn rest_triangle(
+    t: usize,
+    nodes: [NodeId; 3],
+    rest: &[Vec3],
+    pattern: Option<&[PatternTriangle]>,
+) -> Result<(Triangle, [Vec3; 3]), MeshError> {
     for &i in &nodes {
         if i as usize >= rest.len() {
             return Err(MeshError::IndexOutOfRange { triangle: t, node: i as usize });
         }
     }
-    let [p0, p1, p2] = nodes.map(|i| rest[i as usize]);
+    let [p0, p1, p2] = corners(t, nodes, rest, pattern);
     let (e1, e2) = (p1 - p0, p2 - p0);
     let n = e1.cross(e2);
     let longest = e1.norm2().max(e2.norm2()).max((p2 - p1).norm2());
@@ -567,7 +615,7 @@ fn rest_triangle(t: usize, nodes: [NodeId; 3], rest: &[Vec3]) -> Result<Triangle
     let b1 = [g00, g01];
     let b2 = [g10, g11];
     let b0 = [-(g00 + g10), -(g01 + g11)];
-    Ok(Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area })
+    Ok((Triangle { nodes, edges: [0; 3], grad: [b0, b1, b2], area }, [p0, p1, p2]))
 }
 
 /// The unique edges of the triangles, kept sorted by insertion, and a hinge
@@ -576,6 +624,7 @@ fn rest_triangle(t: usize, nodes: [NodeId; 3], rest: &[Vec3]) -> Result<Triangle
 fn collect_edges(
     triangles: &[Triangle],
     rest: &[Vec3],
+    pattern: Option<&[PatternTriangle]>,
     grid: bool,
     edges: &mut [Edge],
     hinges: &mut [Hinge],
@@ -584,8 +633,10 @@ fn collect_edges(
     let (mut n_edges, mut n_hinges) = (0usize, 0usize);
     for (t, tr) in triangles.iter().enumerate() {
         let nodes = tr.nodes;
+        let c = corners(t, nodes, rest, pattern);
         for k in 0..3 {
             let (a, b, w) = (nodes[k], nodes[(k + 1) % 3], nodes[(k + 2) % 3]);
+            let length = (c[(k + 1) % 3] - c[k]).norm();
             match find_edge(&edges[..n_edges], a, b) {
                 Ok(e) => {
                     let other = edges[e].tris[0];
@@ -593,6 +644,9 @@ fn collect_edges(
                         return Err(MeshError::NonManifoldEdge { a: edges[e].a, b: edges[e].b });
                     }
                     edges[e].tris[1] = t as u32;
+                    if pattern.is_some() {
+                        edges[e].rest = 0.5 * (edges[e].rest + length);
+                    }
                     let capacity = hinges.len().min(NO_HINGE as usize);
                     if n_hinges >= capacity {
                         return Err(MeshError::Capacity { what: "hinge", capacity, needed: n_hinges + 1 });
@@ -604,8 +658,19 @@ fn collect_edges(
                         let slot = ot.nodes.iter().position(|&x| x == w0).map_or(0, |p| (p + 1) % 3);
                         bending[other as usize].hinges[slot] = n_hinges as u16;
                         bending[t].hinges[k] = n_hinges as u16;
-                        let mut hinge = make_hinge(rest, [a, b, w0, w]);
-                        hinge.rest = rest_measure(&hinge, rest);
+                        let mut hinge = match pattern {
+                            // Each wing in its own triangle's pattern; flat at rest.
+                            Some(_) => {
+                                let oc = corners(other as usize, ot.nodes, rest, pattern);
+                                let at = |x: NodeId| ot.nodes.iter().position(|&y| y == x).map_or(oc[0], |i| oc[i]);
+                                let (k1, k2) = ((k + 1) % 3, (k + 2) % 3);
+                                make_hinge([a, b, w0, w], [at(a), at(b), at(w0)], [c[k], c[k1], c[k2]])
+                            }
+                            None => make_hinge_at(rest, [a, b, w0, w]),
+                        };
+                        if pattern.is_none() {
+                            hinge.rest = rest_measure(&hinge, rest);
+                        }
                         hinges[n_hinges] = hinge;
                     }
                     n_hinges += 1;
@@ -615,7 +680,7 @@ fn collect_edges(
                         return Err(MeshError::Capacity { what: "edge", capacity: edges.len(), needed: n_edges + 1 });
                     }
                     edges.copy_within(pos..n_edges, pos + 1);
-                    edges[pos] = Edge { a: a.min(b), b: a.max(b), tris: [t as u32, NO_TRIANGLE] };
+                    edges[pos] = Edge { a: a.min(b), b: a.max(b), tris: [t as u32, NO_TRIANGLE], rest: length };
                     n_edges += 1;
                 }
             }
@@ -682,6 +747,7 @@ fn build<'a>(
     n_nodes: usize,
     n_tris: usize,
     tri: impl Fn(usize) -> [NodeId; 3],
+    pattern: Option<&[PatternTriangle]>,
     grid: Option<&Grid>,
     storage: MeshStorage<'a>,
 ) -> Result<Mesh<'a>, MeshError> {
@@ -695,16 +761,17 @@ fn build<'a>(
     node_area.fill(0.0);
     let (triangles, bending) = (&mut triangles[..n_tris], &mut bending[..n_tris]);
     for (t, slot) in triangles.iter_mut().enumerate() {
-        *slot = rest_triangle(t, tri(t), rest)?;
+        let (triangle, corners) = rest_triangle(t, tri(t), rest, pattern)?;
+        *slot = triangle;
         // A grid's bending triangulation is its own ([`grid_bending`]).
         if grid.is_none() {
-            bending[t] = bend_triangle(slot.nodes.map(|i| rest[i as usize]));
+            bending[t] = bend_triangle(corners);
         }
         for &i in &slot.nodes {
             node_area[i as usize] += slot.area / 3.0;
         }
     }
-    let (n_edges, n_hinges) = collect_edges(triangles, rest, grid.is_some(), edges, hinges, bending)?;
+    let (n_edges, n_hinges) = collect_edges(triangles, rest, pattern, grid.is_some(), edges, hinges, bending)?;
     let edges = &edges[..n_edges];
     if grid.is_some_and(|g| !grid_edges_are(edges, g.nx, g.ny)) {
         return Err(MeshError::BadGrid);
@@ -775,7 +842,7 @@ fn grid_bending(grid: &Grid, rest: &[Vec3], hinges: &mut [Hinge], bending: &mut 
     let mut h = 0usize;
     let mut add = |hinge: [NodeId; 4], (ta, ea): (usize, usize), (tb, eb): (usize, usize)| {
         if let Some(slot) = hinges.get_mut(h) {
-            *slot = make_hinge(rest, hinge);
+            *slot = make_hinge_at(rest, hinge);
             bending[ta].hinges[ea] = h as u16;
             bending[tb].hinges[eb] = h as u16;
             h += 1;
@@ -804,17 +871,25 @@ fn grid_bending(grid: &Grid, rest: &[Vec3], hinges: &mut [Hinge], bending: &mut 
 /// the outward normal derivative of the linear placement on the wing `w`'s
 /// triangle (`h_w` its height over the edge), `Σ k_i x_i = −½ (D_w0 + D_w1)`.
 #[inline(never)]
-fn make_hinge(rest: &[Vec3], nodes: [NodeId; 4]) -> Hinge {
+fn make_hinge_at(rest: &[Vec3], nodes: [NodeId; 4]) -> Hinge {
     let [x0, x1, w0, w1] = nodes.map(|i| rest[i as usize]);
-    let e = x1 - x0;
-    let l2 = e.norm2();
+    make_hinge(nodes, [x0, x1, w0], [x0, x1, w1])
+}
+
+/// [`make_hinge_at`] with each wing's triangle given at rest by its own
+/// corners `[x0, x1, w]` (the edge's ends, then the wing): the stencil
+/// needs only each wing's foot on the edge and height over it, so the two
+/// triangles may lie in different frames (two panels of a pattern).
+fn make_hinge(nodes: [NodeId; 4], first: [Vec3; 3], second: [Vec3; 3]) -> Hinge {
     // Foot parameter s and height h of a wing over the edge.
-    let wing = |w: Vec3| {
+    let wing = |[x0, x1, w]: [Vec3; 3]| {
+        let e = x1 - x0;
+        let l2 = e.norm2();
         let s = (w - x0).dot(e) / l2;
         let h = (w - x0 - e * s).norm();
         (s, 1.0 / h)
     };
-    let ((s0, i0), (s1, i1)) = (wing(w0), wing(w1));
+    let ((s0, i0), (s1, i1)) = (wing(first), wing(second));
     let k = [-0.5 * ((1.0 - s0) * i0 + (1.0 - s1) * i1), -0.5 * (s0 * i0 + s1 * i1), 0.5 * i0, 0.5 * i1];
     Hinge { nodes, k, rest: [0.0; 2] }
 }

@@ -32,7 +32,7 @@ impl<const N: usize, const T: usize, const E: usize, const H: usize> MeshBuffers
     pub const fn new() -> Self {
         const TRI: Triangle = Triangle { nodes: [0; 3], edges: [0; 3], grad: [[0.0; 2]; 3], area: 0.0 };
         const BEND: BendTriangle = BendTriangle { hinges: [NO_HINGE; 3], s: [0.0; 3], cos2: [0.0; 3] };
-        const EDGE: Edge = Edge { a: 0, b: 0, tris: [0; 2] };
+        const EDGE: Edge = Edge { a: 0, b: 0, tris: [0; 2], rest: 0.0 };
         const HINGE: Hinge = Hinge { nodes: [0; 4], k: [0.0; 4], rest: [0.0; 2] };
         MeshBuffers {
             rest: [Vec3::ZERO; N],

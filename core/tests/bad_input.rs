@@ -76,6 +76,35 @@ fn bad_meshes_are_typed_errors() {
     assert_eq!(Mesh::grid(&inf_grid, st.storage()).unwrap_err(), MeshError::BadGrid);
 }
 
+/// A pattern that does not fit its triangles, holds a NaN, or makes a
+/// triangle flat is a typed error; a good one builds, its edges at the
+/// pattern's lengths (a seam's the mean of its two sides).
+#[test]
+fn bad_patterns_are_typed_errors() {
+    let (p, t) = square();
+    let mut st = VecMeshStorage::for_triangles(4, 2);
+    let cut = |a: [f32; 2], b: [f32; 2], c: [f32; 2]| [a, b, c];
+    let good = [cut([0.0, 0.0], [2.0, 0.0], [2.0, 2.0]), cut([0.0, 0.0], [2.0, 2.0], [0.0, 2.2])];
+    let inconsistent = |index| MeshError::Inconsistent { part: "pattern", index };
+    assert_eq!(Mesh::from_pattern(&p, &t, &good[..1], st.storage()).unwrap_err(), inconsistent(1));
+    let mut nan = good;
+    nan[1][2][0] = f32::NAN;
+    assert_eq!(Mesh::from_pattern(&p, &t, &nan, st.storage()).unwrap_err(), inconsistent(1));
+    let mut flat = good;
+    flat[0][2] = [4.0, 0.0];
+    assert_eq!(
+        Mesh::from_pattern(&p, &t, &flat, st.storage()).unwrap_err(),
+        MeshError::DegenerateTriangle { triangle: 0 }
+    );
+    let mesh = Mesh::from_pattern(&p, &t, &good, st.storage()).unwrap();
+    let length = |a: u16, b: u16| mesh.edges().iter().find(|e| (e.a, e.b) == (a.min(b), a.max(b))).unwrap().rest;
+    // Triangle 0's corners (0, 1, 2) are 2 m apart along its legs; the
+    // shared diagonal 0–2 is √8 m in both triangles.
+    assert_eq!(length(t[0][0], t[0][1]), 2.0);
+    assert!((length(t[0][0], t[0][2]) - 8f32.sqrt()).abs() < 1e-6);
+    assert!((mesh.node_area().iter().sum::<f32>() - (2.0 + 2.2)).abs() < 1e-5);
+}
+
 #[test]
 fn capacity_overflow_is_a_typed_error() {
     let grid = Grid::horizontal(5, 5, 1.0, 1.0, 0.0);

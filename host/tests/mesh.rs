@@ -425,14 +425,17 @@ fn a_seam_of_coincident_vertices_is_welded_when_the_scene_asks() {
     let err = obj::parse(text).unwrap_err();
     assert_eq!(err, ObjError::Duplicate { a: 1, b: 5 });
     assert!(err.to_string().contains("[cloth] weld"), "{err}");
-    let m = obj::parse_with(text, obj::ObjOptions { weld: Some(1e-6) }).unwrap();
+    let m = obj::parse_with(text, obj::ObjOptions { weld: Some(1e-6), ..Default::default() }).unwrap();
     assert_eq!((m.positions.len(), m.welded, m.collapsed), (6, 2, 0));
     assert_eq!(m.triangles.len(), 4);
     // The right quad now shares the left one's edge 1–2.
     assert_eq!(m.groups["right"], vec![1, 2, 4, 5]);
     // A tolerance wider than the edges (1 m) chains every vertex into one:
     // every triangle loses corners, and no face is left.
-    assert_eq!(obj::parse_with(text, obj::ObjOptions { weld: Some(1.01) }), Err(ObjError::NoFaces));
+    assert_eq!(
+        obj::parse_with(text, obj::ObjOptions { weld: Some(1.01), ..Default::default() }),
+        Err(ObjError::NoFaces)
+    );
     // Through a scene file: the option read, the mesh welded.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("seam.obj"), text).unwrap();
@@ -577,4 +580,131 @@ fn a_mesh_file_is_read_in_its_units() {
     }
     let e = rest("units = \"furlong\"\n").unwrap_err().to_string();
     assert!(e.contains("cloth.units"), "{e}");
+}
+
+/// OBJ text of a flat `n × n`-cell square of side `side` (m) in the x–z
+/// plane, cut down the middle into two panels (the seam's vertices shared
+/// in `v`), each with its own texture-coordinate island: the left panel's
+/// coordinates are its positions over `side` times `uv`, the right
+/// panel's are mirrored and moved away (u → 5 − u), as modelling tools
+/// lay islands out.
+fn panels_obj(n: usize, side: f32, uv: f32) -> String {
+    let mut s = String::new();
+    let at = |i: usize, j: usize| j * (n + 1) + i + 1;
+    for j in 0..=n {
+        for i in 0..=n {
+            s += &format!("v {} 0 {}\n", side * i as f32 / n as f32, side * j as f32 / n as f32);
+        }
+    }
+    // Left island: (i, j) → (i, j)/n · uv; right island: (5 − i/n · uv, j/n · uv).
+    for j in 0..=n {
+        for i in 0..=n {
+            s += &format!("vt {} {}\n", uv * i as f32 / n as f32, uv * j as f32 / n as f32);
+        }
+    }
+    for j in 0..=n {
+        for i in 0..=n {
+            s += &format!("vt {} {}\n", 5.0 - uv * i as f32 / n as f32, uv * j as f32 / n as f32);
+        }
+    }
+    let island = (n + 1) * (n + 1);
+    for j in 0..n {
+        for i in 0..n {
+            let t = if i < n / 2 { 0 } else { island };
+            let c = [at(i, j), at(i + 1, j), at(i + 1, j + 1), at(i, j + 1)];
+            s += &format!("f {}\n", c.map(|v| format!("{v}/{}", v + t)).join(" "));
+        }
+    }
+    s
+}
+
+/// Runs the scene `toml` (mesh file `m.obj` holding `obj`) with the plain
+/// step: its start, its last positions, and its summary.
+fn run_mesh_scene(toml: &str, obj: &str) -> (Scenario, Vec<Vec3>, Vec<Vec3>, weft_host::sim::Summary) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.obj"), obj).unwrap();
+    let scn = Scenario::parse_in(toml, dir.path()).unwrap();
+    let start = scn.rest_positions();
+    let mut last = Vec::new();
+    let summary = weft_host::sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, st| {
+        last = st.positions().to_vec();
+        Ok(())
+    })
+    .unwrap();
+    (scn, start, last, summary)
+}
+
+/// `rest = "uv"`: the cloth is at rest in its pattern. Two panels whose
+/// texture islands lie apart, one mirrored, sewn along a seam and laid
+/// out flat as their pattern: with gravity off nothing moves (each hinge
+/// is built from its own wing's panel); hung by an edge, its solve takes
+/// the iterations of the same cloth at rest as placed. The same file with
+/// a pattern 0.8 times the size it is laid out at: the cloth draws itself
+/// together to its pattern's size.
+#[test]
+fn a_cloth_cut_from_texture_coordinates_rests_in_its_pattern() {
+    let scene = |extra: &str, steps: u32| {
+        format!("gravity = [0.0, 0.0, 0.0]\n[cloth]\nmesh = \"m.obj\"\nrest = \"uv\"\n{extra}[time]\nsteps = {steps}\n")
+    };
+    let (_, start, last, summary) = run_mesh_scene(&scene("uv_scale = 0.3\n", 60), &panels_obj(8, 0.3, 1.0));
+    let moved = start.iter().zip(&last).map(|(a, b)| (*a - *b).norm()).fold(0.0f32, f32::max);
+    assert!(moved <= 1e-6, "laid out as cut: moved {moved} m");
+    assert_eq!(summary.cg_not_converged, 0);
+    let hung = |s: String| {
+        s.replace("gravity = [0.0, 0.0, 0.0]\n", "") + "[[pin]]\nbox = { min = [-1, -1, -1], max = [0.01, 1, 1] }\n"
+    };
+    let (_, _, _, cut) = run_mesh_scene(&hung(scene("uv_scale = 0.3\n", 60)), &panels_obj(8, 0.3, 1.0));
+    let (_, _, _, placed) =
+        run_mesh_scene(&hung(scene("", 60).replace("rest = \"uv\"\n", "")), &panels_obj(8, 0.3, 1.0));
+    let ratio = cut.cg_iterations_mean / placed.cg_iterations_mean;
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "hung: {} against {} CG iterations a step",
+        cut.cg_iterations_mean,
+        placed.cg_iterations_mean
+    );
+
+    let (scn, start, last, _) = run_mesh_scene(&scene("uv_scale = 0.24\n", 240), &panels_obj(8, 0.3, 1.0));
+    let mut parts = ModelParts::default();
+    let model = build::model(&scn, weft_core::model::CoarseGrain::NONE, &mut parts).unwrap();
+    let mean = |x: &[Vec3]| {
+        let e = model.mesh.edges();
+        e.iter().map(|e| (x[e.b as usize] - x[e.a as usize]).norm() / e.rest).sum::<f32>() / e.len() as f32
+    };
+    let (before, after) = (mean(&start), mean(&last));
+    assert!((before - 1.25).abs() < 1e-3, "laid out at 1.25× its pattern: {before}");
+    assert!((after - 1.0).abs() < 0.02, "drawn together to its pattern: l/l₀ {after}");
+}
+
+/// The pattern is named in its errors: a face without texture
+/// coordinates (its line), `uv_scale` without `rest = "uv"`, a pattern
+/// on a grid; a fine reference's subdivision keeps the pattern's area.
+#[test]
+fn a_pattern_names_what_it_lacks_and_subdivides_with_its_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = panels_obj(4, 0.3, 1.0);
+    let bare = good.replacen("/1 ", " ", 1);
+    std::fs::write(dir.path().join("bare.obj"), &bare).unwrap();
+    std::fs::write(dir.path().join("good.obj"), &good).unwrap();
+    let parse = |text: &str| Scenario::parse_in(text, dir.path()).unwrap_err();
+    let e = parse("[cloth]\nmesh = \"bare.obj\"\nrest = \"uv\"\n");
+    let line = bare.lines().position(|l| l.starts_with("f ")).unwrap() + 1;
+    assert_eq!(e.key, "cloth.mesh");
+    assert!(e.to_string().contains(&format!("line {line}")) && e.to_string().contains("rest = \"uv\""), "{e}");
+    let e = parse("[cloth]\nmesh = \"good.obj\"\nuv_scale = 0.5\n");
+    assert_eq!(e.key, "cloth.uv_scale", "{e}");
+    let e = parse("[cloth]\nmesh = \"good.obj\"\nrest = \"uv\"\nuv_scale = -1\n");
+    assert_eq!(e.key, "cloth.uv_scale", "{e}");
+    let e = parse("[cloth]\nwidth = 1\nheight = 1\nresolution = [4, 4]\nrest = \"uv\"\n");
+    assert_eq!(e.key, "cloth.rest", "{e}");
+    let m = obj::parse_with(&good, obj::ObjOptions { uv: true, ..Default::default() }).unwrap();
+    let area = |m: &obj::ObjMesh| {
+        let p = m.pattern(1.0).unwrap();
+        p.iter()
+            .map(|[a, b, c]| 0.5 * ((b[0] - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (b[1] - a[1])).abs())
+            .sum::<f32>()
+    };
+    let fine = obj::subdivide(&m, 2);
+    assert_eq!(fine.triangles.len(), 16 * m.triangles.len());
+    assert!((area(&fine) - area(&m)).abs() < 1e-5 && (area(&m) - 1.0).abs() < 1e-5, "{} {}", area(&fine), area(&m));
 }

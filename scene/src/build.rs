@@ -43,8 +43,7 @@ pub fn model<'p>(scn: &Scenario, grain: CoarseGrain, parts: &'p mut ModelParts) 
         }
         Some(m) => {
             let storage = mesh.insert(VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len()));
-            Mesh::from_triangles(&scn.rest_positions(), &m.triangles, storage.storage())
-                .map_err(|e| mesh_error("cloth.mesh", e))?
+            scn.core_mesh(storage.storage())?
         }
     };
     *pins = scn.core_pins(mesh.rest())?;

@@ -27,6 +27,25 @@ pub struct ObjMesh {
     /// triangles that lost a corner to it and were dropped.
     pub welded: usize,
     pub collapsed: usize,
+    /// The file's texture coordinates (`vt u v`), and for each triangle
+    /// its corners' (indices into `uvs`), where its face gives them
+    /// (`f v/vt …`): the pattern [`ObjMesh::pattern`] cuts the cloth from.
+    pub uvs: Vec<[f32; 2]>,
+    pub face_uvs: Vec<Option<[usize; 3]>>,
+}
+
+impl ObjMesh {
+    /// The pattern the cloth is cut from: each triangle's corners in the
+    /// file's texture coordinates times `metres` (metres per unit), in the
+    /// order of its nodes; `None` when a triangle has none.
+    pub fn pattern(&self, metres: f32) -> Option<Vec<weft_core::mesh::PatternTriangle>> {
+        (0..self.triangles.len())
+            .map(|t| {
+                let corners = self.face_uvs.get(t).copied().flatten()?;
+                Some(corners.map(|i| self.uvs[i].map(|c| c * metres)))
+            })
+            .collect()
+    }
 }
 
 /// How a file is read.
@@ -35,6 +54,9 @@ pub struct ObjOptions {
     /// Merge vertices within this distance (the file's units) before the
     /// checks: `[cloth] weld`.
     pub weld: Option<f32>,
+    /// Every face must give its corners' texture coordinates (`f v/vt`):
+    /// the cloth's rest is its pattern (`[cloth] rest = "uv"`).
+    pub uv: bool,
 }
 
 /// Why a file is not a cloth mesh.
@@ -99,7 +121,7 @@ pub fn parse(text: &str) -> Result<ObjMesh, ObjError> {
 
 /// Parses OBJ text, welds it as `opts` asks, and checks it.
 pub fn parse_with(text: &str, opts: ObjOptions) -> Result<ObjMesh, ObjError> {
-    let mut mesh = read(text)?;
+    let mut mesh = read(text, opts.uv)?;
     if let Some(tol) = opts.weld {
         weld(&mut mesh, tol);
     }
@@ -157,11 +179,13 @@ pub fn weld(mesh: &mut ObjMesh, tol: f32) {
     let new = |i: usize, parent: &mut [usize]| index[root(parent, i)];
     mesh.welded = n - positions.len();
     let before = mesh.triangles.len();
-    mesh.triangles = std::mem::take(&mut mesh.triangles)
+    let faces = std::mem::take(&mut mesh.face_uvs).into_iter().chain(std::iter::repeat(None));
+    (mesh.triangles, mesh.face_uvs) = std::mem::take(&mut mesh.triangles)
         .into_iter()
-        .map(|t| t.map(|c| new(c as usize, &mut parent) as NodeId))
-        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[2] != t[0])
-        .collect();
+        .zip(faces)
+        .map(|(t, uv)| (t.map(|c| new(c as usize, &mut parent) as NodeId), uv))
+        .filter(|(t, _)| t[0] != t[1] && t[1] != t[2] && t[2] != t[0])
+        .unzip();
     mesh.collapsed = before - mesh.triangles.len();
     for nodes in mesh.groups.values_mut() {
         for v in nodes.iter_mut() {
@@ -173,8 +197,9 @@ pub fn weld(mesh: &mut ObjMesh, tol: f32) {
     mesh.positions = positions;
 }
 
-/// Parses OBJ text into a mesh, unchecked.
-fn read(text: &str) -> Result<ObjMesh, ObjError> {
+/// Parses OBJ text into a mesh, unchecked; with `uv`, every face corner
+/// must name a texture coordinate.
+fn read(text: &str, uv: bool) -> Result<ObjMesh, ObjError> {
     let mut mesh = ObjMesh::default();
     let mut group: Option<String> = None;
     for (k, raw) in text.lines().enumerate() {
@@ -193,29 +218,62 @@ fn read(text: &str) -> Result<ObjMesh, ObjError> {
                     _ => return Err(bad("a vertex needs three finite numbers")),
                 }
             }
+            Some("vt") => {
+                let c: Vec<f32> = words
+                    .take(2)
+                    .map(|w| w.parse::<f32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| bad("a texture coordinate needs two numbers"))?;
+                match c[..] {
+                    [u, v] if u.is_finite() && v.is_finite() => mesh.uvs.push([u, v]),
+                    _ => return Err(bad("a texture coordinate needs two finite numbers (u v)")),
+                }
+            }
             Some("f") => {
-                let n = mesh.positions.len() as i64;
+                let (n, m) = (mesh.positions.len() as i64, mesh.uvs.len() as i64);
                 let corners = words
                     .map(|w| {
-                        let i: i64 = w
-                            .split('/')
-                            .next()
-                            .unwrap_or("")
-                            .parse()
-                            .map_err(|_| bad("a face corner is not an index"))?;
+                        let mut parts = w.split('/');
+                        let i: i64 =
+                            parts.next().unwrap_or("").parse().map_err(|_| bad("a face corner is not an index"))?;
                         let i = if i < 0 { n + i } else { i - 1 };
                         if !(0..n).contains(&i) {
                             return Err(bad(&format!("a face names vertex {w}, which does not exist")));
                         }
-                        Ok(i as usize)
+                        let t = match parts.next().filter(|t| !t.is_empty()) {
+                            None if uv => {
+                                return Err(bad(
+                                    "a face corner names no texture coordinate (`v/vt`), which `rest = \"uv\"` needs",
+                                ))
+                            }
+                            None => None,
+                            Some(t) => {
+                                let t: i64 =
+                                    t.parse().map_err(|_| bad("a face corner's texture coordinate is not an index"))?;
+                                let t = if t < 0 { m + t } else { t - 1 };
+                                if !(0..m).contains(&t) {
+                                    return Err(bad(&format!(
+                                        "a face names texture coordinate {w}, which does not exist"
+                                    )));
+                                }
+                                Some(t as usize)
+                            }
+                        };
+                        Ok((i as usize, t))
                     })
-                    .collect::<Result<Vec<usize>, ObjError>>()?;
+                    .collect::<Result<Vec<(usize, Option<usize>)>, ObjError>>()?;
                 if corners.len() < 3 {
                     return Err(bad("a face needs three corners"));
                 }
                 for t in 1..corners.len() - 1 {
-                    mesh.triangles.push([corners[0], corners[t], corners[t + 1]].map(|i| i as NodeId));
+                    let c = [corners[0], corners[t], corners[t + 1]];
+                    mesh.triangles.push(c.map(|(i, _)| i as NodeId));
+                    mesh.face_uvs.push(match c.map(|(_, t)| t) {
+                        [Some(a), Some(b), Some(c)] => Some([a, b, c]),
+                        _ => None,
+                    });
                 }
+                let corners: Vec<usize> = corners.into_iter().map(|(i, _)| i).collect();
                 if let Some(g) = &group {
                     mesh.groups.entry(g.clone()).or_default().extend(&corners);
                 }
@@ -306,6 +364,7 @@ pub fn write(positions: &[Vec3], triangles: &[[NodeId; 3]]) -> String {
 pub fn subdivide(mesh: &ObjMesh, levels: u32) -> ObjMesh {
     let mut m = mesh.clone();
     for _ in 0..levels {
+        m.face_uvs = split_uvs(&m.face_uvs, &mut m.uvs, m.triangles.len());
         let (x, t, mid) = split(&m.triangles, &m.positions);
         for nodes in m.groups.values_mut() {
             let held: std::collections::BTreeSet<usize> = nodes.iter().copied().collect();
@@ -319,6 +378,26 @@ pub fn subdivide(mesh: &ObjMesh, levels: u32) -> ObjMesh {
         (m.positions, m.triangles) = (x, t);
     }
     m
+}
+
+/// The texture coordinates of [`split`]'s four triangles for each of
+/// `n` triangles (their midpoints added to `uvs`).
+fn split_uvs(faces: &[Option<[usize; 3]>], uvs: &mut Vec<[f32; 2]>, n: usize) -> Vec<Option<[usize; 3]>> {
+    let mut out = Vec::with_capacity(4 * n);
+    for k in 0..n {
+        let Some([a, b, c]) = faces.get(k).copied().flatten() else {
+            out.extend([None; 4]);
+            continue;
+        };
+        let mut mid = |p: usize, q: usize| {
+            let ([u0, v0], [u1, v1]) = (uvs[p], uvs[q]);
+            uvs.push([0.5 * (u0 + u1), 0.5 * (v0 + v1)]);
+            uvs.len() - 1
+        };
+        let (ab, bc, ca) = (mid(a, b), mid(b, c), mid(c, a));
+        out.extend([Some([a, ab, ca]), Some([ab, b, bc]), Some([ca, bc, c]), Some([ab, bc, ca])]);
+    }
+    out
 }
 
 /// Values at the nodes of `mesh` (positions, velocities) carried onto its

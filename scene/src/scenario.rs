@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use weft_core::mesh::MeshCounts;
+use weft_core::mesh::{MeshCounts, MeshStorage};
 use weft_core::model::{Collider, Material, ParamError, Pin, Scene, SelfContact, StepParams, Wind};
 use weft_core::prelude::Vec3;
 
@@ -51,7 +51,7 @@ impl Scenario {
                 return Err(SceneError::keys("cloth.mesh", "cloth.mesh and cloth.shape: give one of them"))
             }
             (Some(file), None) => {
-                let opts = obj::ObjOptions { weld: s.cloth.weld };
+                let opts = obj::ObjOptions { weld: s.cloth.weld, uv: s.cloth.rest == RestShape::Uv };
                 s.mesh = Some(std::sync::Arc::new(mesh(file, opts).within("cloth.mesh")?))
             }
             (None, Some(_)) => s.mesh = Some(s.cloth.shape_mesh()?),
@@ -91,6 +91,7 @@ impl Scenario {
 
     /// Checks what the core's validation cannot name in TOML terms.
     fn check(&self) -> Result<()> {
+        self.check_rest()?;
         match &self.mesh {
             None => self.check_rectangle()?,
             Some(m) => {
@@ -107,8 +108,7 @@ impl Scenario {
                 // What the core checks (degenerate triangles, edges of
                 // more than two), named now rather than at the first run.
                 let mut storage = VecMeshStorage::for_triangles(m.positions.len(), m.triangles.len());
-                weft_core::mesh::Mesh::from_triangles(&self.rest_positions(), &m.triangles, storage.storage())
-                    .map_err(|e| SceneError::new(self.mesh_key(), ErrorKind::Mesh, format!("{e}")))?;
+                self.core_mesh(storage.storage())?;
             }
         }
         let most = MAX_PAIRS_PER_NODE * self.node_count();
@@ -153,6 +153,47 @@ impl Scenario {
     }
 
     /// The key that names the cloth's mesh: `cloth.mesh` or `cloth.shape`.
+    /// The mesh file's cloth as the core builds it: placed at its rest
+    /// positions, at rest there or in its pattern (`cloth.rest = "uv"`).
+    pub fn core_mesh<'s>(&self, storage: MeshStorage<'s>) -> Result<weft_core::mesh::Mesh<'s>> {
+        let Some(m) = &self.mesh else {
+            return Err(SceneError::keys("cloth", "the cloth is a rectangle, not a mesh"));
+        };
+        let error = |e| SceneError::new(self.mesh_key(), ErrorKind::Mesh, format!("{e}"));
+        match self.pattern() {
+            Some(p) => weft_core::mesh::Mesh::from_pattern(&self.rest_positions(), &m.triangles, &p, storage),
+            None => weft_core::mesh::Mesh::from_triangles(&self.rest_positions(), &m.triangles, storage),
+        }
+        .map_err(error)
+    }
+
+    /// The pattern the cloth is cut from, for `cloth.rest = "uv"`: each
+    /// triangle's texture coordinates times `cloth.uv_scale`.
+    pub fn pattern(&self) -> Option<Vec<weft_core::mesh::PatternTriangle>> {
+        match self.cloth.rest {
+            RestShape::Uv => self.mesh.as_ref()?.pattern(self.cloth.uv_scale.unwrap_or(1.0)),
+            RestShape::Placed => None,
+        }
+    }
+
+    /// `cloth.rest` and `cloth.uv_scale`: a pattern needs a mesh file
+    /// whose faces give texture coordinates, and a positive scale.
+    fn check_rest(&self) -> Result<()> {
+        let uv = self.cloth.rest == RestShape::Uv;
+        match self.cloth.uv_scale {
+            Some(_) if !uv => refuse!("cloth.uv_scale", "applies only with rest = \"uv\""),
+            Some(k) if !(k.is_finite() && k > 0.0) => refuse!("cloth.uv_scale", "must be a positive number, got {k}"),
+            _ => {}
+        }
+        if uv && (self.cloth.mesh.is_none() || self.pattern().is_none()) {
+            refuse!(
+                "cloth.rest",
+                "\"uv\" needs a mesh file (`cloth.mesh`) whose faces give texture coordinates (`f v/vt`)"
+            );
+        }
+        Ok(())
+    }
+
     fn mesh_key(&self) -> &'static str {
         if self.cloth.shape.is_some() {
             "cloth.shape"

@@ -94,6 +94,17 @@ pub struct ClothSpec {
     /// place are refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weld: Option<f32>,
+    /// The mesh file's rest shape: `"placed"` (the default), the mesh as
+    /// the file places it (a curved mesh is at rest curved); or `"uv"`, the
+    /// pattern its texture coordinates give (`vt`, every face `f v/vt …`,
+    /// times `uv_scale`), as garments are cut from flat panels and sewn:
+    /// the file's placement is then where the cloth starts, not its rest.
+    #[serde(default, skip_serializing_if = "RestShape::is_placed")]
+    pub rest: RestShape,
+    /// Metres per texture-coordinate unit, for `rest = "uv"` (1 when not
+    /// given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uv_scale: Option<f32>,
     /// Metres along the grid's columns (x).
     #[serde(default)]
     pub width: f32,
@@ -117,6 +128,23 @@ pub struct ClothSpec {
     /// Initial angular velocity about `center` (rad/s), added to `velocity`.
     #[serde(default)]
     pub spin: [f32; 3],
+}
+
+/// A mesh file's rest shape ([`ClothSpec::rest`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestShape {
+    /// The mesh as the file places it.
+    #[default]
+    Placed,
+    /// The pattern of the file's texture coordinates.
+    Uv,
+}
+
+impl RestShape {
+    pub fn is_placed(&self) -> bool {
+        *self == RestShape::Placed
+    }
 }
 
 /// A mesh file's unit of length ([`ClothSpec::units`]).

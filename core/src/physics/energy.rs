@@ -150,10 +150,9 @@ pub(crate) fn energy_with(
 
 /// The strain `l/l₀ − 1` of every static edge (positive: stretched).
 pub fn edge_strains<'s>(model: &'s Model, x: &'s [Vec3]) -> impl Iterator<Item = f32> + 's {
-    let rest = model.mesh.rest();
     model.mesh.edges().iter().map(move |e| {
         let (a, b) = (e.a as usize, e.b as usize);
-        (x[b] - x[a]).norm() / (rest[b] - rest[a]).norm() - 1.0
+        (x[b] - x[a]).norm() / e.rest - 1.0
     })
 }
 

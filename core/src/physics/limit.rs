@@ -13,6 +13,7 @@
 
 use crate::flags;
 use crate::math::Vec3;
+use crate::mesh::Edge;
 use crate::model::Model;
 
 /// Passes over the edges at most.
@@ -41,20 +42,19 @@ pub fn limit_stretch(
     for (i, p) in xe.iter_mut().enumerate() {
         *p = base[i] + u[i] * h;
     }
-    let rest = model.mesh.rest();
     let inv_mass = |i: usize| if flags::pinned(flags[i]) { 0.0 } else { 1.0 / model.mass(i) };
     let tangent = |i: usize, d: Vec3| if flags::in_contact(flags[i]) { d - normal[i] * normal[i].dot(d) } else { d };
-    let over = |xe: &[Vec3], a: usize, b: usize| {
-        let d = xe[b] - xe[a];
+    let over = |xe: &[Vec3], e: &Edge| {
+        let d = xe[e.b as usize] - xe[e.a as usize];
         let l = d.norm();
-        (d, l, (rest[b] - rest[a]).norm() * (1.0 + limit))
+        (d, l, e.rest * (1.0 + limit))
     };
     let mut moved = 0;
     for _ in 0..MAX_PASSES {
         let mut any = false;
         for e in model.mesh.edges() {
             let (a, b) = (e.a as usize, e.b as usize);
-            let (d, l, l_max) = over(xe, a, b);
+            let (d, l, l_max) = over(xe, e);
             if !(l > l_max) {
                 continue;
             }
@@ -78,7 +78,7 @@ pub fn limit_stretch(
         && model.mesh.edges().iter().any(|e| {
             let (a, b) = (e.a as usize, e.b as usize);
             let (wa, wb) = (inv_mass(a), inv_mass(b));
-            let (_, l, l_max) = over(xe, a, b);
+            let (_, l, l_max) = over(xe, e);
             wa + wb > 0.0 && l > l_max * (1.0 + 1e-4)
         });
     if moved > 0 {

@@ -312,6 +312,8 @@ fn cloth_of(family: Family, rng: &mut Rng, n: usize, size: f32) -> ClothSpec {
         scale: 1.0,
         units: None,
         weld: None,
+        rest: Default::default(),
+        uv_scale: None,
         width: size,
         height,
         resolution: [n, n],
