@@ -8,7 +8,7 @@
 //! `cargo run --release -p weft-host --example fit_buffer STEM STEPS LR [LATENTxROUNDS [RELATIVE_FLOOR]]`
 use weft_host::learn::network::{self, GnnConfig, Graph, ModelMeta, Noise, Trained};
 use weft_host::learn::train::checkpoint;
-use weft_host::learn::train::fit::{self, train_on_samples, Fit};
+use weft_host::learn::train::fit::{self, train_on_samples, Fit, SampleTraining};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<()> {
     let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
     m.zero_heads()?;
     let t0 = std::time::Instant::now();
-    train_on_samples(&m, &train, steps, 8, lr, floor, 7)?;
+    train_on_samples(&m, &train, SampleTraining { relative_floor: floor, ..SampleTraining::constant(steps, 8, lr) })?;
     let secs = t0.elapsed().as_secs_f32();
     // The fit on every sample would take long: every 20th.
     let every = |g: &[Graph]| g.iter().step_by(20).cloned().collect::<Vec<_>>();

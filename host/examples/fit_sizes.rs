@@ -9,13 +9,15 @@
 //!
 //! `WEFT_FIT_DROP=3,4,5` leaves those node features out (their normaliser
 //! maps every value to zero); `WEFT_FIT_SCENES=N` trains on N scenes of
-//! every family (seeds 0…N−1; the held-out scenes are seed 100).
+//! every family (seeds 0…N−1; the held-out scenes are seed 100);
+//! `WEFT_FIT_BATCH=B` draws B samples a step (8); `WEFT_FIT_LR_END=F`
+//! decays the learning rate to F times its start (cosine; 1: constant).
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
 use weft_host::learn::network::teacher::collect;
 use weft_host::learn::network::{self, GnnConfig, Graph, ModelMeta, Noise, Trained};
-use weft_host::learn::train::fit::{self, train_on_samples};
+use weft_host::learn::train::fit::{self, train_on_samples, SampleTraining};
 
 fn samples(seed: u64, frames: u32) -> Vec<Graph> {
     let spec = DatasetSpec::default();
@@ -35,8 +37,10 @@ fn main() -> anyhow::Result<()> {
     let drop: Vec<usize> =
         std::env::var("WEFT_FIT_DROP").unwrap_or_default().split(',').filter_map(|k| k.trim().parse().ok()).collect();
     println!("node features left out: {drop:?}");
+    let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<f64>().ok());
+    let (batch, lr_end) = (env("WEFT_FIT_BATCH").map_or(8, |b| b as usize), env("WEFT_FIT_LR_END").unwrap_or(1.0));
     println!(
-        "{} training samples, {} held-out samples, {steps} Adam steps of 8 samples at 3e-3",
+        "{} training samples, {} held-out samples, {steps} Adam steps of {batch} samples at 3e-3 (to {lr_end} of it)",
         train.len(),
         held.len()
     );
@@ -56,7 +60,7 @@ fn main() -> anyhow::Result<()> {
         let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
         m.zero_heads()?;
         let t0 = std::time::Instant::now();
-        train_on_samples(&m, &train, steps, 8, 3e-3, 0.0, 7)?;
+        train_on_samples(&m, &train, SampleTraining { lr_end, ..SampleTraining::constant(steps, batch, 3e-3) })?;
         let secs = t0.elapsed().as_secs_f32();
         let (a, b) = (fit::measure(&m, &train)?, fit::measure(&m, &held)?);
         let f = |s: &fit::Fit| {

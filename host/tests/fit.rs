@@ -6,7 +6,7 @@ use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::network::teacher::collect;
 use weft_host::learn::network::{self, FrameClass, GnnConfig, Graph, ModelMeta, Noise, Trained};
-use weft_host::learn::train::fit::{self, train_on_samples};
+use weft_host::learn::train::fit::{self, train_on_samples, SampleTraining};
 
 fn cfg(latent: usize, rounds: usize) -> GnnConfig {
     GnnConfig { latent, rounds, ..GnnConfig::default() }
@@ -54,7 +54,7 @@ fn a_new_network_learns_the_uniform_correction_of_a_free_fall() {
     broad.extend(scene_samples(Family::Drape, 0, 12, |_| {}));
     let m = model_for(cfg(16, 1), &broad);
     let before = fit::measure(&m, &fall).unwrap();
-    train_on_samples(&m, &fall, 300, 4, 1e-3, 0.0, 7).unwrap();
+    train_on_samples(&m, &fall, SampleTraining::constant(300, 4, 1e-3)).unwrap();
     let after = fit::measure(&m, &fall).unwrap();
     let (b, a) = (before.get("all").unwrap().dx.unwrap(), after.get("all").unwrap().dx.unwrap());
     eprintln!("free fall: share of Δx {b:.3} → {a:.3}");
@@ -69,7 +69,7 @@ fn a_new_network_learns_most_of_a_hanging_cloths_correction() {
     // rounds 0.97 / 0.92 in 1000.
     let hang = scene_samples(Family::Hang, 0, 40, |_| {});
     let m = model_for(cfg(32, 2), &hang);
-    train_on_samples(&m, &hang, 1000, 8, 3e-3, 0.0, 7).unwrap();
+    train_on_samples(&m, &hang, SampleTraining::constant(1000, 8, 3e-3)).unwrap();
     let after = fit::measure(&m, &hang).unwrap();
     let all = after.get("all").unwrap();
     eprintln!("hang: {}", after.line());

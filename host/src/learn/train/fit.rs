@@ -143,25 +143,43 @@ impl Fit {
     }
 }
 
-/// Trains `model` on the fixed samples `graphs` for `steps` Adam steps
-/// at learning rate `lr`, `batch` samples a step drawn from `seed`'s
-/// stream (the trainer's loss, [`crate::learn::network::Batch::weighted`]
-/// with `relative_floor`): the fit on teacher samples alone, in seconds,
-/// before any rollout. Returns the last step's loss.
-pub fn train_on_samples(
-    model: &Trained,
-    graphs: &[Graph],
-    steps: usize,
-    batch: usize,
-    lr: f64,
-    relative_floor: f32,
-    seed: u64,
-) -> Result<f32> {
+/// How [`train_on_samples`] trains: Adam steps, samples a step, the
+/// learning rate at the start and the fraction of it left at the end
+/// (cosine decay; 1: constant), the loss's relative floor
+/// ([`crate::learn::network::Batch::weighted`]) and the seed of the
+/// samples' draw.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleTraining {
+    pub steps: usize,
+    pub batch: usize,
+    pub lr: f64,
+    pub lr_end: f64,
+    pub relative_floor: f32,
+    pub seed: u64,
+}
+
+impl SampleTraining {
+    /// `steps` steps of `batch` samples at a constant `lr`, plain mean
+    /// squared error, seed 7.
+    pub fn constant(steps: usize, batch: usize, lr: f64) -> SampleTraining {
+        SampleTraining { steps, batch, lr, lr_end: 1.0, relative_floor: 0.0, seed: 7 }
+    }
+}
+
+/// Trains `model` on the fixed samples `graphs` as `how` says, each step's
+/// samples drawn from its seed's stream: the fit on teacher samples
+/// alone, in seconds, before any rollout. Returns the last step's loss.
+pub fn train_on_samples(model: &Trained, graphs: &[Graph], how: SampleTraining) -> Result<f32> {
+    let SampleTraining { steps, batch, lr, lr_end, relative_floor, seed } = how;
     let dev = Device::Cpu;
     let mut adam = crate::learn::train::adam::Adam::new(&model.varmap, lr)?;
     let mut rng = crate::learn::data::families::Rng::new(seed);
     let mut last = f32::NAN;
-    for _ in 0..steps {
+    for step in 0..steps {
+        if lr_end != 1.0 {
+            let cos = 0.5 * (1.0 + (std::f64::consts::PI * step as f64 / steps.max(1) as f64).cos());
+            adam.set_learning_rate(lr * (lr_end + (1.0 - lr_end) * cos));
+        }
         let picked: Vec<Graph> =
             (0..batch).map(|_| graphs[(rng.next_u64() % graphs.len() as u64) as usize].clone()).collect();
         let b = crate::learn::network::Batch::weighted(&picked, &model.meta.normalizer, &dev, relative_floor)?;
