@@ -11,7 +11,8 @@
 //! maps every value to zero); `WEFT_FIT_SCENES=N` trains on N scenes of
 //! every family (seeds 0…N−1; the held-out scenes are seed 100);
 //! `WEFT_FIT_BATCH=B` draws B samples a step (8); `WEFT_FIT_LR_END=F`
-//! decays the learning rate to F times its start (cosine; 1: constant).
+//! decays the learning rate to F times its start (cosine; 1: constant);
+//! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family.
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
@@ -73,6 +74,9 @@ fn main() -> anyhow::Result<()> {
             f(&a),
             f(&b)
         );
+        if std::env::var_os("WEFT_FIT_TABLE").is_some() {
+            println!("{}", fit::Fit::table(&a, &b));
+        }
     }
     Ok(())
 }
