@@ -522,19 +522,10 @@ fn a_curved_rest_mesh_holds_its_shape() {
         ("sewn", tube_obj(12, 20, 0.045, 0.15, true), "weld = 1e-6\n"),
         ("panel", half_tube_obj(12, 10, 0.045, 0.15), ""),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("m.obj"), &text).unwrap();
         let toml = format!(
             "gravity = [0.0, 0.0, 0.0]\n[cloth]\nmesh = \"m.obj\"\n{weld}[time]\ndt = 0.016666668\nsteps = 60\n"
         );
-        let scn = Scenario::parse_in(&toml, dir.path()).unwrap();
-        let start = scn.rest_positions();
-        let mut last = Vec::new();
-        let summary = weft_host::sim::run(&scn, false, &mut weft_host::sim::corrector::Plain, |_, _, st| {
-            last = st.positions().to_vec();
-            Ok(())
-        })
-        .unwrap();
+        let (_, start, last, summary) = run_mesh_scene(&toml, &text);
         let moved = start.iter().zip(&last).map(|(a, b)| (*a - *b).norm()).fold(0.0f32, f32::max);
         let most_cg = summary.frames.iter().map(|f| f.cg_iterations_max).max().unwrap();
         assert!(moved <= 1e-6, "{name}: moved {moved} m");

@@ -197,6 +197,16 @@ pub fn weld(mesh: &mut ObjMesh, tol: f32) {
     mesh.positions = positions;
 }
 
+/// The first `N` of `words` as finite numbers (more are ignored, as a
+/// vertex's optional weight is).
+fn finite<'a, const N: usize>(mut words: impl Iterator<Item = &'a str>) -> Option<[f32; N]> {
+    let mut out = [0.0; N];
+    for v in &mut out {
+        *v = words.next()?.parse::<f32>().ok().filter(|v| v.is_finite())?;
+    }
+    Some(out)
+}
+
 /// Parses OBJ text into a mesh, unchecked; with `uv`, every face corner
 /// must name a texture coordinate.
 fn read(text: &str, uv: bool) -> Result<ObjMesh, ObjError> {
@@ -208,26 +218,11 @@ fn read(text: &str, uv: bool) -> Result<ObjMesh, ObjError> {
         let mut words = raw.split('#').next().unwrap_or("").split_whitespace();
         match words.next() {
             Some("v") => {
-                let c: Vec<f32> = words
-                    .take(3)
-                    .map(|w| w.parse::<f32>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| bad("a vertex needs three numbers"))?;
-                match c[..] {
-                    [x, y, z] if [x, y, z].iter().all(|v| v.is_finite()) => mesh.positions.push(Vec3::new(x, y, z)),
-                    _ => return Err(bad("a vertex needs three finite numbers")),
-                }
+                let [x, y, z] = finite(words).ok_or_else(|| bad("a vertex needs three finite numbers"))?;
+                mesh.positions.push(Vec3::new(x, y, z));
             }
             Some("vt") => {
-                let c: Vec<f32> = words
-                    .take(2)
-                    .map(|w| w.parse::<f32>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| bad("a texture coordinate needs two numbers"))?;
-                match c[..] {
-                    [u, v] if u.is_finite() && v.is_finite() => mesh.uvs.push([u, v]),
-                    _ => return Err(bad("a texture coordinate needs two finite numbers (u v)")),
-                }
+                mesh.uvs.push(finite(words).ok_or_else(|| bad("a texture coordinate needs two finite numbers (u v)"))?)
             }
             Some("f") => {
                 let (n, m) = (mesh.positions.len() as i64, mesh.uvs.len() as i64);
