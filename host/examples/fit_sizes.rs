@@ -12,7 +12,9 @@
 //! every family (seeds 0…N−1; the held-out scenes are seed 100);
 //! `WEFT_FIT_BATCH=B` draws B samples a step (8); `WEFT_FIT_LR_END=F`
 //! decays the learning rate to F times its start (cosine; 1: constant);
-//! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family.
+//! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family;
+//! `WEFT_FIT_FLOOR=F` weighs each sample by its relative error with
+//! floor F (`weft train --relative-floor`; 0: plain squared error).
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
@@ -40,6 +42,7 @@ fn main() -> anyhow::Result<()> {
     println!("node features left out: {drop:?}");
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<f64>().ok());
     let (batch, lr_end) = (env("WEFT_FIT_BATCH").map_or(8, |b| b as usize), env("WEFT_FIT_LR_END").unwrap_or(1.0));
+    let relative_floor = env("WEFT_FIT_FLOOR").unwrap_or(0.0) as f32;
     println!(
         "{} training samples, {} held-out samples, {steps} Adam steps of {batch} samples at 3e-3 (to {lr_end} of it)",
         train.len(),
@@ -61,7 +64,7 @@ fn main() -> anyhow::Result<()> {
         let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
         m.zero_heads()?;
         let t0 = std::time::Instant::now();
-        train_on_samples(&m, &train, SampleTraining { lr_end, ..SampleTraining::constant(steps, batch, 3e-3) })?;
+        train_on_samples(&m, &train, SampleTraining { lr_end, relative_floor, ..SampleTraining::constant(steps, batch, 3e-3) })?;
         let secs = t0.elapsed().as_secs_f32();
         let (a, b) = (fit::measure(&m, &train)?, fit::measure(&m, &held)?);
         let f = |s: &fit::Fit| {
