@@ -167,6 +167,16 @@ pub fn report(name: &str, stages: &Stages, steps: u32, macs: u64) {
         (worst * 100).checked_div(mean).unwrap_or(0) / 100,
         (worst * 100).checked_div(mean).unwrap_or(0) % 100
     );
+    let costs = &stages.costs[..stages.steps];
+    let at = costs.iter().enumerate().max_by_key(|&(k, &c)| (c, core::cmp::Reverse(k))).map_or(0, |(k, _)| k);
+    let second = costs.iter().enumerate().filter(|&(k, _)| k != at).map(|(_, &c)| c).max().unwrap_or(0);
+    defmt::info!(
+        "{}: the worst step is step {} (from 0) of the first {}; the next worst {}",
+        name,
+        at,
+        costs.len(),
+        second * PER_TICK
+    );
     let milli = (gnn * PER_TICK * 1000).checked_div(macs).unwrap_or(0);
     defmt::info!(
         "{}: network {} multiply-accumulates a step, {}.{=u64:03} {} each",
