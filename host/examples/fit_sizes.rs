@@ -14,7 +14,10 @@
 //! decays the learning rate to F times its start (cosine; 1: constant);
 //! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family;
 //! `WEFT_FIT_FLOOR=F` weighs each sample by its relative error with
-//! floor F (`weft train --relative-floor`; 0: plain squared error).
+//! floor F (`weft train --relative-floor`; 0: plain squared error);
+//! `WEFT_FIT_GLOBAL=1` puts the cloth's mean velocity change where the
+//! position relative to the centroid was (a global input, for the fit
+//! only: the network's format does not carry it).
 use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
@@ -32,11 +35,31 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
         .collect()
 }
 
+/// Writes the mean over the free nodes of the step's velocity change
+/// (node features 15–17) into every node's position columns (3–5): the
+/// whole cloth's motion, which one round of message passing cannot see.
+fn global_velocity_change(g: &mut Graph) {
+    let free: f32 = g.free.iter().sum::<f32>().max(1.0);
+    let mut mean = [0.0f32; 3];
+    for (n, f) in g.nodes.iter().zip(&g.free) {
+        for (m, dv) in mean.iter_mut().zip(&n[15..18]) {
+            *m += f * dv / free;
+        }
+    }
+    for n in &mut g.nodes {
+        n[3..6].copy_from_slice(&mean);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
     let scenes: u64 = std::env::var("WEFT_FIT_SCENES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, 60)).collect();
-    let held = samples(if scenes == 1 { 1 } else { 100 }, 60);
+    let mut train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, 60)).collect();
+    let mut held = samples(if scenes == 1 { 1 } else { 100 }, 60);
+    if std::env::var_os("WEFT_FIT_GLOBAL").is_some() {
+        println!("the position's columns hold the cloth's mean velocity change instead");
+        train.iter_mut().chain(held.iter_mut()).for_each(global_velocity_change);
+    }
     let drop: Vec<usize> =
         std::env::var("WEFT_FIT_DROP").unwrap_or_default().split(',').filter_map(|k| k.trim().parse().ok()).collect();
     println!("node features left out: {drop:?}");
