@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use weft_core::gnn::int8::{ScratchSizes, PAIRS_PER_NODE};
 use weft_core::math::{Mat3, Vec3};
 use weft_core::mesh::{MeshCounts, MeshParts, NodeId};
-use weft_core::model::{CoarseGrain, Model};
+use weft_core::model::{CoarseGrain, Integrator, Model};
 use weft_core::physics::aggregate::Aggregates;
-use weft_core::physics::state::StateSizes;
+use weft_core::physics::state::{StateSizes, HISTORY_PER_NODE};
 use weft_scene::build::{self, ModelParts};
 use weft_scene::envelope::Envelope;
 use weft_scene::storage;
@@ -30,7 +30,7 @@ use weft_scene::Scenario;
 /// scenes take (under 8 KB, `docs/device.md`) with headroom, and the few
 /// other statics.
 const STATE_RAM: usize = 128 * 1024 - 10 * 1024 - 512;
-/// The core-coupled RAM the network's latents live in.
+/// The core-coupled RAM the network's latents and the BDF2 history live in.
 const LATENT_RAM: usize = 64 * 1024;
 /// Flash for the baked scenes: the 1 MiB less the program and the
 /// network (about 150 KB) with room to grow.
@@ -101,16 +101,24 @@ fn mesh_bytes(p: &MeshParts) -> usize {
 
 /// State sizes of `model` with `pairs` pair storage, as the board lays
 /// them out ([`storage::board_sizes`]), the aggregation hierarchy's pool
-/// cut to what it fills and the bending diagonal's room after it.
-fn state_sizes(model: &Model, pairs: usize) -> StateSizes {
+/// cut to what it fills and the bending diagonal's room after it; and
+/// the BDF2 history's `Vec3`s, which the board keeps apart, in its
+/// core-coupled RAM beside the network's latents (a scene runs either the
+/// network or the BDF2 fallback).
+fn state_sizes(model: &Model, pairs: usize) -> (StateSizes, usize) {
     let mut s = storage::board_sizes(model, pairs);
+    let history = match model.params.integrator {
+        Integrator::Bdf2 => HISTORY_PER_NODE * model.mesh.node_count(),
+        Integrator::BackwardEuler => 0,
+    };
+    s.vec3 -= history;
     if model.mesh.counts().grid.is_none() {
         // Any pool this long builds the same hierarchy.
         let mut pool = vec![0.0; s.solver];
         s.solver = Aggregates::new(&model.mesh, &mut pool).map_or(0, |a| a.floats_used())
             + weft_core::physics::bending::diagonal_floats(model.mesh.node_count());
     }
-    s
+    (s, history)
 }
 
 /// RAM bytes of a state of `s` ([`weft_core::storage::StateBuffers`]).
@@ -142,6 +150,8 @@ fn larger(a: StateSizes, b: StateSizes) -> StateSizes {
 struct Need {
     counts: MeshCounts,
     state: StateSizes,
+    /// The BDF2 history's `Vec3`s (core-coupled RAM).
+    history: usize,
     /// Flash of its mesh, and of its mesh and start velocities.
     mesh: usize,
     flash: usize,
@@ -158,28 +168,25 @@ fn check(file: &str, scn: &Scenario, model: &Model) -> Need {
             counts.nodes
         ));
     }
-    let state = state_sizes(model, pairs);
+    let (state, history) = state_sizes(model, pairs);
     let bytes = state_bytes(&state);
     if bytes > STATE_RAM {
-        let history = match scn.outside_envelope().is_empty() {
-            true => "",
-            false => " with its BDF2 fallback's history (it lies outside the network's training envelope)",
-        };
         fail(format!(
-            "{file}: its state ({} nodes, {} triangles){history} needs {bytes} bytes of RAM; the board has {STATE_RAM} (128 KiB SRAM less 10.5 KiB of stack and statics)",
+            "{file}: its state ({} nodes, {} triangles) needs {bytes} bytes of RAM; the board has {STATE_RAM} (128 KiB SRAM less 10.5 KiB of stack and statics)",
             counts.nodes, counts.triangles
         ));
     }
     let latents = ScratchSizes::new(counts, pairs, weft_weights::LATENT).latents;
-    if latents > LATENT_RAM {
+    let ccm = latents + history * std::mem::size_of::<Vec3>();
+    if ccm > LATENT_RAM {
         fail(format!(
-            "{file}: the network's latents for {} nodes and {} edges need {latents} bytes; the board's core-coupled RAM has {LATENT_RAM}",
+            "{file}: the network's latents for {} nodes and {} edges and the BDF2 history need {ccm} bytes; the board's core-coupled RAM has {LATENT_RAM}",
             counts.nodes, counts.edges
         ));
     }
     let mesh = mesh_bytes(&model.mesh.parts());
     let flash = mesh + scn.node_count() * std::mem::size_of::<Vec3>();
-    Need { counts, state, mesh, flash }
+    Need { counts, state, history, mesh, flash }
 }
 
 /// Rust source of one baked scene (module `m`), and its `Baked` value.
@@ -254,6 +261,7 @@ fn bake(dir: &Path, out: &Path) {
     let mut meshes = Vec::new();
     let (mut counts, mut state, mut flash) =
         (MeshCounts { nodes: 0, triangles: 0, edges: 0, hinges: 0, grid: None }, None::<StateSizes>, 0);
+    let mut history = 0;
     for (k, path) in scene_files(dir).iter().enumerate() {
         println!("cargo:rerun-if-changed={}", path.display());
         let file = match path.strip_prefix("scenes") {
@@ -291,6 +299,7 @@ fn bake(dir: &Path, out: &Path) {
             grid: None,
         };
         state = Some(state.map_or(need.state, |s| larger(s, need.state)));
+        history = history.max(need.history);
         // A mesh baked before adds only its start velocities.
         flash += if meshes.len() > mesh_count { need.flash } else { need.flash - need.mesh };
         if flash > SCENE_FLASH {
@@ -303,14 +312,15 @@ fn bake(dir: &Path, out: &Path) {
     let total = state_bytes(&state);
     let pairs = BOARD_PAIRS_PER_NODE * counts.nodes;
     let latents = ScratchSizes::new(counts, pairs, weft_weights::LATENT).latents;
-    for (what, need, have) in [("state RAM", total, STATE_RAM), ("core-coupled RAM", latents, LATENT_RAM)] {
+    let ccm = latents + history * std::mem::size_of::<Vec3>();
+    for (what, need, have) in [("state RAM", total, STATE_RAM), ("core-coupled RAM", ccm, LATENT_RAM)] {
         if need > have {
             fail(format!("{}: together the scenes need {need} bytes of {what} (each scene's largest count); the board has {have}", dir.display()));
         }
     }
     let _ = writeln!(
         src,
-        "/// The largest scene's mesh counts.\npub const COUNTS: MeshCounts = {counts:?};\n/// Dynamic (and contact) pair storage: {BOARD_PAIRS_PER_NODE} a node of the largest scene.\npub const PAIRS: usize = {pairs};\n/// The state's capacities: each the largest scene's ({total} bytes).\npub const STATE: StateSizes = {state:?};\n/// Flash bytes of the baked scenes.\npub const SCENE_FLASH: usize = {flash};\n/// The scenes, in file name order.\npub static SCENES: [Baked; {}] = [\n{}\n];",
+        "/// The largest scene's mesh counts.\npub const COUNTS: MeshCounts = {counts:?};\n/// Dynamic (and contact) pair storage: {BOARD_PAIRS_PER_NODE} a node of the largest scene.\npub const PAIRS: usize = {pairs};\n/// The state's capacities: each the largest scene's ({total} bytes).\npub const STATE: StateSizes = {state:?};\n/// The BDF2 history's `Vec3`s: the largest fallback scene's, in the core-coupled RAM.\npub const HISTORY: usize = {history};\n/// Flash bytes of the baked scenes.\npub const SCENE_FLASH: usize = {flash};\n/// The scenes, in file name order.\npub static SCENES: [Baked; {}] = [\n{}\n];",
         values.len(),
         values.join(",\n")
     );

@@ -98,6 +98,7 @@ impl<const V: usize, const M: usize, const F: usize, const C: usize, const P: us
             cells: &mut self.cells,
             order: &mut self.order,
             pairs: &mut self.pairs,
+            history: &mut [],
             solver: &mut self.solver,
         }
     }

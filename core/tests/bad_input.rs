@@ -146,6 +146,7 @@ fn capacity_overflow_is_a_typed_error() {
         order: &mut order,
         pairs: &mut [],
         solver: &mut solver,
+        history: &mut [],
     };
     assert!(matches!(State::new(&model, st), Err(StateError::Capacity { what: "vec3", .. })));
 }

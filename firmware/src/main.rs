@@ -19,13 +19,14 @@ use defmt_rtt as _;
 use defmt_semihosting as _;
 use panic_probe as _;
 use weft_core::gnn::int8;
+use weft_core::math::Vec3;
 use weft_core::mesh::Mesh;
 use weft_core::model::Model;
 use weft_core::physics::state::State;
 use weft_core::step::{step_with, Int8};
 
 use bench::{Clock, Stages, UNIT};
-use scene::{Baked, GnnMemory, StateMemory, SCENES};
+use scene::{Baked, CoupledMemory, StateMemory, SCENES};
 
 fn exit(code: i32) -> ! {
     #[cfg(feature = "qemu")]
@@ -42,7 +43,7 @@ fn exit(code: i32) -> ! {
 /// The network's latents: on the board in the 64 KiB core-coupled RAM
 /// (the state fills the 128 KiB SRAM), not initialised at boot.
 #[cfg_attr(feature = "board", link_section = ".ccmram")]
-static mut GNN: MaybeUninit<GnnMemory> = MaybeUninit::uninit();
+static mut COUPLED: MaybeUninit<CoupledMemory> = MaybeUninit::uninit();
 
 #[entry]
 fn main() -> ! {
@@ -65,17 +66,18 @@ fn main() -> ! {
 
     bench::kernel_cost(&clock);
 
-    // SAFETY: `main` runs once and is the only code that names `GNN`; the
-    // buffers hold integers only, so all-zero bytes are a valid value (the
-    // one `ScratchBuffers::new()` builds), written in place rather than
-    // through a 35 KB temporary on the stack.
-    let gnn_memory: &'static mut GnnMemory = unsafe {
-        let m = &mut *core::ptr::addr_of_mut!(GNN);
+    // SAFETY: `main` runs once and is the only code that names `COUPLED`;
+    // the buffers hold integers and `f32`s only, so all-zero bytes are a
+    // valid value (the one `ScratchBuffers::new()` and `Vec3::ZERO` build),
+    // written in place rather than through a 41 KB temporary on the stack.
+    let coupled: &'static mut CoupledMemory = unsafe {
+        let m = &mut *core::ptr::addr_of_mut!(COUPLED);
         m.as_mut_ptr().write_bytes(0, 1);
         m.assume_init_mut()
     };
     let net = ok_or_exit(weft_weights::NETWORK.check(), "network");
-    let mut scratch = gnn_memory.scratch();
+    let CoupledMemory { gnn, history } = coupled;
+    let mut scratch = gnn.scratch();
     defmt::info!(
         "weft: {} scenes baked from firmware/scenes ({} bytes of flash), capacity {} nodes and {} pairs, int8 network latent {} × {} rounds; cost unit: {}",
         SCENES.len(),
@@ -87,7 +89,7 @@ fn main() -> ! {
         UNIT
     );
     for baked in &SCENES {
-        run(baked, net, STATE_BUF, &mut scratch, &clock);
+        run(baked, net, (STATE_BUF, history), &mut scratch, &clock);
     }
     defmt::info!("stack high-water mark {} bytes", stack::used());
     exit(0)
@@ -97,14 +99,28 @@ fn main() -> ! {
 /// ([`weft_core::step::step_with`], `substeps` a frame) and logs its cost
 /// per stage ([`bench::report`]), its probe positions and the checksum of
 /// its final state, each line led by the scene's name.
-fn run(baked: &Baked, net: int8::Checked, memory: &mut StateMemory, scratch: &mut int8::Scratch, clock: &Clock) {
+/// `memory` is the state's, and the room for the BDF2 history of a scene
+/// that runs its fallback step.
+fn run(
+    baked: &Baked,
+    net: int8::Checked,
+    memory: (&mut StateMemory, &mut [Vec3]),
+    scratch: &mut int8::Scratch,
+    clock: &Clock,
+) {
     let name = baked.name;
     let mesh = ok_or_exit(Mesh::from_parts(baked.mesh), "mesh");
     let model = ok_or_exit(
         baked.stepped_material(&net).and_then(|m| Model::new(mesh, m, baked.scene(), baked.params)),
         "model",
     );
-    let mut state = ok_or_exit(State::new(&model, memory.storage()), "state");
+    let (memory, history) = memory;
+    let mut storage = memory.storage();
+    if !baked.corrected {
+        // The fallback's BDF2 history, in the network's stead.
+        storage.history = history;
+    }
+    let mut state = ok_or_exit(State::new(&model, storage), "state");
     if let Some(v) = baked.velocities {
         ok_or_exit(state.set_velocities(v), "start velocities");
     }

@@ -113,3 +113,11 @@ pub type StateMemory =
     StateBuffers<{ STATE.vec3 }, { STATE.mat3 }, { STATE.flags }, { STATE.cells }, { STATE.pairs }, { STATE.solver }>;
 /// The network's scratch memory.
 pub type GnnMemory = weft_core::gnn::int8::ScratchBuffers<{ SCRATCH.latents }>;
+
+/// What lives in the core-coupled RAM: the network's latents, and the
+/// BDF2 history of a scene that runs the fallback step (a scene runs one
+/// or the other).
+pub struct CoupledMemory {
+    pub gnn: GnnMemory,
+    pub history: [Vec3; HISTORY],
+}

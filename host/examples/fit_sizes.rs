@@ -87,7 +87,11 @@ fn main() -> anyhow::Result<()> {
         let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu)?;
         m.zero_heads()?;
         let t0 = std::time::Instant::now();
-        train_on_samples(&m, &train, SampleTraining { lr_end, relative_floor, ..SampleTraining::constant(steps, batch, 3e-3) })?;
+        train_on_samples(
+            &m,
+            &train,
+            SampleTraining { lr_end, relative_floor, ..SampleTraining::constant(steps, batch, 3e-3) },
+        )?;
         let secs = t0.elapsed().as_secs_f32();
         let (a, b) = (fit::measure(&m, &train)?, fit::measure(&m, &held)?);
         let f = |s: &fit::Fit| {

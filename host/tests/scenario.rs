@@ -273,3 +273,35 @@ fn an_oversized_shape_is_refused_before_it_is_built() {
     assert_eq!(ok.node_count(), 1 + 3 * 74 * 75);
     assert!(err(&disc(&format!("[{}, {0}]", most + 1))).contains("cloth.resolution"));
 }
+
+/// A state whose BDF2 history lives in its own buffer (as the board keeps
+/// it, in the memory the network would use) steps as one whose history
+/// follows its other vectors, bit for bit; without either it steps with
+/// backward Euler.
+#[test]
+fn the_bdf2_history_steps_the_same_from_its_own_buffer() {
+    use weft_core::physics::state::{State, HISTORY_PER_NODE};
+    use weft_host::sim::build::{self, ModelParts};
+    use weft_host::sim::storage::VecStateStorage;
+    let mut scn = Scenario::parse(MINIMAL).unwrap();
+    scn.solver.integrator = weft_host::sim::scenario::IntegratorSpec::Bdf2;
+    let mut parts = ModelParts::default();
+    let model = build::model(&scn, weft_core::model::CoarseGrain::NONE, &mut parts).unwrap();
+    let n = model.mesh.node_count();
+    let sizes = weft_host::sim::storage::board_sizes(&model, 0);
+    let without = weft_core::physics::state::StateSizes { vec3: sizes.vec3 - HISTORY_PER_NODE * n, ..sizes };
+    let run = |history: Option<usize>| {
+        let mut memory = VecStateStorage::with_sizes(if history.is_some() { without } else { sizes });
+        let mut apart = vec![weft_core::math::Vec3::ZERO; history.unwrap_or(0)];
+        let mut storage = memory.storage();
+        storage.history = &mut apart;
+        let mut state = State::new(&model, storage).unwrap();
+        for _ in 0..20 {
+            weft_core::physics::step(&model, &mut state).unwrap();
+        }
+        state.checksum()
+    };
+    let inline = run(None);
+    assert_eq!(run(Some(HISTORY_PER_NODE * n)), inline, "history apart");
+    assert_ne!(run(Some(0)), inline, "no history: backward Euler");
+}

@@ -96,6 +96,7 @@ impl VecStateStorage {
     }
     pub fn storage(&mut self) -> StateStorage<'_> {
         StateStorage {
+            history: &mut [],
             vec3: &mut self.vec3,
             mat3: &mut self.mat3,
             flags: &mut self.flags,

@@ -111,6 +111,12 @@ pub struct StateStorage<'a> {
     pub pairs: &'a mut [[NodeId; 2]],
     /// The solver's bending stencil and multigrid ([`StateSizes::solver`]).
     pub solver: &'a mut [f32],
+    /// Room for the BDF2 history (the previous step's positions and
+    /// velocities, [`HISTORY_PER_NODE`] slots a node) elsewhere than after
+    /// `vec3`'s slots, where `vec3` has none: memory a board sets apart
+    /// for it (its core-coupled RAM). Empty: the history, if any, is in
+    /// `vec3` ([`StateSizes::with_history`]).
+    pub history: &'a mut [Vec3],
 }
 
 /// Counted problems, never panics.
@@ -274,7 +280,7 @@ impl<'a> State<'a> {
         let counts = model.mesh.counts();
         let n = counts.nodes;
         let need = StateSizes::new(counts, 0);
-        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, solver } = storage;
+        let StateStorage { mut vec3, mut mat3, flags, cells, order, pairs, solver, mut history } = storage;
         let (vcap, mcap) = (vec3.len(), mat3.len());
         let v3 = |v: &mut &'a mut [Vec3]| take(v, n, "vec3", vcap, need.vec3);
         let (x, v) = (v3(&mut vec3)?, v3(&mut vec3)?);
@@ -288,6 +294,10 @@ impl<'a> State<'a> {
         let v_start_prev = v3(&mut vec3)?;
         let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
             (v3(&mut vec3)?, v3(&mut vec3)?)
+        } else if history.len() >= HISTORY_PER_NODE * n {
+            let cap = history.len();
+            let h = |m: &mut &'a mut [Vec3]| take(m, n, "history", cap, HISTORY_PER_NODE * n);
+            (h(&mut history)?, h(&mut history)?)
         } else {
             (Default::default(), Default::default())
         };
