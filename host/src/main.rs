@@ -392,6 +392,12 @@ fn simulate(
     let mut frames = Vec::new();
     let s = sim::simulate(&scn, &out, !quiet, corrector.as_mut(), picture.then_some(&mut frames))?;
     let last = s.frames.last().cloned().unwrap_or_default();
+    if !s.outside_envelope.is_empty() {
+        println!(
+            "outside the network's training envelope ({}): ran the plain BDF2 fallback, uncorrected",
+            s.outside_envelope.join("; ")
+        );
+    }
     if let Some(m) = scn.mesh.as_deref().filter(|m| m.welded > 0) {
         println!(
             "cloth.weld merged {} vertices of the mesh file into others ({} triangles lost a corner and were dropped)",
@@ -416,9 +422,8 @@ fn simulate(
         out.display()
     );
     if picture {
-        // Outside the training envelope the guarded corrector ran the plain step.
-        let title =
-            if s.outside_envelope.is_empty() { "int8-corrected" } else { "corrected (outside the envelope: plain)" };
+        // Outside the training envelope the guarded corrector ran the fallback.
+        let title = if s.outside_envelope.is_empty() { "int8-corrected" } else { "outside the envelope: plain BDF2" };
         let (gif, png) = preview(&scn, corrected.then_some(title), &frames, &out)?;
         println!("preview: {} and {}", gif.display(), png.display());
     }

@@ -34,6 +34,17 @@ fn a_corrected_run_from_any_folder_uses_the_baked_network() {
     assert!(!dir.path().join("plain").join("preview.gif").exists());
     let last = |d: &Path| std::fs::read_to_string(d.join("frame_00006.obj")).unwrap_or_default();
     assert_ne!(last(&run), last(&dir.path().join("plain")), "{summary}");
+    // The same cloth heavier than any trained lies outside the envelope:
+    // the run says so and is the plain BDF2 step's, frame for frame.
+    let heavy =
+        std::fs::read_to_string(&scene).unwrap().replace("compression = 0.05\n", "compression = 0.05\ndensity = 0.8\n");
+    std::fs::write(dir.path().join("heavy.toml"), &heavy).unwrap();
+    std::fs::write(dir.path().join("heavy_bdf2.toml"), heavy + "[solver]\nintegrator = \"bdf2\"\n").unwrap();
+    let out = weft(dir.path(), &["simulate", "heavy.toml", "--corrected", "-q", "--no-picture", "-o", "heavy"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ran the plain BDF2 fallback"), "{:?}", out);
+    weft(dir.path(), &["simulate", "heavy_bdf2.toml", "-q", "--no-picture", "-o", "bdf2"]);
+    assert_eq!(last(&dir.path().join("heavy")), last(&dir.path().join("bdf2")));
+    assert_ne!(last(&dir.path().join("heavy")), "");
     // A named file that is not there is an error naming it.
     let missing = weft(dir.path(), &["simulate", "hang.toml", "--corrected", "--int8", "none.q8", "-q"]);
     assert!(!missing.status.success());
