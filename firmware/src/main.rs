@@ -168,30 +168,32 @@ fn run(
         dropped,
         cg / steps
     );
-    match baked.corrected.then(|| bench::features_cost(&model, &state, net, clock)).transpose() {
-        Ok(None) => {}
-        Ok(Some(cost)) => defmt::info!(
+    if baked.corrected {
+        let cost = ok_or_exit(bench::features_cost(&model, &state, net, clock), "features");
+        defmt::info!(
             "{}: features (node and edge inputs, quantised; part of the encoders' stage): {} per step",
             name,
             cost
-        ),
-        Err(e) => {
-            defmt::error!("{}: features: {}", name, defmt::Debug2Format(&e));
-            exit(1)
-        }
+        );
     }
+    final_state(baked, &state, steps);
+}
+
+/// Logs the probe positions (bits) and the checksum of `state`, the final
+/// state of `baked` after `steps` steps.
+fn final_state(baked: &Baked, state: &State, steps: u32) {
     let x = state.positions();
     for i in baked.probes() {
         defmt::info!(
             "{}: node {} = {:08x} {:08x} {:08x}",
-            name,
+            baked.name,
             i,
             x[i].x.to_bits(),
             x[i].y.to_bits(),
             x[i].z.to_bits()
         );
     }
-    defmt::info!("{}: checksum {:08x} after {} steps", name, state.checksum(), steps);
+    defmt::info!("{}: checksum {:08x} after {} steps", baked.name, state.checksum(), steps);
 }
 
 /// The value, or the error logged under `what` and exit code 1.

@@ -198,6 +198,26 @@ pub struct State<'a> {
     pub warnings: Warnings,
 }
 
+/// The BDF2 history's two slots (the previous step's positions and
+/// velocities): after `vec3`'s other slots where it has room, else from
+/// `history`, else none (the state steps with backward Euler).
+fn history_slots<'a>(
+    vec3: &mut &'a mut [Vec3],
+    history: &mut &'a mut [Vec3],
+    n: usize,
+) -> Result<(&'a mut [Vec3], &'a mut [Vec3]), StateError> {
+    let need = HISTORY_PER_NODE * n;
+    let from = if vec3.len() >= need {
+        vec3
+    } else if history.len() >= need {
+        history
+    } else {
+        return Ok((Default::default(), Default::default()));
+    };
+    let cap = from.len();
+    Ok((take(from, n, "history", cap, need)?, take(from, n, "history", cap, need)?))
+}
+
 fn take<'a, T>(
     slice: &mut &'a mut [T],
     n: usize,
@@ -292,15 +312,7 @@ impl<'a> State<'a> {
         let x_new = v3(&mut vec3)?;
         let (normal, memo, v_start) = (v3(&mut vec3)?, v3(&mut vec3)?, v3(&mut vec3)?);
         let v_start_prev = v3(&mut vec3)?;
-        let (x_prev, v_prev) = if vec3.len() >= HISTORY_PER_NODE * n {
-            (v3(&mut vec3)?, v3(&mut vec3)?)
-        } else if history.len() >= HISTORY_PER_NODE * n {
-            let cap = history.len();
-            let h = |m: &mut &'a mut [Vec3]| take(m, n, "history", cap, HISTORY_PER_NODE * n);
-            (h(&mut history)?, h(&mut history)?)
-        } else {
-            (Default::default(), Default::default())
-        };
+        let (x_prev, v_prev) = history_slots(&mut vec3, &mut history, n)?;
         let warm = if vec3.len() >= n { v3(&mut vec3)? } else { Default::default() };
         let blocks = take(&mut mat3, mat3_blocks(counts), "mat3", mcap, need.mat3)?;
         for (what, capacity, needed) in
