@@ -61,6 +61,9 @@ pub struct Stages<'c> {
     step_physics: u64,
     pub worst_step: u64,
     pub worst_physics: u64,
+    /// Ticks of each stage in the step under way, and in the worst step.
+    step_stages: [u64; Stage::COUNT],
+    pub worst_stages: [u64; Stage::COUNT],
     /// Every step's ticks, in order (the first [`MAX_STEPS`]).
     pub costs: [u64; MAX_STEPS],
     pub steps: usize,
@@ -80,6 +83,8 @@ impl<'c> Stages<'c> {
             step_physics: 0,
             worst_step: 0,
             worst_physics: 0,
+            step_stages: [0; Stage::COUNT],
+            worst_stages: [0; Stage::COUNT],
             costs: [0; MAX_STEPS],
             steps: 0,
         }
@@ -87,6 +92,10 @@ impl<'c> Stages<'c> {
     /// Ends the running stage and the step.
     pub fn end_step(&mut self) {
         self.stop();
+        if self.step > self.worst_step {
+            self.worst_stages = self.step_stages;
+        }
+        self.step_stages = [0; Stage::COUNT];
         self.worst_step = self.worst_step.max(self.step);
         self.worst_physics = self.worst_physics.max(self.step_physics);
         if let Some(c) = self.costs.get_mut(self.steps) {
@@ -99,6 +108,7 @@ impl<'c> Stages<'c> {
         if let Some(s) = self.current.take() {
             let t = self.clock.since(self.since);
             self.ticks[s.index()] += t;
+            self.step_stages[s.index()] += t;
             self.step += t;
             if probe::PHYSICS.contains(&s) {
                 self.step_physics += t;
@@ -193,7 +203,14 @@ pub fn report(name: &str, stages: &Stages, steps: u32, macs: u64) {
                     Stage::EdgeUpdate(r) | Stage::NodeUpdate(r) => r as i32,
                     _ => -1,
                 };
-                defmt::info!("{}: stage {} (round {}): {} per step", name, stage.name(), round, per(ticks));
+                defmt::info!(
+                    "{}: stage {} (round {}): {} per step, {} in the worst step",
+                    name,
+                    stage.name(),
+                    round,
+                    per(ticks),
+                    stages.worst_stages[i] * PER_TICK
+                );
             }
             _ => {}
         }
