@@ -96,11 +96,11 @@ impl Cloths {
     /// integrator and warm start (the state's layout), whether the
     /// corrected cloth runs the fallback step (its layout), and pair
     /// storage.
-    pub fn key(scn: &Scenario) -> String {
+    pub fn key(scn: &Scenario, setting: &Setting) -> String {
         let cloth = weft_scene::spec::ClothSpec { velocity: [0.0; 3], spin: [0.0; 3], ..scn.cloth.clone() };
         let s = &scn.solver;
-        let fallback = !scn.outside_envelope().is_empty();
-        format!("{cloth:?} {:?} {} {fallback} {}", s.integrator, s.warm_start, Self::pairs(scn))
+        let corrected = setting.corrected();
+        format!("{cloth:?} {:?} {} {corrected} {}", s.integrator, s.warm_start, Self::pairs(scn))
     }
 
     fn pairs(scn: &Scenario) -> usize {

@@ -157,12 +157,12 @@ impl Sim {
     }
 
     fn load_scene(&mut self, name: &str, text: &str, scn: Scenario) -> Result<(), WebError> {
-        let key = Cloths::key(&scn);
+        let mut setting = Setting::of(&scn);
+        let key = Cloths::key(&scn, &setting);
         if !self.cloths.contains_key(&key) {
             let cloths = Cloths::new(&scn, &self.net)?;
             self.cloths.insert(key.clone(), cloths);
         }
-        let mut setting = Setting::of(&scn);
         let cloths = self.cloths.get_mut(&key).ok_or(WebError::Setup)?;
         cloths.restart(&mut setting, &scn, &self.net)?;
         let sizes = ScratchSizes::new(cloths.mesh.counts(), cloths.pairs, self.net.latent);
