@@ -507,6 +507,16 @@ impl<'a> Mesh<'a> {
     pub fn curved(&self) -> bool {
         self.curved
     }
+    /// The rest placement of triangle `t` of a curved rest mesh, against
+    /// whose own metric its membrane strain is measured
+    /// ([`crate::physics::membrane::green_strain_about`]: exactly zero
+    /// there, so the mesh is at rest where it was made); `None` on a flat
+    /// mesh, whose strain is measured against its rest frame as it always
+    /// was.
+    #[inline]
+    pub fn membrane_rest(&self, t: &Triangle) -> Option<[Vec3; 3]> {
+        self.curved.then(|| t.nodes.map(|i| self.rest[i as usize]))
+    }
     /// The bending triangulation ([`BendTriangle`]).
     pub fn bending(&self) -> &'a [BendTriangle] {
         self.bending

@@ -55,7 +55,9 @@ fn membrane_jacobian_matches_finite_differences() {
             continue;
         }
         checked += 1;
-        let exact = mem.element(&tri, x, false);
+        // Every other trial measures the strain against the rest placement.
+        let about = (trial % 2 == 1).then_some(rest);
+        let exact = mem.element(&tri, x, about, false);
         let eps = 1e-3f32;
         let mut worst = 0.0f32;
         let mut scale = 0.0f32;
@@ -67,8 +69,8 @@ fn membrane_jacobian_matches_finite_differences() {
                 e[d] = eps;
                 xp[j] += Vec3::from_array(e);
                 xm[j] -= Vec3::from_array(e);
-                let fp = mem.element(&tri, xp, false).force;
-                let fm = mem.element(&tri, xm, false).force;
+                let fp = mem.element(&tri, xp, about, false).force;
+                let fm = mem.element(&tri, xm, about, false).force;
                 for i in 0..3 {
                     // ∂f_i/∂x_j[d] column = −K_ij[:, d]
                     let fd = (fp[i] - fm[i]) * (1.0 / (2.0 * eps));
@@ -98,7 +100,8 @@ fn membrane_force_is_minus_energy_gradient() {
         if near_kink(&mem, &tri, x) {
             continue;
         }
-        let f = mem.element(&tri, x, false).force;
+        let about = (trial % 2 == 1).then_some(rest);
+        let f = mem.element(&tri, x, about, false).force;
         let eps = 1e-3;
         for j in 0..3 {
             for d in 0..3 {
@@ -107,7 +110,7 @@ fn membrane_force_is_minus_energy_gradient() {
                 let (mut xp, mut xm) = (x, x);
                 xp[j] += Vec3::from_array(e);
                 xm[j] -= Vec3::from_array(e);
-                let g = (mem.energy(&tri, xp) - mem.energy(&tri, xm)) / (2.0 * eps);
+                let g = (mem.energy(&tri, xp, about) - mem.energy(&tri, xm, about)) / (2.0 * eps);
                 let fmax = f.iter().map(|v| v.norm()).fold(0.0, f32::max);
                 assert!((f[j].get(d) + g).abs() <= 2e-3 * fmax.max(1e-3), "force {} vs -grad {}", f[j].get(d), -g);
             }
@@ -124,7 +127,7 @@ fn definite_stiffness_is_psd_and_exact_in_tension() {
         let (tri, rest) = rest_triangle(&mut rng);
         let compress = rng.uniform(0.5, 1.0);
         let x: [Vec3; 3] = rest.map(|p| Vec3::new(p.x * compress, p.y, 0.0) + rng.vec3(0.05));
-        let el = mem.element(&tri, x, true);
+        let el = mem.element(&tri, x, (trial % 2 == 1).then_some(rest), true);
         let k = |i: usize, j: usize| {
             if i <= j {
                 el.stiffness[membrane::block(i, j)]
@@ -149,9 +152,39 @@ fn definite_stiffness_is_psd_and_exact_in_tension() {
     let (tri, rest) = rest_triangle(&mut rng);
     let x = rest.map(|p| p * 1.1);
     let mem = Membrane::softened(mu, lambda, 0.05);
-    let a = mem.element(&tri, x, true);
-    let b = mem.element(&tri, x, false);
+    let a = mem.element(&tri, x, None, true);
+    let b = mem.element(&tri, x, None, false);
     assert_eq!(a.stiffness, b.stiffness);
+}
+
+/// A triangle placed at rest anywhere in space: measured against its rest
+/// placement, its strain, forces and energy there are exactly zero (against
+/// its rest frame they are rounding noise), and away from it the two
+/// strains agree to the rest frame's rounding.
+#[test]
+fn the_strain_about_the_rest_placement_is_zero_there() {
+    let mut rng = Rng(4242);
+    let (mu, lambda) = Material::COTTON.lame();
+    let mem = Membrane::softened(mu, lambda, 0.05);
+    let mut noisy = 0;
+    for _ in 0..100 {
+        // A random triangle, tilted and moved away from the origin.
+        let placed =
+            [rng.vec3(1.0) + Vec3::new(3.0, -2.0, 1.0), rng.vec3(1.0), rng.vec3(1.0) - Vec3::new(0.5, 4.0, 0.0)];
+        let mut st = VecMeshStorage::for_triangles(3, 1);
+        let Ok(mesh) = Mesh::from_triangles(&placed, &[[0, 1, 2]], st.storage()) else { continue };
+        let tri = mesh.triangles()[0];
+        let el = mem.element(&tri, placed, Some(placed), false);
+        assert_eq!(membrane::green_strain_about(&tri, placed, placed), Default::default());
+        assert!(el.force.iter().all(|f| *f == Vec3::ZERO) && el.energy == 0.0, "{:?}", el.force);
+        noisy += mem.element(&tri, placed, None, false).force.iter().any(|f| *f != Vec3::ZERO) as usize;
+        let x = placed.map(|p| p * 1.05 + rng.vec3(0.05));
+        let (a, b) =
+            (membrane::green_strain_about(&tri, x, placed), membrane::green_strain(membrane::deformation(&tri, x)));
+        let scale = a.a.abs() + a.b.abs() + a.d.abs();
+        assert!((a.a - b.a).abs() + (a.b - b.b).abs() + (a.d - b.d).abs() <= 1e-4 * scale.max(1.0), "{a:?} {b:?}");
+    }
+    assert!(noisy > 10, "the rest frame's strain is exactly zero at {} of 100 placements", 100 - noisy);
 }
 
 #[test]

@@ -509,18 +509,22 @@ fn half_tube_obj(rings: usize, segments: usize, radius: f32, length: f32) -> Str
 }
 
 /// A curved rest mesh is at rest where it was made: a tube, a tube sewn
-/// from two panels (welded seams) and an open half-cylinder panel, with
-/// gravity off, do not move over 60 frames (before the rest curvature the
-/// panel opened out by 4.3 cm, and every one took about a hundred CG
-/// iterations a step on the bending's push), and the
-/// solve takes a few iterations a step (3–8, on the membrane's rounding
-/// noise at the curved rest).
+/// from two panels (welded seams), an open half-cylinder panel and the
+/// skirt (a cone's band), with gravity off, do not move at all over 60
+/// frames and the solve stops at its first residual check. Before the
+/// rest curvature the panel opened out by 4.3 cm and every one took about
+/// a hundred CG iterations a step on the bending's push; before the
+/// membrane's strain was measured against the rest placement
+/// ([`weft_core::physics::membrane::green_strain_about`]) they moved up to
+/// 0.18 µm and took 3–8 iterations a step on the membrane's rounding noise.
 #[test]
 fn a_curved_rest_mesh_holds_its_shape() {
+    let (x, t) = Shape::Skirt.mesh();
     for (name, text, weld) in [
         ("tube", tube_obj(12, 20, 0.045, 0.15, false), ""),
         ("sewn", tube_obj(12, 20, 0.045, 0.15, true), "weld = 1e-6\n"),
         ("panel", half_tube_obj(12, 10, 0.045, 0.15), ""),
+        ("skirt", obj::write(&x, &t), ""),
     ] {
         let toml = format!(
             "gravity = [0.0, 0.0, 0.0]\n[cloth]\nmesh = \"m.obj\"\n{weld}[time]\ndt = 0.016666668\nsteps = 60\n"
@@ -529,7 +533,7 @@ fn a_curved_rest_mesh_holds_its_shape() {
         let moved = start.iter().zip(&last).map(|(a, b)| (*a - *b).norm()).fold(0.0f32, f32::max);
         let most_cg = summary.frames.iter().map(|f| f.cg_iterations_max).max().unwrap();
         assert!(moved <= 1e-6, "{name}: moved {moved} m");
-        assert!(most_cg <= 10, "{name}: {most_cg} CG iterations in a step");
+        assert!(most_cg <= 1, "{name}: {most_cg} CG iterations in a step");
     }
 }
 

@@ -322,7 +322,7 @@ fn stiffness_gradient(model: &Model, x: &[Vec3], lambda: &[Vec3], w: &[Vec3], gx
             continue;
         }
         let phi = |xe: [Vec3; 3]| -> f32 {
-            let el = mem.element(t, xe, true);
+            let el = mem.element(t, xe, model.mesh.membrane_rest(t), true);
             let mut sum = 0.0;
             for i in 0..3 {
                 sum += l[i].dot(el.stiffness[membrane::block(i, i)].mul_vec(wv[i]));

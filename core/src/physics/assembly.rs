@@ -19,7 +19,7 @@ pub fn assemble(model: &Model, bending: Bending, x: &[Vec3], force: &mut [Vec3],
     diag.fill(Mat3::ZERO);
     off.fill(Mat3::ZERO);
     for t in mesh.triangles() {
-        let el = mem.element(t, t.nodes.map(|i| x[i as usize]), true);
+        let el = mem.element(t, t.nodes.map(|i| x[i as usize]), mesh.membrane_rest(t), true);
         for i in 0..3 {
             let ni = t.nodes[i] as usize;
             force[ni] += el.force[i];

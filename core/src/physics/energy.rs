@@ -42,7 +42,7 @@ pub fn elastic_with(model: &Model, x: &[Vec3], stencil: Option<&BendingStencil>,
     let mut el = Elastic { membrane: 0.0, bending: 0.0, noise: 0.0 };
     for t in model.mesh.triangles() {
         let xs = t.nodes.map(|i| x[i as usize]);
-        let (energy, stress) = mem.energy_and_stress(t, xs);
+        let (energy, stress) = mem.energy_and_stress(t, xs, model.mesh.membrane_rest(t));
         el.membrane += energy;
         let df: f32 =
             xs.iter().zip(&t.grad).map(|(xk, g)| xk.norm_l1() * (libm::fabsf(g[0]) + libm::fabsf(g[1]))).sum();

@@ -93,6 +93,38 @@ pub fn green_strain(f: [Vec3; 2]) -> Sym2 {
     Sym2 { a: 0.5 * (f[0].dot(f[0]) - 1.0), b: 0.5 * f[0].dot(f[1]), d: 0.5 * (f[1].dot(f[1]) - 1.0) }
 }
 
+/// Green strain of a triangle at `x` measured against its rest placement
+/// `rest` rather than against the rest frame's identity: with the edges
+/// `e₁ = x₁ − x₀`, `e₂ = x₂ − x₀` (and `ē₁, ē₂` at rest),
+/// `E = ½ Σ_ij (e_i·e_j − ē_i·ē_j) b_i b_jᵀ`, which is `½(FᵀF − I)` up to
+/// the rounding of the rest frame. Both sides take the same arithmetic, so
+/// the strain is exactly zero where `x` is `rest`: a curved rest mesh,
+/// whose rest frame is a rotation of its placement, starts without the
+/// rounding noise `½(FᵀF − I)` carries there.
+#[inline]
+pub fn green_strain_about(tri: &Triangle, x: [Vec3; 3], rest: [Vec3; 3]) -> Sym2 {
+    let (e1, e2) = (x[1] - x[0], x[2] - x[0]);
+    let (r1, r2) = (rest[1] - rest[0], rest[2] - rest[0]);
+    let g11 = e1.dot(e1) - r1.dot(r1);
+    let g12 = e1.dot(e2) - r1.dot(r2);
+    let g22 = e2.dot(e2) - r2.dot(r2);
+    let [b1, b2] = [tri.grad[1], tri.grad[2]];
+    let at =
+        |k: usize, l: usize| 0.5 * (g11 * b1[k] * b1[l] + g12 * (b1[k] * b2[l] + b2[k] * b1[l]) + g22 * b2[k] * b2[l]);
+    Sym2 { a: at(0, 0), b: at(0, 1), d: at(1, 1) }
+}
+
+/// A triangle's Green strain at `x`: against its rest placement when the
+/// mesh is curved at rest ([`green_strain_about`]), else against the rest
+/// frame ([`green_strain`]) with deformation gradient `f`.
+#[inline]
+fn strain(tri: &Triangle, x: [Vec3; 3], f: [Vec3; 2], rest: Option<[Vec3; 3]>) -> Sym2 {
+    match rest {
+        Some(r) => green_strain_about(tri, x, r),
+        None => green_strain(f),
+    }
+}
+
 /// The scalar parts of the constitutive law at principal strains `e`.
 struct Spectral {
     /// `g'(e_k)`.
@@ -123,24 +155,26 @@ impl Membrane {
     }
 
     /// Energy only.
-    pub fn energy(&self, tri: &Triangle, x: [Vec3; 3]) -> f32 {
-        self.energy_and_stress(tri, x).0
+    pub fn energy(&self, tri: &Triangle, x: [Vec3; 3], rest: Option<[Vec3; 3]>) -> f32 {
+        self.energy_and_stress(tri, x, rest).0
     }
 
     /// Energy and `A (|σ₁| + |σ₂|)`: the element's area times the sum of
     /// its principal stresses' magnitudes (the energy's sensitivity to a
     /// strain error).
-    pub fn energy_and_stress(&self, tri: &Triangle, x: [Vec3; 3]) -> (f32, f32) {
-        let (e1, e2, _) = green_strain(deformation(tri, x)).eigen();
+    pub fn energy_and_stress(&self, tri: &Triangle, x: [Vec3; 3], rest: Option<[Vec3; 3]>) -> (f32, f32) {
+        let (e1, e2, _) = strain(tri, x, deformation(tri, x), rest).eigen();
         let sp = self.spectral([e1, e2]);
         (tri.area * sp.energy, tri.area * (libm::fabsf(sp.f[0]) + libm::fabsf(sp.f[1])))
     }
 
-    /// Forces, energy and stiffness. With `definite`, the stiffness is the
-    /// positive semi-definite one; otherwise the exact Hessian.
-    pub fn element(&self, tri: &Triangle, x: [Vec3; 3], definite: bool) -> Element {
+    /// Forces, energy and stiffness, the strain measured against `rest`
+    /// when given ([`Mesh::membrane_rest`](crate::mesh::Mesh::membrane_rest)).
+    /// With `definite`, the stiffness is the positive semi-definite one;
+    /// otherwise the exact Hessian.
+    pub fn element(&self, tri: &Triangle, x: [Vec3; 3], rest: Option<[Vec3; 3]>, definite: bool) -> Element {
         let f = deformation(tri, x);
-        let (e1, e2, n1) = green_strain(f).eigen();
+        let (e1, e2, n1) = strain(tri, x, f, rest).eigen();
         let n2 = [-n1[1], n1[0]];
         let sp = self.spectral([e1, e2]);
         let outer =
