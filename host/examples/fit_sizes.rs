@@ -15,6 +15,11 @@
 //! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family;
 //! `WEFT_FIT_FLOOR=F` weighs each sample by its relative error with
 //! floor F (`weft train --relative-floor`; 0: plain squared error);
+//! `WEFT_FIT_FAMILY=NAME` trains and holds out that family's scenes only;
+//! `WEFT_FIT_SMOOTH=1` also prints how much of the teacher's correction,
+//! and of what the network misses of it, a field smooth over the whole
+//! cloth carries (per sample, least squares in the node's position
+//! relative to the centroid: a constant, affine or quadratic field);
 //! `WEFT_FIT_GLOBAL=1` puts the cloth's mean velocity change where the
 //! position relative to the centroid was (a global input, for the fit
 //! only: the network's format does not carry it).
@@ -28,9 +33,11 @@ use weft_host::learn::train::fit::{self, train_on_samples, SampleTraining};
 fn samples(seed: u64, frames: u32) -> Vec<Graph> {
     let spec = DatasetSpec::default();
     let cfg = GnnConfig::default();
+    let only = std::env::var("WEFT_FIT_FAMILY").ok();
     Family::ALL
         .iter()
         .filter(|&&f| Some(f) != spec.heldout)
+        .filter(|f| only.as_deref().is_none_or(|o| o == f.name()))
         .flat_map(|&f| collect(&families::scenario(f, seed, spec.coarse, frames, spec.dt), &cfg, None, frames, 2))
         .collect()
 }
@@ -49,6 +56,103 @@ fn global_velocity_change(g: &mut Graph) {
     for n in &mut g.nodes {
         n[3..6].copy_from_slice(&mean);
     }
+}
+
+/// Least squares of `values` (one component at the free nodes) on the
+/// field `basis` spans; returns `(Σ v², Σ (v − fit)²)`.
+fn field_fit(basis: &[Vec<f64>], values: &[f64]) -> (f64, f64) {
+    let k = basis.first().map_or(0, Vec::len);
+    let mut a = vec![vec![0.0f64; k + 1]; k];
+    for (b, v) in basis.iter().zip(values) {
+        for r in 0..k {
+            for c in 0..k {
+                a[r][c] += b[r] * b[c];
+            }
+            a[r][k] += b[r] * v;
+        }
+    }
+    // Gauss–Jordan with partial pivoting, a small ridge for empty modes.
+    for (r, row) in a.iter_mut().enumerate() {
+        row[r] += 1e-12;
+    }
+    for c in 0..k {
+        let piv = (c..k).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs())).unwrap_or(c);
+        a.swap(c, piv);
+        let d = a[c][c];
+        if d.abs() < 1e-300 {
+            continue;
+        }
+        for r in 0..k {
+            if r != c {
+                let f = a[r][c] / d;
+                for q in c..=k {
+                    a[r][q] -= f * a[c][q];
+                }
+            }
+        }
+    }
+    let coef: Vec<f64> = (0..k).map(|r| if a[r][r].abs() > 1e-300 { a[r][k] / a[r][r] } else { 0.0 }).collect();
+    let (mut all, mut left) = (0.0, 0.0);
+    for (b, v) in basis.iter().zip(values) {
+        let f: f64 = b.iter().zip(&coef).map(|(x, c)| x * c).sum();
+        all += v * v;
+        left += (v - f) * (v - f);
+    }
+    (all, left)
+}
+
+/// Shares of the teacher's correction and of the network's miss that a
+/// constant, an affine and a quadratic field over the cloth carry, pooled
+/// over `graphs`, for Δx (columns 0–2) and Δv (3–5).
+fn smooth_shares(m: &Trained, graphs: &[Graph]) -> anyhow::Result<()> {
+    let dev = candle_core::Device::Cpu;
+    // [target | miss][Δx | Δv][order]: (Σ v², Σ left).
+    let mut sums = [[[(0.0f64, 0.0f64); 3]; 2]; 2];
+    for g in graphs {
+        let (px, pv) = m.gnn.correct(g, &m.meta.normalizer, &dev)?;
+        let free: Vec<usize> = (0..g.nodes.len()).filter(|&i| g.free[i] > 0.0).collect();
+        let pos = |i: usize| [g.nodes[i][3] as f64, g.nodes[i][4] as f64, g.nodes[i][5] as f64];
+        for order in 0..3 {
+            let basis: Vec<Vec<f64>> = free
+                .iter()
+                .map(|&i| {
+                    let [x, y, z] = pos(i);
+                    let mut b = vec![1.0];
+                    if order >= 1 {
+                        b.extend([x, y, z]);
+                    }
+                    if order >= 2 {
+                        b.extend([x * x, y * y, z * z, x * y, y * z, z * x]);
+                    }
+                    b
+                })
+                .collect();
+            for c in 0..6 {
+                let (head, comp) = (c / 3, c % 3);
+                let pred = |i: usize| if head == 0 { px[i].get(comp) } else { pv[i].get(comp) } as f64;
+                let t: Vec<f64> = free.iter().map(|&i| g.targets[i][c] as f64).collect();
+                let miss: Vec<f64> = free.iter().zip(&t).map(|(&i, t)| t - pred(i)).collect();
+                for (which, v) in [t, miss].iter().enumerate() {
+                    let (all, left) = field_fit(&basis, v);
+                    sums[which][head][order].0 += all;
+                    sums[which][head][order].1 += left;
+                }
+            }
+        }
+    }
+    for (which, name) in ["teacher's correction", "network's miss"].iter().enumerate() {
+        let share = |h: usize, o: usize| 1.0 - sums[which][h][o].1 / sums[which][h][o].0.max(1e-300);
+        println!(
+            "  {name:21} carried by a constant / affine / quadratic field: Δx {:.3} / {:.3} / {:.3}, Δv {:.3} / {:.3} / {:.3}",
+            share(0, 0),
+            share(0, 1),
+            share(0, 2),
+            share(1, 0),
+            share(1, 1),
+            share(1, 2)
+        );
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -106,6 +210,12 @@ fn main() -> anyhow::Result<()> {
         );
         if std::env::var_os("WEFT_FIT_TABLE").is_some() {
             println!("{}", fit::Fit::table(&a, &b));
+        }
+        if std::env::var_os("WEFT_FIT_SMOOTH").is_some() {
+            println!(" training samples:");
+            smooth_shares(&m, &train)?;
+            println!(" held-out samples:");
+            smooth_shares(&m, &held)?;
         }
     }
     Ok(())
