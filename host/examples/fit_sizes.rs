@@ -82,11 +82,12 @@ fn field_fit(basis: &[Vec<f64>], values: &[f64]) -> (f64, f64) {
         if d.abs() < 1e-300 {
             continue;
         }
-        for r in 0..k {
+        let pivot = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let f = a[r][c] / d;
-                for q in c..=k {
-                    a[r][q] -= f * a[c][q];
+                let f = row[c] / d;
+                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * p;
                 }
             }
         }
@@ -108,21 +109,22 @@ fn smooth_shares(m: &Trained, graphs: &[Graph]) -> anyhow::Result<()> {
     let dev = candle_core::Device::Cpu;
     // [target | miss][Δx | Δv][order]: (Σ v², Σ left).
     let mut sums = [[[(0.0f64, 0.0f64); 3]; 2]; 2];
+    let orders: [&[usize]; 3] = [&[], &[1], &[1, 2]];
     for g in graphs {
         let (px, pv) = m.gnn.correct(g, &m.meta.normalizer, &dev)?;
         let free: Vec<usize> = (0..g.nodes.len()).filter(|&i| g.free[i] > 0.0).collect();
         let pos = |i: usize| [g.nodes[i][3] as f64, g.nodes[i][4] as f64, g.nodes[i][5] as f64];
-        for order in 0..3 {
+        for (order, terms) in orders.iter().enumerate() {
             let basis: Vec<Vec<f64>> = free
                 .iter()
                 .map(|&i| {
                     let [x, y, z] = pos(i);
                     let mut b = vec![1.0];
-                    if order >= 1 {
-                        b.extend([x, y, z]);
-                    }
-                    if order >= 2 {
-                        b.extend([x * x, y * y, z * z, x * y, y * z, z * x]);
+                    for t in terms.iter() {
+                        match t {
+                            1 => b.extend([x, y, z]),
+                            _ => b.extend([x * x, y * y, z * z, x * y, y * z, z * x]),
+                        }
                     }
                     b
                 })
