@@ -16,6 +16,8 @@
 //! `WEFT_FIT_FLOOR=F` weighs each sample by its relative error with
 //! floor F (`weft train --relative-floor`; 0: plain squared error);
 //! `WEFT_FIT_FAMILY=NAME` trains and holds out that family's scenes only;
+//! `WEFT_FIT_FIELD=1` gives the networks the field head
+//! (`GnnConfig::field_head`: a correction smooth over the whole cloth);
 //! `WEFT_FIT_SMOOTH=1` also prints how much of the teacher's correction,
 //! and of what the network misses of it, a field smooth over the whole
 //! cloth carries (per sample, least squares in the node's position
@@ -184,7 +186,8 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let sizes = if asked.is_empty() { vec![(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] } else { asked };
     for (latent, rounds) in sizes {
-        let cfg = GnnConfig { latent, rounds, ..GnnConfig::default() };
+        let field_head = std::env::var_os("WEFT_FIT_FIELD").is_some();
+        let cfg = GnnConfig { latent, rounds, field_head, ..GnnConfig::default() };
         let mut norm = network::normalizer(&train);
         for &k in &drop {
             norm.node.std[k] = f32::MAX;

@@ -26,6 +26,17 @@ fn scene_samples(
     collect(&scn, &cfg(16, 1), None, frames, 1)
 }
 
+/// A fold scene with nothing in its way, no pins, wind or kicks: a free
+/// fall, `frames` samples.
+fn free_fall(frames: u32) -> Vec<Graph> {
+    scene_samples(Family::Fold, 0, frames, |s| {
+        s.colliders.clear();
+        s.pins.clear();
+        s.wind = None;
+        s.kicks.clear();
+    })
+}
+
 fn model_for(cfg: GnnConfig, norm_from: &[Graph]) -> Trained {
     let meta = ModelMeta::new(cfg, network::normalizer(norm_from), Noise { position: 0.0, velocity: 0.0 });
     let m = Trained::seeded(meta, 1, &candle_core::Device::Cpu).unwrap();
@@ -37,12 +48,7 @@ fn model_for(cfg: GnnConfig, norm_from: &[Graph]) -> Trained {
 fn a_new_network_learns_the_uniform_correction_of_a_free_fall() {
     // A cloth dropped with nothing in the way: the teacher's correction is
     // the same at every node (backward Euler's g·dt²/2 a frame).
-    let fall = scene_samples(Family::Fold, 0, 12, |s| {
-        s.colliders.clear();
-        s.pins.clear();
-        s.wind = None;
-        s.kicks.clear();
-    });
+    let fall = free_fall(12);
     assert_eq!(fall.len(), 12);
     assert!(fall.iter().all(|g| g.class == FrameClass::Free && g.family == Some(Family::Fold)));
     let t = fall[3].targets[0][1];
@@ -116,4 +122,32 @@ fn a_zero_correction_leaves_either_base_step_as_it_is() {
             assert!(a == b, "{integrator:?}: frame {k} differs");
         }
     }
+}
+
+/// The field head (`GnnConfig::field_head`, a correction smooth over the
+/// whole cloth, float only): a fresh network with it predicts nothing, as
+/// one without it does; it learns the free fall's uniform correction; and
+/// the quantiser refuses it.
+#[test]
+fn the_field_head_starts_at_zero_learns_and_is_not_quantised() {
+    let fall = free_fall(8);
+    let mut broad = fall.clone();
+    broad.extend(scene_samples(Family::Hang, 0, 8, |_| {}));
+    let m = model_for(GnnConfig { field_head: true, ..cfg(16, 1) }, &broad);
+    assert!(m.gnn.field.is_some());
+    let dev = candle_core::Device::Cpu;
+    let (dx, dv) = m.gnn.correct(&fall[2], &m.meta.normalizer, &dev).unwrap();
+    let t = &m.meta.normalizer.target;
+    // Zero heads give the targets' mean (the normaliser's offset) at every free node.
+    for (x, v) in dx.iter().zip(&dv) {
+        for k in 0..3 {
+            assert!((x.get(k) - t.mean[k]).abs() <= 1e-6 * t.std[k].max(1e-12), "Δx {x:?}");
+            assert!((v.get(k) - t.mean[3 + k]).abs() <= 1e-6 * t.std[3 + k].max(1e-12), "Δv {v:?}");
+        }
+    }
+    train_on_samples(&m, &fall, SampleTraining::constant(300, 4, 1e-3)).unwrap();
+    let share = fit::measure(&m, &fall).unwrap().get("all").unwrap().dx.unwrap();
+    assert!(share >= 0.95, "share of the free fall's Δx {share:.3}");
+    let refused = weft_host::learn::quantise::FloatNet::from_trained(&m).err().map(|e| e.to_string());
+    assert!(refused.is_some_and(|e| e.contains("field head")));
 }

@@ -86,6 +86,15 @@ pub struct GnnConfig {
     #[arg(long, value_enum, default_value = "bdf2-8")]
     #[serde(default)]
     pub teacher_step: TeacherStep,
+    /// `--field-head`: beside the node heads, a correction smooth over the
+    /// whole cloth: each sample's latents, weighed by a quadratic in the
+    /// node's position ([`crate::learn::network::model::FIELD_TERMS`]
+    /// terms), are pooled over its free nodes, and an MLP maps the pool to
+    /// the field's coefficients. The float network only (for measuring the
+    /// fit): such a network is not quantised.
+    #[arg(long)]
+    #[serde(default)]
+    pub field_head: bool,
 }
 
 /// The coarse teacher's step ([`GnnConfig::teacher_step`]).

@@ -135,6 +135,12 @@ impl Trained {
                 var.set(&var.as_tensor().zeros_like()?)?;
             }
         }
+        // The field head's output layer too, so a fresh network predicts zero.
+        for what in ["weight", "bias"] {
+            if let Some(var) = vars.get(&format!("field.l2.{what}")) {
+                var.set(&var.as_tensor().zeros_like()?)?;
+            }
+        }
         Ok(())
     }
 

@@ -150,6 +150,10 @@ pub struct Batch {
     pub inv_degree: Tensor,
     pub targets: Option<Tensor>,
     pub n_nodes: usize,
+    /// The sample each node belongs to, `[nodes]`.
+    pub sample: Tensor,
+    /// `1 / max(1, free nodes)` per sample, `[samples, 1]`.
+    pub inv_free: Tensor,
 }
 
 impl Batch {
@@ -169,7 +173,10 @@ impl Batch {
         let (mut nodes, mut edges, mut snd, mut rcv, mut free, mut tgt) =
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut offset = 0u32;
-        for g in graphs {
+        let (mut sample, mut inv_free) = (vec![], vec![]);
+        for (k, g) in graphs.iter().enumerate() {
+            sample.extend(std::iter::repeat_n(k as u32, g.nodes.len()));
+            inv_free.push(1.0 / g.free.iter().sum::<f32>().max(1.0));
             for r in &g.nodes {
                 nodes.extend(r.iter().enumerate().map(|(k, &x)| norm.node.apply(x, k)));
             }
@@ -227,6 +234,8 @@ impl Batch {
             weight: Tensor::from_vec(weight, (n, 1), dev)?,
             targets: if tgt.len() == n * 6 { Some(Tensor::from_vec(tgt, (n, 6), dev)?) } else { None },
             n_nodes: n,
+            sample: Tensor::from_vec(sample, n, dev)?,
+            inv_free: Tensor::from_vec(inv_free, (graphs.len(), 1), dev)?,
         })
     }
 }

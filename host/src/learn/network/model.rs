@@ -51,6 +51,22 @@ pub fn map_parts<T, R: AsRef<[T]>, U>(
 pub struct Gnn {
     pub cfg: GnnConfig,
     pub mlps: Parts<Mlp, Vec<Mlp>>,
+    /// The field head ([`GnnConfig::field_head`]).
+    pub field: Option<Mlp>,
+}
+
+/// Terms of the field head's quadratic in the node's (normalised)
+/// position relative to the centroid: 1, x, y, z, x², y², z², xy, yz, zx.
+pub const FIELD_TERMS: usize = 10;
+
+/// The field head's terms at every node, `[nodes, FIELD_TERMS]`, from the
+/// normalised node features (position in columns 3–5).
+fn field_terms(nodes: &Tensor) -> Result<Tensor> {
+    let p = nodes.narrow(1, 3, 3)?;
+    let (x, y, z) = (p.narrow(1, 0, 1)?, p.narrow(1, 1, 1)?, p.narrow(1, 2, 1)?);
+    let one = Tensor::ones_like(&x)?;
+    let terms = [&one, &x, &y, &z, &(&x * &x)?, &(&y * &y)?, &(&z * &z)?, &(&x * &y)?, &(&y * &z)?, &(&z * &x)?];
+    Ok(Tensor::cat(&terms, 1)?)
 }
 
 impl Gnn {
@@ -61,7 +77,9 @@ impl Gnn {
             let (i, o) = p.widths(l);
             Mlp::new(vb.pp(p.to_string()), i, l, o)
         };
-        Ok(Gnn { cfg, mlps: build_parts(cfg.rounds, mlp)? })
+        let field =
+            if cfg.field_head { Some(Mlp::new(vb.pp("field"), l * FIELD_TERMS, l, 6 * FIELD_TERMS)?) } else { None };
+        Ok(Gnn { cfg, mlps: build_parts(cfg.rounds, mlp)?, field })
     }
 
     /// Normalised `[Δx, Δv]`, shape `[nodes, 6]`.
@@ -78,7 +96,28 @@ impl Gnn {
                 .broadcast_mul(&b.inv_degree)?;
             h = (&h + nm.forward(&Tensor::cat(&[&h, &agg], 1)?)?)?;
         }
-        Ok(Tensor::cat(&[&m.head_x.forward(&h)?, &m.head_v.forward(&h)?], 1)?)
+        let out = Tensor::cat(&[&m.head_x.forward(&h)?, &m.head_v.forward(&h)?], 1)?;
+        match &self.field {
+            Some(f) => Ok((out + self.field(f, b, &h)?)?),
+            None => Ok(out),
+        }
+    }
+
+    /// The field head's correction at every node, `[nodes, 6]`: the mean
+    /// over each sample's free nodes of `h ⊗ φ` (`φ` the
+    /// [`FIELD_TERMS`] terms), through `f`, gives each sample's
+    /// coefficients `C` (6 × terms); a node's correction is `C φ`.
+    fn field(&self, f: &Mlp, b: &Batch, h: &Tensor) -> Result<Tensor> {
+        let (n, l) = (b.n_nodes, self.cfg.latent);
+        let phi = field_terms(&b.nodes)?;
+        let outer = h.unsqueeze(2)?.broadcast_mul(&phi.unsqueeze(1)?)?.reshape((n, l * FIELD_TERMS))?;
+        let outer = outer.broadcast_mul(&b.free)?;
+        let samples = b.inv_free.dims()[0];
+        let pooled = Tensor::zeros((samples, l * FIELD_TERMS), DType::F32, h.device())?
+            .index_add(&b.sample, &outer, 0)?
+            .broadcast_mul(&b.inv_free)?;
+        let coef = f.forward(&pooled)?.index_select(&b.sample, 0)?.reshape((n, 6, FIELD_TERMS))?;
+        Ok(coef.broadcast_mul(&phi.unsqueeze(1)?)?.sum(2)?)
     }
 
     /// Mean squared error of the normalised targets, weighted by

@@ -166,6 +166,9 @@ pub struct FloatNet {
 
 impl FloatNet {
     pub fn from_trained(t: &Trained) -> Result<FloatNet> {
+        if t.gnn.field.is_some() {
+            anyhow::bail!("a network with the field head (--field-head) is measured in float only, not quantised");
+        }
         let vars = t.varmap.data().lock().map_err(|_| anyhow::anyhow!("weights lock poisoned"))?;
         let tensor = |name: &str| -> Result<Vec<f32>> {
             let v = vars.get(name).with_context(|| format!("no tensor {name}"))?;
