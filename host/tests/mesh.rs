@@ -251,18 +251,21 @@ fn the_mesh_scenes_solve_every_step() {
 }
 
 /// The tube (`weft mesh tube`, 288 nodes) dropped onto a plane folds as it
-/// lands, and CG then has plateaus of 25–50 iterations without a tenth's
-/// progress: no solve stops there as stagnated (with a window of 25
-/// iterations, 41 of the 60 steps did), and all but a few converge.
+/// lands. Its solve converges on every step in tens of iterations: the
+/// aggregates' coarse operator keeps a held node's normal stiffness
+/// (before, 123.8 iterations a step and 3 steps at the cap), and CG's
+/// plateaus are not taken for stagnation (with a window of 25 iterations,
+/// 41 of the 60 steps stopped short).
 #[test]
-fn a_tube_folding_on_a_plane_is_not_taken_for_stagnated() {
+fn a_tube_folding_on_a_plane_solves_every_step() {
     let (x, t) = Shape::Tube.mesh();
     let plane = "[time]\ndt = 0.016666668\nsteps = 60\n[[collider]]\nkind = \"plane\"\nnormal = [0.0, 1.0, 0.0]\noffset = 0.0\nfriction = 0.5\n";
     let toml = format!("[cloth]\nmesh = \"m.obj\"\ncenter = [0.0, 0.3, 0.0]\n{plane}");
     let (_, _, _, s) = run_mesh_scene(&toml, &obj::write(&x, &t));
     assert_eq!(s.nodes, 288);
-    assert_eq!(s.cg_stagnated, 0, "{} unconverged, {} CG iterations a step", s.cg_not_converged, s.cg_iterations_mean);
-    assert!(s.cg_not_converged <= 5, "{} unconverged", s.cg_not_converged);
+    let what = format!("{} CG iterations a step", s.cg_iterations_mean);
+    assert_eq!((s.cg_not_converged, s.cg_stagnated), (0, 0), "{what}");
+    assert!(s.cg_iterations_mean <= 60.0, "{what}");
 }
 
 /// `[cloth] shape = "…"` is the shape `weft mesh` writes, at any size the

@@ -12,7 +12,9 @@
 //!   on the grid.
 //!   Coarsening stops at [`COARSEST`] nodes or fewer.
 //! - **Coarse operators.** Galerkin products `Pᵀ A P` of the fine blocks
-//!   (diagonal, edge and mass, filtered by the pins and contact planes),
+//!   (diagonal, edge and mass, filtered by the pins and contact planes; a
+//!   node held on a plane keeps its normal stiffness on the diagonal, as
+//!   the fine smoother's block does: [`prefiltered`]),
 //!   assembled at each solve into compressed rows (both directions of
 //!   every coupling stored). The matrix-free bending of such meshes is
 //!   left to the fine level's smoother.
@@ -22,7 +24,9 @@
 //!   cycle is a symmetric positive definite preconditioner.
 
 use super::blocks::{block_sub, diagonal_term};
-use super::multigrid::{cholesky, cholesky_solve, dense_add, filtered, node_filter, Coarse, FineLevel, FineOperator};
+use super::multigrid::{
+    cholesky, cholesky_solve, dense_add, filtered, node_filter, Coarse, Filter, FineLevel, FineOperator,
+};
 use crate::math::{Mat3, Vec3};
 use crate::mesh::{Mesh, MeshCounts};
 
@@ -261,8 +265,7 @@ impl<'a> Aggregates<'a> {
             None => {
                 for (i, &p) in parent.iter().enumerate().take(mesh.node_count()) {
                     let fi = node_filter(op.flags, op.normal, i);
-                    let b = filtered(op.diag[i] * op.c + Mat3::scale((op.mass)(i)), fi, fi);
-                    sink.diag(p as usize, b);
+                    sink.diag(p as usize, prefiltered(op.diag[i] * op.c + Mat3::scale((op.mass)(i)), fi));
                 }
                 for (e, b) in mesh.edges().iter().zip(op.off) {
                     let (a, bn) = (e.a as usize, e.b as usize);
@@ -365,6 +368,21 @@ impl<'a> Aggregates<'a> {
             }
             diagonal_term(&diag[p], &acc, &mut x[p]);
         }
+    }
+}
+
+/// A fine diagonal block `a` as the coarse levels take it: filtered by its
+/// node's constraint, and a node held on a contact plane keeps its normal
+/// stiffness `(nᵀ a n) n nᵀ` (the fine smoother's block for such a node,
+/// [`super::solver::plane_inverse`], holds the same term). Without it an
+/// aggregate across a contact line moves its held nodes along the normal
+/// at no cost, and the coarse correction overshoots there: a 288-node
+/// tube folding on a plane took 143 CG iterations a step, with it 54.
+fn prefiltered(a: Mat3, filter: Filter) -> Mat3 {
+    let b = filtered(a, filter, filter);
+    match filter {
+        Filter::Plane(n) => b + n.outer(n) * n.dot(a.mul_vec(n)),
+        _ => b,
     }
 }
 
