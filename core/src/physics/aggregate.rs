@@ -10,7 +10,12 @@
 //!   ([`floats`]); the levels are laid out at their actual sizes, so a
 //!   smaller pool often holds them. Prolongation is piecewise constant, as
 //!   on the grid.
-//!   Coarsening stops at [`COARSEST`] nodes or fewer.
+//!   Coarsening stops at [`COARSEST`] nodes or fewer. A mesh of several
+//!   pieces (a garment's panels not sewn, a stray vertex) coarsens each
+//!   piece down to one aggregate, which then stays alone; coarsening ends
+//!   at the first level that does not shrink (or does not fit the pool),
+//!   the level below becoming the coarsest, solved densely if its factor
+//!   fits.
 //! - **Coarse operators.** Galerkin products `Pᵀ A P` of the fine blocks
 //!   (diagonal, edge and mass, filtered by the pins and contact planes; a
 //!   node held on a plane keeps its normal stiffness on the diagonal, as
@@ -159,7 +164,13 @@ impl<'a> Aggregates<'a> {
         };
         agg.shapes[0] = [counts.nodes as u32, 2 * counts.edges as u32];
         for l in 1..=levels(counts) {
-            let (shape, end) = agg.coarsen(mesh, l)?;
+            // A level that does not shrink (a mesh of several pieces, each
+            // one aggregate) or does not fit ends the coarsening: the level
+            // below is the coarsest.
+            let Some((shape, end)) = agg.coarsen(mesh, l) else { break };
+            if shape[0] >= agg.shapes[l - 1][0] {
+                break;
+            }
             (agg.shapes[l], agg.at[l + 1], agg.levels) = (shape, end as u32, l);
             if shape[0] as usize <= COARSEST {
                 break;
@@ -435,7 +446,14 @@ fn aggregate(
             parent[j] = parent[i];
         }
     });
-    if !(parent.iter().all(|&p| p != NONE) && n > 0) {
+    // A node with no edge at this level (a piece of the mesh that is
+    // already one aggregate, or a vertex on no triangle) is an aggregate of
+    // its own.
+    for p in parent.iter_mut().filter(|p| **p == NONE) {
+        *p = n;
+        n += 1;
+    }
+    if n == 0 {
         return None;
     }
     let map = scratch.get_mut(..n as usize)?;
