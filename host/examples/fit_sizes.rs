@@ -22,6 +22,8 @@
 //! and of what the network misses of it, a field smooth over the whole
 //! cloth carries (per sample, least squares in the node's position
 //! relative to the centroid: a constant, affine or quadratic field);
+//! `WEFT_FIT_TEACHER=be-4` collects the samples with the coarse teacher's
+//! backward Euler at dt/4 (`--teacher-step`) instead of BDF2 at dt/8;
 //! `WEFT_FIT_GLOBAL=1` puts the cloth's mean velocity change where the
 //! position relative to the centroid was (a global input, for the fit
 //! only: the network's format does not carry it).
@@ -29,12 +31,12 @@ use weft_host::learn::data::families::{self, Family};
 use weft_host::learn::data::DatasetSpec;
 use weft_host::learn::eval::device::device_per_network;
 use weft_host::learn::network::teacher::collect;
-use weft_host::learn::network::{self, GnnConfig, Graph, ModelMeta, Noise, Trained};
+use weft_host::learn::network::{self, GnnConfig, Graph, ModelMeta, Noise, TeacherStep, Trained};
 use weft_host::learn::train::fit::{self, train_on_samples, SampleTraining};
 
 fn samples(seed: u64, frames: u32) -> Vec<Graph> {
     let spec = DatasetSpec::default();
-    let cfg = GnnConfig::default();
+    let cfg = teacher_config();
     let only = std::env::var("WEFT_FIT_FAMILY").ok();
     Family::ALL
         .iter()
@@ -42,6 +44,14 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
         .filter(|f| only.as_deref().is_none_or(|o| o == f.name()))
         .flat_map(|&f| collect(&families::scenario(f, seed, spec.coarse, frames, spec.dt), &cfg, None, frames, 2))
         .collect()
+}
+
+/// The configuration the samples are collected with: the default, with
+/// `WEFT_FIT_TEACHER=be-4` the coarse teacher's backward Euler at dt/4.
+fn teacher_config() -> GnnConfig {
+    use clap::ValueEnum;
+    let step = std::env::var("WEFT_FIT_TEACHER").ok().and_then(|s| TeacherStep::from_str(&s, true).ok());
+    GnnConfig { teacher_step: step.unwrap_or_default(), ..GnnConfig::default() }
 }
 
 /// Writes the mean over the free nodes of the step's velocity change
@@ -187,7 +197,7 @@ fn main() -> anyhow::Result<()> {
     let sizes = if asked.is_empty() { vec![(16, 1), (16, 2), (24, 1), (24, 2), (32, 1), (32, 2)] } else { asked };
     for (latent, rounds) in sizes {
         let field_head = std::env::var_os("WEFT_FIT_FIELD").is_some();
-        let cfg = GnnConfig { latent, rounds, field_head, ..GnnConfig::default() };
+        let cfg = GnnConfig { latent, rounds, field_head, ..teacher_config() };
         let mut norm = network::normalizer(&train);
         for &k in &drop {
             norm.node.std[k] = f32::MAX;
