@@ -468,6 +468,19 @@ fn a_seam_of_coincident_vertices_is_welded_when_the_scene_asks() {
     assert_eq!(s.mesh.as_ref().unwrap().welded, 2);
 }
 
+/// A pattern written with six decimals whose seam copies differ by one in
+/// the last place (1e-6, as a modelling tool leaves them) merges with
+/// `weld = 1e-6` wherever it lies, though read as `f32` the copies at 3 m
+/// are 1.19e-6 apart and at 0.58 m 1.01e-6; copies 2e-6 apart do not.
+#[test]
+fn seam_copies_one_unit_in_the_files_last_place_apart_weld_at_that_unit() {
+    for (a, b, merged) in [(3.126994, "3.126995", 1), (0.579332, "0.579333", 1), (3.126994, "3.126996", 0)] {
+        let text = format!("v {a} 0 0\nv {a} 0 1\nv 4 0 0\nv {b} 0 0\nv {b} 0 1\nv 2 0 0\nf 1 2 3\nf 4 6 5\n");
+        let m = obj::parse_with(&text, obj::ObjOptions { weld: Some(1e-6), ..Default::default() }).unwrap();
+        assert_eq!(m.welded, 2 * merged, "{a} and {b}");
+    }
+}
+
 /// OBJ text of a tube about the y axis: `rings` rings of `segments`
 /// vertices, `radius` and `length` (m), quads split in two; with `seam`,
 /// built from two half-cylinder panels, each with its own copy of the

@@ -129,13 +129,19 @@ pub fn parse_with(text: &str, opts: ObjOptions) -> Result<ObjMesh, ObjError> {
     Ok(mesh)
 }
 
-/// Merges the vertices of `mesh` that lie within `tol` of each other
-/// (chains of such pairs merge whole) into the first of them; drops the
+/// Merges the vertices of `mesh` that lie within `tol` of each other, give
+/// or take the rounding of the file's coordinates to `f32` (chains of such
+/// pairs merge whole) into the first of them; drops the
 /// triangles that lose a corner to it; renumbers the vertices in their
 /// order, keeping the ones no face uses for [`check`] to refuse.
 pub fn weld(mesh: &mut ObjMesh, tol: f32) {
     let n = mesh.positions.len();
-    let tol = tol.max(0.0);
+    // The file's coordinates, read as `f32`, are each within half a unit
+    // in the last place of what the file writes: a seam's copies written
+    // `tol` apart can measure up to an ulp or two of the largest
+    // coordinate more (1.19e-6 for 1e-6 at 3 m), so that much is added.
+    let largest = mesh.positions.iter().map(|p| p.x.abs().max(p.y.abs()).max(p.z.abs())).fold(0.0f32, f32::max);
+    let tol = if tol > 0.0 { tol + 2.0 * f32::EPSILON * largest } else { 0.0 };
     let cell = if tol > 0.0 { tol } else { 1.0 };
     let key = |p: Vec3| {
         [p.x, p.y, p.z].map(|v| if tol > 0.0 { (v / cell).floor() as i64 } else { (v + 0.0).to_bits() as i64 })
