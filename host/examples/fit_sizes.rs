@@ -24,6 +24,8 @@
 //! relative to the centroid: a constant, affine or quadratic field);
 //! `WEFT_FIT_TEACHER=be-4` collects the samples with the coarse teacher's
 //! backward Euler at dt/4 (`--teacher-step`) instead of BDF2 at dt/8;
+//! `WEFT_FIT_RESIDUAL=1` gives the networks the base step's residual
+//! (`GnnConfig::residual_inputs`);
 //! `WEFT_FIT_GLOBAL=1` puts the cloth's mean velocity change where the
 //! position relative to the centroid was (a global input, for the fit
 //! only: the network's format does not carry it).
@@ -51,7 +53,8 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
 fn teacher_config() -> GnnConfig {
     use clap::ValueEnum;
     let step = std::env::var("WEFT_FIT_TEACHER").ok().and_then(|s| TeacherStep::from_str(&s, true).ok());
-    GnnConfig { teacher_step: step.unwrap_or_default(), ..GnnConfig::default() }
+    let residual_inputs = std::env::var_os("WEFT_FIT_RESIDUAL").is_some();
+    GnnConfig { teacher_step: step.unwrap_or_default(), residual_inputs, ..GnnConfig::default() }
 }
 
 /// Writes the mean over the free nodes of the step's velocity change

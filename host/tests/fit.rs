@@ -151,3 +151,59 @@ fn the_field_head_starts_at_zero_learns_and_is_not_quantised() {
     let refused = weft_host::learn::quantise::FloatNet::from_trained(&m).err().map(|e| e.to_string());
     assert!(refused.is_some_and(|e| e.contains("field head")));
 }
+
+/// The step's residual (`GnnConfig::residual_inputs`, in the history's
+/// columns): zero where the linearised step is exact (a free fall from
+/// rest, whose forces do not change over the step), and where the cloth deforms, what
+/// the linearisation missed, which shrinks faster than the step: halving
+/// the step of a hanging cloth's first frames shrinks it by more than half.
+/// The quantiser refuses a network that reads it.
+#[test]
+fn the_steps_residual_is_zero_in_free_fall_and_shrinks_with_the_step() {
+    use weft_core::gnn::features::HISTORY;
+    let with_residual = GnnConfig { residual_inputs: true, ..cfg(16, 1) };
+    // The root mean square over the samples' free nodes.
+    let rms = |graphs: &[Graph]| {
+        let (mut sum, mut count) = (0.0f64, 0.0f64);
+        for g in graphs {
+            for (n, f) in g.nodes.iter().zip(&g.free) {
+                sum += f64::from(f * n[HISTORY..HISTORY + 3].iter().map(|r| r * r).sum::<f32>());
+                count += f64::from(*f);
+            }
+        }
+        (sum / count.max(1.0)).sqrt() as f32
+    };
+    let spec = DatasetSpec::default();
+    let gh = 9.81 * spec.dt;
+    let samples = |family: Family, dt: f32, frames: u32, edit: &dyn Fn(&mut weft_host::sim::scenario::Scenario)| {
+        let mut scn = families::scenario(family, 0, 8, frames, dt);
+        edit(&mut scn);
+        collect(&scn, &with_residual, None, frames, 1)
+    };
+    // A free fall from rest: a spinning cloth's linearised step leaves a
+    // residual (a rotation is not linear), a translating one none.
+    let fall = samples(Family::Fold, spec.dt, 6, &|s| {
+        (s.cloth.velocity, s.cloth.spin) = ([0.0; 3], [0.0; 3]);
+        s.colliders.clear();
+        s.pins.clear();
+        s.wind = None;
+        s.kicks.clear();
+    });
+    // Not exactly zero: the placement's rounding strains the stiff
+    // membrane by ulps, and the solve stops at its tolerance (measured
+    // 0.36 % of g·dt).
+    println!("free fall: residual {:.3e} m/s (root mean square)", rms(&fall));
+    assert!(rms(&fall) <= 0.01 * gh, "free fall: {} m/s", rms(&fall));
+    // Without the option the columns read as zero (the history is off).
+    let plain = collect(&families::scenario(Family::Hang, 0, 8, 4, spec.dt), &cfg(16, 1), None, 4, 1);
+    assert_eq!(rms(&plain), 0.0);
+    let hang = |dt: f32, frames: u32| rms(&samples(Family::Hang, dt, frames, &|_| {}));
+    let (whole, half) = (hang(spec.dt, 3), hang(0.5 * spec.dt, 6));
+    println!("hang, first frames: residual {whole:.3e} m/s at dt, {half:.3e} at dt/2 (root mean square)");
+    assert!(whole >= 0.1 * gh, "hang: {whole} m/s");
+    assert!(half <= 0.5 * whole, "dt/2: {half} against {whole} m/s");
+    // Such a network is measured in float only.
+    let m = model_for(with_residual, &fall);
+    let refused = weft_host::learn::quantise::FloatNet::from_trained(&m).err().map(|e| e.to_string());
+    assert!(refused.is_some_and(|e| e.contains("residual")));
+}

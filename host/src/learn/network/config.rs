@@ -95,6 +95,16 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub field_head: bool,
+    /// `--residual-inputs`: the history's three node columns carry the
+    /// base step's residual instead, as a velocity: how far backward
+    /// Euler's equation misses at the step's end (the forces there, where
+    /// the linearised solve took them at its start;
+    /// [`crate::learn::network::residual_velocity`]). The float
+    /// network only (for measuring the fit): such a network is not
+    /// quantised.
+    #[arg(long)]
+    #[serde(default)]
+    pub residual_inputs: bool,
 }
 
 /// The coarse teacher's step ([`GnnConfig::teacher_step`]).
@@ -164,7 +174,7 @@ impl GnnConfig {
             (false, true) => WINDLESS_NODE_FEATURES,
             (false, false) => NODE_FEATURES,
         };
-        k < first && (self.history_inputs || !(HISTORY..HISTORY + 3).contains(&k))
+        k < first && (self.history_inputs || self.residual_inputs || !(HISTORY..HISTORY + 3).contains(&k))
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and

@@ -123,6 +123,11 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let r = GraphRef::of(model, state);
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
+    if cfg.residual_inputs {
+        for (n, rho) in g.nodes.iter_mut().zip(residual_velocity(model, state)) {
+            n[features::HISTORY..features::HISTORY + 3].copy_from_slice(&[rho.x, rho.y, rho.z]);
+        }
+    }
     if g.nodes.iter().any(|n| n[NEARNESS] >= 1.0) || g.edges.iter().any(|e| e[DYNAMIC] != 0.0) {
         g.class = FrameClass::Contact;
     }
@@ -134,6 +139,36 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
         }
     }
     Ok(g)
+}
+
+/// The base step's residual at its end, as a velocity, per node
+/// (`--residual-inputs`): `ρ = h f(x₁)/m + h g − (u₁ − v₀) − h α u₁`,
+/// backward Euler's equation `m (u₁ − v₀) = h f(x₁) + h m g − h α m u₁`
+/// divided by the mass, with `f` the membrane and bending forces at the
+/// step's end positions `x₁`, `u₁` its end velocities, `v₀` the velocities
+/// it started from with the wind's push ([`State::start_velocities`]),
+/// and `α` the mass damping. The linearised step takes the forces at its
+/// start, so `ρ` is what its linearisation missed (and, where the step
+/// was split or a node was held by a contact, what that changed). The
+/// stiffness damping is left out. Zero at pinned nodes.
+pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
+    use weft_core::physics::stencil::{Bending, Scratch};
+    let (x, u, v0) = (state.positions(), state.velocities(), state.start_velocities());
+    let n = x.len();
+    let mut force = vec![Vec3::ZERO; n];
+    let (mut diag, mut off) =
+        (vec![weft_core::math::Mat3::ZERO; n], vec![weft_core::math::Mat3::ZERO; model.mesh.edges().len()]);
+    let bending = Bending::MatrixFree(model.material.plate(), Scratch::NONE);
+    weft_core::physics::assemble(model, bending, x, &mut force, &mut diag, &mut off);
+    let (h, g, alpha) = (model.params.dt, model.scene.gravity, model.material.damping_mass);
+    (0..n)
+        .map(|i| {
+            if state.pinned()[i] != 0 {
+                return Vec3::ZERO;
+            }
+            force[i] * (h / model.mass(i)) + g * h - (u[i] - v0[i]) - u[i] * (h * alpha)
+        })
+        .collect()
 }
 
 /// Tensors of a batch of graphs (node indices offset per graph).

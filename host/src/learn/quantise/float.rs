@@ -169,6 +169,11 @@ impl FloatNet {
         if t.gnn.field.is_some() {
             anyhow::bail!("a network with the field head (--field-head) is measured in float only, not quantised");
         }
+        if t.meta.config.residual_inputs {
+            anyhow::bail!(
+                "a network that reads the step's residual (--residual-inputs) is measured in float only, not quantised"
+            );
+        }
         let vars = t.varmap.data().lock().map_err(|_| anyhow::anyhow!("weights lock poisoned"))?;
         let tensor = |name: &str| -> Result<Vec<f32>> {
             let v = vars.get(name).with_context(|| format!("no tensor {name}"))?;
