@@ -25,7 +25,9 @@
 //! `WEFT_FIT_TEACHER=be-4` collects the samples with the coarse teacher's
 //! backward Euler at dt/4 (`--teacher-step`) instead of BDF2 at dt/8;
 //! `WEFT_FIT_RESIDUAL=1` gives the networks the base step's residual
-//! (`GnnConfig::residual_inputs`);
+//! (`GnnConfig::residual_inputs`), `WEFT_FIT_RESIDUAL=newtonK` the Newton
+//! correction it implies by K preconditioned CG iterations
+//! (`GnnConfig::newton_inputs`; `newton`: 1 000);
 //! `WEFT_FIT_GLOBAL=1` puts the cloth's mean velocity change where the
 //! position relative to the centroid was (a global input, for the fit
 //! only: the network's format does not carry it).
@@ -53,8 +55,11 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
 fn teacher_config() -> GnnConfig {
     use clap::ValueEnum;
     let step = std::env::var("WEFT_FIT_TEACHER").ok().and_then(|s| TeacherStep::from_str(&s, true).ok());
-    let residual_inputs = std::env::var_os("WEFT_FIT_RESIDUAL").is_some();
-    GnnConfig { teacher_step: step.unwrap_or_default(), residual_inputs, ..GnnConfig::default() }
+    let residual = std::env::var("WEFT_FIT_RESIDUAL").ok();
+    let residual_inputs = residual.as_deref() == Some("1");
+    let newton_inputs =
+        residual.as_deref().and_then(|r| r.strip_prefix("newton")).map_or(0, |k| k.parse().unwrap_or(1000));
+    GnnConfig { teacher_step: step.unwrap_or_default(), residual_inputs, newton_inputs, ..GnnConfig::default() }
 }
 
 /// Writes the mean over the free nodes of the step's velocity change
@@ -172,6 +177,43 @@ fn smooth_shares(m: &Trained, graphs: &[Graph]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How much of the teacher's Δx and Δv the Newton correction `δu` in the
+/// history's columns carries by itself (Δx as `h δu`, Δv as `δu`), and
+/// with the best single factor on each, pooled over the free nodes.
+fn newton_shares(graphs: &[Graph], name: &str) {
+    use weft_core::gnn::features::HISTORY;
+    let h = DatasetSpec::default().dt as f64;
+    // [Δx | Δv]: Σ t², Σ t·s, Σ s².
+    let mut sums = [[0.0f64; 3]; 2];
+    for g in graphs {
+        for ((n, t), f) in g.nodes.iter().zip(&g.targets).zip(&g.free) {
+            if *f == 0.0 {
+                continue;
+            }
+            for k in 0..3 {
+                let du = n[HISTORY + k] as f64;
+                for (head, s) in [(0usize, h * du), (1, du)] {
+                    let tk = t[3 * head + k] as f64;
+                    sums[head][0] += tk * tk;
+                    sums[head][1] += tk * s;
+                    sums[head][2] += s * s;
+                }
+            }
+        }
+    }
+    let share = |[tt, ts, ss]: [f64; 3], a: f64| 1.0 - (tt - 2.0 * a * ts + a * a * ss) / tt.max(1e-300);
+    let best = |q: [f64; 3]| q[1] / q[2].max(1e-300);
+    println!(
+        "{name}: the Newton correction carries Δx {:.3} (best factor {:.3}: {:.3}), Δv {:.3} (best factor {:.3}: {:.3})",
+        share(sums[0], 1.0),
+        best(sums[0]),
+        share(sums[0], best(sums[0])),
+        share(sums[1], 1.0),
+        best(sums[1]),
+        share(sums[1], best(sums[1]))
+    );
+}
+
 fn main() -> anyhow::Result<()> {
     let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
     let scenes: u64 = std::env::var("WEFT_FIT_SCENES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
@@ -180,6 +222,10 @@ fn main() -> anyhow::Result<()> {
     if std::env::var_os("WEFT_FIT_GLOBAL").is_some() {
         println!("the position's columns hold the cloth's mean velocity change instead");
         train.iter_mut().chain(held.iter_mut()).for_each(global_velocity_change);
+    }
+    if teacher_config().newton_inputs > 0 {
+        newton_shares(&train, "training");
+        newton_shares(&held, "held-out");
     }
     let drop: Vec<usize> =
         std::env::var("WEFT_FIT_DROP").unwrap_or_default().split(',').filter_map(|k| k.trim().parse().ok()).collect();

@@ -105,6 +105,14 @@ pub struct GnnConfig {
     #[arg(long)]
     #[serde(default)]
     pub residual_inputs: bool,
+    /// `--newton-inputs K`: the history's three node columns carry the
+    /// Newton correction the step's residual implies, a solve over the
+    /// whole cloth, by `K` iterations of the step's own preconditioned CG
+    /// ([`crate::learn::network::newton_velocity`]; 0: not read); float
+    /// only, as `--residual-inputs`.
+    #[arg(long, default_value_t = 0, conflicts_with = "residual_inputs")]
+    #[serde(default)]
+    pub newton_inputs: u32,
 }
 
 /// The coarse teacher's step ([`GnnConfig::teacher_step`]).
@@ -174,7 +182,11 @@ impl GnnConfig {
             (false, true) => WINDLESS_NODE_FEATURES,
             (false, false) => NODE_FEATURES,
         };
-        k < first && (self.history_inputs || self.residual_inputs || !(HISTORY..HISTORY + 3).contains(&k))
+        k < first
+            && (self.history_inputs
+                || self.residual_inputs
+                || self.newton_inputs > 0
+                || !(HISTORY..HISTORY + 3).contains(&k))
     }
 
     /// Multiply-accumulates of one forward pass on `nodes` nodes and

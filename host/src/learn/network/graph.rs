@@ -10,6 +10,7 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use weft_core::gnn::features::{self, EDGE_FEATURES, EDGE_VECTORS, NODE_FEATURES, NODE_VECTORS};
 use weft_core::gnn::graph::GraphRef;
+use weft_core::math::Mat3;
 use weft_core::prelude::*;
 
 /// One graph: inputs in physical units, and (for training) targets.
@@ -123,8 +124,13 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::edge_features(&model.mesh, state.positions(), pairs, cfg.radius, &mut g.edges);
     let r = GraphRef::of(model, state);
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
-    if cfg.residual_inputs {
-        for (n, rho) in g.nodes.iter_mut().zip(residual_velocity(model, state)) {
+    if cfg.residual_inputs || cfg.newton_inputs > 0 {
+        let column = if cfg.newton_inputs > 0 {
+            newton_velocity(model, state, cfg.newton_inputs)
+        } else {
+            residual_velocity(model, state)
+        };
+        for (n, rho) in g.nodes.iter_mut().zip(column) {
             n[features::HISTORY..features::HISTORY + 3].copy_from_slice(&[rho.x, rho.y, rho.z]);
         }
     }
@@ -141,6 +147,21 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     Ok(g)
 }
 
+/// The membrane and bending forces at the state's positions, and the
+/// membrane's stiffness blocks there (diagonal, edge).
+fn forces_at(model: &Model, x: &[Vec3]) -> (Vec<Vec3>, Vec<Mat3>, Vec<Mat3>) {
+    let n = x.len();
+    let mut force = vec![Vec3::ZERO; n];
+    let (mut diag, mut off) = (vec![Mat3::ZERO; n], vec![Mat3::ZERO; model.mesh.edges().len()]);
+    weft_core::physics::assemble(model, matrix_free(model), x, &mut force, &mut diag, &mut off);
+    (force, diag, off)
+}
+
+fn matrix_free<'m>(model: &Model<'m>) -> weft_core::physics::stencil::Bending<'static> {
+    use weft_core::physics::stencil::{Bending, Scratch};
+    Bending::MatrixFree(model.material.plate(), Scratch::NONE)
+}
+
 /// The base step's residual at its end, as a velocity, per node
 /// (`--residual-inputs`): `ρ = h f(x₁)/m + h g − (u₁ − v₀) − h α u₁`,
 /// backward Euler's equation `m (u₁ − v₀) = h f(x₁) + h m g − h α m u₁`
@@ -152,16 +173,10 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
 /// was split or a node was held by a contact, what that changed). The
 /// stiffness damping is left out. Zero at pinned nodes.
 pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
-    use weft_core::physics::stencil::{Bending, Scratch};
     let (x, u, v0) = (state.positions(), state.velocities(), state.start_velocities());
-    let n = x.len();
-    let mut force = vec![Vec3::ZERO; n];
-    let (mut diag, mut off) =
-        (vec![weft_core::math::Mat3::ZERO; n], vec![weft_core::math::Mat3::ZERO; model.mesh.edges().len()]);
-    let bending = Bending::MatrixFree(model.material.plate(), Scratch::NONE);
-    weft_core::physics::assemble(model, bending, x, &mut force, &mut diag, &mut off);
+    let (force, _, _) = forces_at(model, x);
     let (h, g, alpha) = (model.params.dt, model.scene.gravity, model.material.damping_mass);
-    (0..n)
+    (0..x.len())
         .map(|i| {
             if state.pinned()[i] != 0 {
                 return Vec3::ZERO;
@@ -169,6 +184,64 @@ pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
             force[i] * (h / model.mass(i)) + g * h - (u[i] - v0[i]) - u[i] * (h * alpha)
         })
         .collect()
+}
+
+/// The Newton correction the residual implies (`--newton-inputs K`):
+/// `δu ≈ (M(1 + hα) + h(h + β) K₁)⁻¹ M ρ` with `K₁` the membrane's and
+/// bending's stiffness at the step's end and `ρ` [`residual_velocity`],
+/// pinned nodes held: `iterations` CG iterations preconditioned as the
+/// step's own solve is (the grid's multigrid, or the aggregates of other
+/// meshes), stopping early at a relative residual of 1e-5. Backward
+/// Euler's second Newton iterate less its first, a solve over the whole
+/// cloth.
+pub fn newton_velocity(model: &Model, state: &State, iterations: u32) -> Vec<Vec3> {
+    use weft_core::physics::aggregate::{self, Aggregates};
+    use weft_core::physics::hierarchy::Hierarchy;
+    use weft_core::physics::multigrid::{Layout, Multigrid};
+    use weft_core::physics::solver::{Stop, System};
+    use weft_core::physics::stencil::{self, Bending, BendingStencil};
+    let rho = residual_velocity(model, state);
+    let (mesh, x) = (&model.mesh, state.positions());
+    let n = x.len();
+    let grid = mesh.counts().grid;
+    let mut stencil_pool = vec![0.0f32; stencil::floats(grid)];
+    let stencil = BendingStencil::new(mesh, model.material.plate(), &mut stencil_pool);
+    let mut mg_pool = vec![0.0f32; Layout::of(grid).floats() + aggregate::floats(mesh.counts())];
+    let (bending, mut mg) = match &stencil {
+        Some(s) => {
+            (Bending::Stencil(s), Multigrid::new(mesh, s, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Grid))
+        }
+        None => (matrix_free(model), Aggregates::new(mesh, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Graph)),
+    };
+    let (_, diag, off) = forces_at(model, x);
+    let (h, alpha, beta) = (model.params.dt, model.material.damping_mass, model.material.damping_stiffness);
+    let (m_scale, c) = (1.0 + h * alpha, h * (h + beta));
+    let mut precond: Vec<Mat3> =
+        diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i) * m_scale)).collect();
+    bending.add_diagonal(mesh, c, &mut precond);
+    precond.iter_mut().for_each(|p| *p = p.inverse().unwrap_or(Mat3::ZERO));
+    let flags: Vec<u8> = state.pinned().iter().map(|&p| if p != 0 { weft_core::flags::PINNED } else { 0 }).collect();
+    let normal = vec![Vec3::ZERO; n];
+    let system = System {
+        mesh,
+        diag: &diag,
+        off: &off,
+        bending,
+        density: model.material.density,
+        m_scale,
+        c,
+        precond: &precond,
+        flags: &flags,
+        normal: &normal,
+        gather: None,
+    };
+    system.prepare(&mut mg);
+    let mut r: Vec<Vec3> = rho.iter().enumerate().map(|(i, p)| *p * model.mass(i)).collect();
+    let mut du = vec![Vec3::ZERO; n];
+    let (mut p, mut q, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+    let stop = Stop { max_iterations: iterations, tolerance: 1e-5, reference: 0.0 };
+    system.pcg(&mut du, &mut r, [&mut p, &mut q, &mut t], &mut mg, stop);
+    du
 }
 
 /// Tensors of a batch of graphs (node indices offset per graph).

@@ -169,7 +169,7 @@ impl FloatNet {
         if t.gnn.field.is_some() {
             anyhow::bail!("a network with the field head (--field-head) is measured in float only, not quantised");
         }
-        if t.meta.config.residual_inputs {
+        if t.meta.config.residual_inputs || t.meta.config.newton_inputs > 0 {
             anyhow::bail!(
                 "a network that reads the step's residual (--residual-inputs) is measured in float only, not quantised"
             );
