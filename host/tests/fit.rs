@@ -223,7 +223,7 @@ impl weft_host::sim::corrector::Corrector for NewtonCheck {
     ) -> anyhow::Result<usize> {
         let rms = |r: &[weft_core::math::Vec3]| (r.iter().map(|v| v.norm2()).sum::<f32>() / r.len() as f32).sqrt();
         let before = rms(&network::residual_velocity(model, state));
-        let du = network::newton_velocity(model, state, 1000);
+        let du = network::newton_velocity(model, state, 1000, 0.03);
         let dx: Vec<_> = du.iter().map(|d| *d * model.params.dt).collect();
         state.apply_correction(&dx, &du)?;
         self.0.push((before, rms(&network::residual_velocity(model, state))));
@@ -250,5 +250,44 @@ fn the_newton_input_is_a_newton_step_of_backward_euler() {
     for (k, (before, after)) in check.0.iter().enumerate() {
         println!("step {k}: residual {before:.3e} → {after:.3e} m/s");
         assert!(*after <= 0.05 * before, "step {k}: {before} → {after}");
+    }
+}
+
+/// Nodes on a collider are held along its normal in the Newton input, as
+/// the step holds them: a cloth lying flat on the ground at rest, whose
+/// residual is the support the ground gives (`g·dt` at every node), gets a
+/// Newton correction of almost nothing, where one not held would fall.
+#[test]
+fn the_newton_input_holds_nodes_on_a_collider() {
+    let spec = DatasetSpec::default();
+    let scn = weft_host::sim::scenario::Scenario::parse(
+        "[cloth]\nwidth = 0.3\nheight = 0.3\nresolution = [8, 8]\norientation = \"horizontal\"\n\
+         center = [0.0, 0.005, 0.0]\n[time]\ndt = 0.016666668\nsteps = 3\n\
+         [[collider]]\nkind = \"plane\"\nnormal = [0.0, 1.0, 0.0]\noffset = 0.0\nthickness = 0.005\n",
+    )
+    .unwrap();
+    struct Input(Vec<(f32, f32)>);
+    impl weft_host::sim::corrector::Corrector for Input {
+        fn pairs(&self, _: usize) -> usize {
+            0
+        }
+        fn correct(
+            &mut self,
+            model: &weft_core::model::Model,
+            state: &mut weft_core::prelude::State,
+        ) -> anyhow::Result<usize> {
+            let largest = |r: &[weft_core::math::Vec3]| r.iter().map(|v| v.norm()).fold(0.0f32, f32::max);
+            let rho = largest(&network::residual_velocity(model, state));
+            self.0.push((rho, largest(&network::newton_velocity(model, state, 1000, 0.03))));
+            Ok(0)
+        }
+    }
+    let mut input = Input(Vec::new());
+    weft_host::sim::run(&scn, false, &mut input, |_, _, _| Ok(())).unwrap();
+    let gh = 9.81 * spec.dt;
+    for (k, (rho, du)) in input.0.iter().enumerate() {
+        println!("step {k}: largest residual {rho:.3e} m/s, Newton input {du:.3e} m/s");
+        assert!(*rho >= 0.5 * gh, "step {k}: the ground's support {rho} m/s");
+        assert!(*du <= 0.01 * gh, "step {k}: Newton input {du} m/s");
     }
 }

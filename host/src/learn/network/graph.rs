@@ -126,7 +126,7 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
     if cfg.residual_inputs || cfg.newton_inputs > 0 {
         let column = if cfg.newton_inputs > 0 {
-            newton_velocity(model, state, cfg.newton_inputs)
+            newton_velocity(model, state, cfg.newton_inputs, cfg.radius)
         } else {
             residual_velocity(model, state)
         };
@@ -186,23 +186,42 @@ pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
         .collect()
 }
 
+/// A node within this nearness `w` of a collider (its gap at most 5 % of
+/// the network's radius) is held by it in [`newton_velocity`].
+const HELD: f32 = 0.95;
+
 /// The Newton correction the residual implies (`--newton-inputs K`):
 /// `δu ≈ (M(1 + hα) + h(h + β) K₁)⁻¹ M ρ` with `K₁` the membrane's and
 /// bending's stiffness at the step's end and `ρ` [`residual_velocity`],
-/// pinned nodes held: `iterations` CG iterations preconditioned as the
+/// pinned nodes held and nodes on a collider ([`HELD`]) held along its
+/// normal (their residual's normal part left out): `iterations` CG iterations preconditioned as the
 /// step's own solve is (the grid's multigrid, or the aggregates of other
 /// meshes), stopping early at a relative residual of 1e-5. Backward
 /// Euler's second Newton iterate less its first, a solve over the whole
 /// cloth.
-pub fn newton_velocity(model: &Model, state: &State, iterations: u32) -> Vec<Vec3> {
+pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f32) -> Vec<Vec3> {
     use weft_core::physics::aggregate::{self, Aggregates};
     use weft_core::physics::hierarchy::Hierarchy;
     use weft_core::physics::multigrid::{Layout, Multigrid};
     use weft_core::physics::solver::{Stop, System};
     use weft_core::physics::stencil::{self, Bending, BendingStencil};
-    let rho = residual_velocity(model, state);
+    let mut rho = residual_velocity(model, state);
     let (mesh, x) = (&model.mesh, state.positions());
     let n = x.len();
+    // Nodes on a collider are held along its normal, as the step holds
+    // them: the support the constraint gives is no part of the residual.
+    let around = GraphRef::of(model, state).surroundings(radius);
+    let mut flags: Vec<u8> =
+        state.pinned().iter().map(|&p| if p != 0 { weft_core::flags::PINNED } else { 0 }).collect();
+    let mut normal = vec![Vec3::ZERO; n];
+    for i in 0..n {
+        let (nw, w) = around.nearest(x[i]);
+        if w >= HELD && flags[i] == 0 {
+            let nrm = nw * (1.0 / w);
+            (flags[i], normal[i]) = (weft_core::flags::held_by(0), nrm);
+            rho[i] = rho[i] - nrm * rho[i].dot(nrm);
+        }
+    }
     let grid = mesh.counts().grid;
     let mut stencil_pool = vec![0.0f32; stencil::floats(grid)];
     let stencil = BendingStencil::new(mesh, model.material.plate(), &mut stencil_pool);
@@ -220,8 +239,6 @@ pub fn newton_velocity(model: &Model, state: &State, iterations: u32) -> Vec<Vec
         diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i) * m_scale)).collect();
     bending.add_diagonal(mesh, c, &mut precond);
     precond.iter_mut().for_each(|p| *p = p.inverse().unwrap_or(Mat3::ZERO));
-    let flags: Vec<u8> = state.pinned().iter().map(|&p| if p != 0 { weft_core::flags::PINNED } else { 0 }).collect();
-    let normal = vec![Vec3::ZERO; n];
     let system = System {
         mesh,
         diag: &diag,
