@@ -291,3 +291,29 @@ fn the_newton_input_holds_nodes_on_a_collider() {
         assert!(*du <= 0.01 * gh, "step {k}: Newton input {du} m/s");
     }
 }
+
+/// `GnnConfig::newton_clip` bounds the Newton input's length by `g·dt`
+/// at every node, where the unclipped input of a fast-spinning cloth
+/// exceeds it.
+#[test]
+fn the_clipped_newton_input_stays_within_a_frames_free_fall() {
+    use weft_core::gnn::features::HISTORY;
+    let spec = DatasetSpec::default();
+    let gh = 9.81 * spec.dt;
+    let largest = |clip: bool| {
+        let cfg = GnnConfig { newton_inputs: 3, newton_clip: clip, ..cfg(16, 1) };
+        let mut scn = families::scenario(Family::Fold, 0, 8, 4, spec.dt);
+        (scn.cloth.velocity, scn.cloth.spin) = ([0.0; 3], [0.0, 12.0, 6.0]);
+        scn.colliders.clear();
+        let samples = collect(&scn, &cfg, None, 4, 1);
+        assert_eq!(samples.len(), 4);
+        samples
+            .iter()
+            .flat_map(|g| g.nodes.iter().map(|n| n[HISTORY..HISTORY + 3].iter().map(|d| d * d).sum::<f32>().sqrt()))
+            .fold(0.0f32, f32::max)
+    };
+    let (free, clipped) = (largest(false), largest(true));
+    println!("largest Newton input: {free:.3e} m/s, clipped {clipped:.3e} (g·dt {gh:.3e})");
+    assert!(free > gh, "unclipped {free}");
+    assert!(clipped <= gh * (1.0 + 1e-5), "clipped {clipped}");
+}

@@ -113,6 +113,12 @@ pub struct GnnConfig {
     #[arg(long, default_value_t = 0, conflicts_with = "residual_inputs")]
     #[serde(default)]
     pub newton_inputs: u32,
+    /// `--newton-clip`: the Newton input's length is clipped at `g·dt`,
+    /// a frame's velocity change in free fall (the unclipped input feeds
+    /// back through the network's own corrections on its rollouts).
+    #[arg(long, requires = "newton_inputs")]
+    #[serde(default)]
+    pub newton_clip: bool,
 }
 
 /// The coarse teacher's step ([`GnnConfig::teacher_step`]).

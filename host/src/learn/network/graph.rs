@@ -126,7 +126,17 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
     if cfg.residual_inputs || cfg.newton_inputs > 0 {
         let column = if cfg.newton_inputs > 0 {
-            newton_velocity(model, state, cfg.newton_inputs, cfg.radius)
+            let mut du = newton_velocity(model, state, cfg.newton_inputs, cfg.radius);
+            if cfg.newton_clip {
+                let most = model.scene.gravity.norm() * model.params.dt;
+                for d in &mut du {
+                    let len = d.norm();
+                    if len > most {
+                        *d = *d * (most / len);
+                    }
+                }
+            }
+            du
         } else {
             residual_velocity(model, state)
         };
