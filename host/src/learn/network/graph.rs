@@ -125,6 +125,9 @@ pub fn graph_of(model: &Model, state: &mut State, cfg: &GnnConfig) -> Result<Gra
     let r = GraphRef::of(model, state);
     features::node_features([r.x, r.v, r.v_start, r.v_start_prev], r.pinned, &r.surroundings(cfg.radius), &mut g.nodes);
     if cfg.residual_inputs || cfg.newton_inputs > 0 {
+        if model.params.integrator == weft_core::model::Integrator::Bdf2 {
+            anyhow::bail!("the step's residual and Newton inputs are backward Euler's: not for a BDF2 base step");
+        }
         let column = if cfg.newton_inputs > 0 {
             let mut du = newton_velocity(model, state, cfg.newton_inputs, cfg.radius);
             if cfg.newton_clip {
