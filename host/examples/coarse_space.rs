@@ -18,6 +18,12 @@
 //! (pins held, nodes on a collider held along its normal), solved to a
 //! relative residual of 1e-5.
 //!
+//! `WEFT_AGG_DEPTH=D` grows each aggregate to the free nodes within `D`
+//! edges of its first node (1); `WEFT_PLUS=1` also prints the solver's own
+//! preconditioner with the two-level coarse solve over translations and
+//! rotations added to it (additively, which keeps it symmetric positive
+//! definite).
+//!
 //! `cargo run --release -p weft-host --example coarse_space -- SCENE.toml [FRAME …]`
 use weft_core::math::{Mat3, Vec3};
 use weft_core::model::Model;
@@ -61,10 +67,19 @@ fn aggregates(model: &Model, flags: &[u8]) -> (Vec<usize>, usize) {
             continue;
         }
         of[i] = count;
-        for &j in &near[i] {
-            if of[j] == usize::MAX && !weft_core::flags::pinned(flags[j]) {
-                of[j] = count;
+        let depth: usize = std::env::var("WEFT_AGG_DEPTH").ok().and_then(|d| d.parse().ok()).unwrap_or(1);
+        let mut front = vec![i];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for &k in &front {
+                for &j in &near[k] {
+                    if of[j] == usize::MAX && !weft_core::flags::pinned(flags[j]) {
+                        of[j] = count;
+                        next.push(j);
+                    }
+                }
             }
+            front = next;
         }
         count += 1;
     }
@@ -259,10 +274,11 @@ impl TwoLevel {
 }
 
 /// Which preconditioner a solve uses.
-enum Pre<'a> {
+enum Pre<'a, 'b> {
     Jacobi,
-    Solver(&'a mut Hierarchy<'a>),
+    Solver(&'a mut Hierarchy<'b>),
     Two(&'a TwoLevel),
+    Plus(&'a mut Hierarchy<'b>, &'a TwoLevel),
 }
 
 /// PCG iterations to a relative residual of 1e-5 (at most 2 000).
@@ -278,6 +294,10 @@ fn iterations(system: &System, b: &[Vec3], flags: &[u8], normal: &[Vec3], pre: &
             FineLevel::smooth(system, 1.0, r, z);
         }
         Pre::Solver(h) => system.preconditioned(&mut **h, r, z, t),
+        Pre::Plus(h, two) => {
+            system.preconditioned(&mut **h, r, z, t);
+            two.coarse(r, z);
+        }
         Pre::Two(two) => {
             z.fill(Vec3::ZERO);
             FineLevel::smooth(system, 0.5, r, z);
@@ -382,6 +402,11 @@ fn measure(model: &Model, state: &State) -> [usize; 6] {
     system.prepare(&mut mg);
     let jacobi = iterations(&system, &b, &flags, &normal, &mut Pre::Jacobi);
     let own = iterations(&system, &b, &flags, &normal, &mut Pre::Solver(&mut mg));
+    if std::env::var_os("WEFT_PLUS").is_some() {
+        let level = TwoLevel::new(&system, x, (&flags, &normal), (true, false), model);
+        let plus = iterations(&system, &b, &flags, &normal, &mut Pre::Plus(&mut mg, &level));
+        println!("the solver's own and a coarse solve over {} columns added: {plus} iterations", level.p.len());
+    }
     let mut two = [0; 4];
     for (k, modes) in [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate() {
         let level = TwoLevel::new(&system, x, (&flags, &normal), modes, model);
