@@ -398,6 +398,11 @@ fn simulate(
             s.outside_envelope.join("; ")
         );
     }
+    if let Some(pieces) = scn.mesh.as_deref().map(|m| m.pieces()).filter(|&p| p > 1) {
+        println!(
+            "cloth.mesh is {pieces} separate pieces: nothing joins them but contact (cloth.weld sews copies of a seam)"
+        );
+    }
     if let Some(m) = scn.mesh.as_deref().filter(|m| m.welded > 0) {
         println!(
             "cloth.weld merged {} vertices of the mesh file into others ({} triangles lost a corner and were dropped)",

@@ -466,6 +466,15 @@ fn a_seam_of_coincident_vertices_is_welded_when_the_scene_asks() {
     let s = scene("weld = 1e-6").unwrap();
     assert_eq!(s.node_count(), 6);
     assert_eq!(s.mesh.as_ref().unwrap().welded, 2);
+    // Welded, the two quads are one piece; kept apart (a tolerance below
+    // the copies' 1e-7) they are two.
+    assert_eq!(m.pieces(), 1);
+    let apart = obj::parse_with(
+        &text.replace("v 1 0 0\nv 1 0 1.0000001", "v 1.5 0 0\nv 1.5 0 1"),
+        obj::ObjOptions { weld: Some(1e-6), ..Default::default() },
+    )
+    .unwrap();
+    assert_eq!((apart.welded, apart.pieces()), (0, 2));
 }
 
 /// A pattern written with six decimals whose seam copies differ by one in

@@ -35,6 +35,28 @@ pub struct ObjMesh {
 }
 
 impl ObjMesh {
+    /// The pieces the triangles make: sets of vertices joined through
+    /// triangles (a garment's panels before they are sewn are as many
+    /// pieces).
+    pub fn pieces(&self) -> usize {
+        let mut parent: Vec<usize> = (0..self.positions.len()).collect();
+        fn root(parent: &mut [usize], mut i: usize) -> usize {
+            while parent[i] != i {
+                parent[i] = parent[parent[i]];
+                i = parent[i];
+            }
+            i
+        }
+        for t in &self.triangles {
+            let [a, b, c] = t.map(usize::from);
+            for (x, y) in [(a, b), (b, c)] {
+                let (rx, ry) = (root(&mut parent, x), root(&mut parent, y));
+                parent[rx.max(ry)] = rx.min(ry);
+            }
+        }
+        (0..parent.len()).filter(|&i| root(&mut parent, i) == i).count()
+    }
+
     /// The pattern the cloth is cut from: each triangle's corners in the
     /// file's texture coordinates times `metres` (metres per unit), in the
     /// order of its nodes; `None` when a triangle has none.
