@@ -22,6 +22,9 @@
 //! and of what the network misses of it, a field smooth over the whole
 //! cloth carries (per sample, least squares in the node's position
 //! relative to the centroid: a constant, affine or quadratic field);
+//! `WEFT_FIT_VELOCITY=1` trains velocity-only networks (`--velocity-only`);
+//! `WEFT_FIT_FRAMES=F` collects the training samples over F frames of
+//! each scene (60; the held-out ones stay at 60);
 //! `WEFT_FIT_TEACHER=be-4` collects the samples with the coarse teacher's
 //! backward Euler at dt/4 (`--teacher-step`) instead of BDF2 at dt/8;
 //! `WEFT_FIT_RESIDUAL=1` gives the networks the base step's residual
@@ -55,11 +58,18 @@ fn samples(seed: u64, frames: u32) -> Vec<Graph> {
 fn teacher_config() -> GnnConfig {
     use clap::ValueEnum;
     let step = std::env::var("WEFT_FIT_TEACHER").ok().and_then(|s| TeacherStep::from_str(&s, true).ok());
+    let velocity_only = std::env::var_os("WEFT_FIT_VELOCITY").is_some();
     let residual = std::env::var("WEFT_FIT_RESIDUAL").ok();
     let residual_inputs = residual.as_deref() == Some("1");
     let newton_inputs =
         residual.as_deref().and_then(|r| r.strip_prefix("newton")).map_or(0, |k| k.parse().unwrap_or(1000));
-    GnnConfig { teacher_step: step.unwrap_or_default(), residual_inputs, newton_inputs, ..GnnConfig::default() }
+    GnnConfig {
+        teacher_step: step.unwrap_or_default(),
+        residual_inputs,
+        newton_inputs,
+        velocity_only,
+        ..GnnConfig::default()
+    }
 }
 
 /// Writes the mean over the free nodes of the step's velocity change
@@ -217,7 +227,8 @@ fn newton_shares(graphs: &[Graph], name: &str) {
 fn main() -> anyhow::Result<()> {
     let steps: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
     let scenes: u64 = std::env::var("WEFT_FIT_SCENES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let mut train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, 60)).collect();
+    let frames: u32 = std::env::var("WEFT_FIT_FRAMES").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let mut train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, frames)).collect();
     let mut held = samples(if scenes == 1 { 1 } else { 100 }, 60);
     if std::env::var_os("WEFT_FIT_GLOBAL").is_some() {
         println!("the position's columns hold the cloth's mean velocity change instead");
