@@ -10,7 +10,8 @@
 //! `WEFT_FIT_DROP=3,4,5` leaves those node features out (their normaliser
 //! maps every value to zero); `WEFT_FIT_SCENES=N` trains on N scenes of
 //! every family (seeds 0…N−1; the held-out scenes are seed 100);
-//! `WEFT_FIT_BATCH=B` draws B samples a step (8); `WEFT_FIT_LR_END=F`
+//! `WEFT_FIT_BATCH=B` draws B samples a step (8); `WEFT_FIT_LR=L` starts
+//! the learning rate at L (3e-3); `WEFT_FIT_LR_END=F`
 //! decays the learning rate to F times its start (cosine; 1: constant);
 //! `WEFT_FIT_TABLE=1` prints each size's fit by frame class and family;
 //! `WEFT_FIT_FLOOR=F` weighs each sample by its relative error with
@@ -25,6 +26,8 @@
 //! `WEFT_FIT_VELOCITY=1` trains velocity-only networks (`--velocity-only`);
 //! `WEFT_FIT_FRAMES=F` collects the training samples over F frames of
 //! each scene (60; the held-out ones stay at 60);
+//! `WEFT_FIT_HELD=val` holds out the samples `weft train --teacher
+//! coarse` validates its fit on (the validation split's scenes);
 //! `WEFT_FIT_TEACHER=be-4` collects the samples with the coarse teacher's
 //! backward Euler at dt/4 (`--teacher-step`) instead of BDF2 at dt/8;
 //! `WEFT_FIT_RESIDUAL=1` gives the networks the base step's residual
@@ -70,6 +73,21 @@ fn teacher_config() -> GnnConfig {
         velocity_only,
         ..GnnConfig::default()
     }
+}
+
+/// The samples `weft train --teacher coarse` validates its fit on: plain
+/// rollouts of the first two validation-split scenes of every family, 50
+/// frames, a sample every second frame (all of them, where the trainer
+/// keeps 32).
+fn validation_split_samples() -> Vec<Graph> {
+    let spec = DatasetSpec::default();
+    let cfg = teacher_config();
+    let mut scenes = Vec::new();
+    for &f in Family::ALL.iter().filter(|&&f| Some(f) != spec.heldout) {
+        let seeds = (spec.seed..).filter(|&s| weft_host::learn::data::split_of(&spec, f, s) == "val").take(2);
+        scenes.extend(seeds.map(|s| families::scenario(f, s, spec.coarse, 50, spec.dt)));
+    }
+    scenes.iter().flat_map(|scn| collect(scn, &cfg, None, 50, 2)).collect()
 }
 
 /// Writes the mean over the free nodes of the step's velocity change
@@ -229,7 +247,11 @@ fn main() -> anyhow::Result<()> {
     let scenes: u64 = std::env::var("WEFT_FIT_SCENES").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     let frames: u32 = std::env::var("WEFT_FIT_FRAMES").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let mut train: Vec<Graph> = (0..scenes).flat_map(|s| samples(s, frames)).collect();
-    let mut held = samples(if scenes == 1 { 1 } else { 100 }, 60);
+    let mut held = if std::env::var("WEFT_FIT_HELD").as_deref() == Ok("val") {
+        validation_split_samples()
+    } else {
+        samples(if scenes == 1 { 1 } else { 100 }, 60)
+    };
     if std::env::var_os("WEFT_FIT_GLOBAL").is_some() {
         println!("the position's columns hold the cloth's mean velocity change instead");
         train.iter_mut().chain(held.iter_mut()).for_each(global_velocity_change);
@@ -244,8 +266,9 @@ fn main() -> anyhow::Result<()> {
     let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<f64>().ok());
     let (batch, lr_end) = (env("WEFT_FIT_BATCH").map_or(8, |b| b as usize), env("WEFT_FIT_LR_END").unwrap_or(1.0));
     let relative_floor = env("WEFT_FIT_FLOOR").unwrap_or(0.0) as f32;
+    let lr = env("WEFT_FIT_LR").unwrap_or(3e-3);
     println!(
-        "{} training samples, {} held-out samples, {steps} Adam steps of {batch} samples at 3e-3 (to {lr_end} of it)",
+        "{} training samples, {} held-out samples, {steps} Adam steps of {batch} samples at {lr} (to {lr_end} of it)",
         train.len(),
         held.len()
     );
@@ -269,7 +292,7 @@ fn main() -> anyhow::Result<()> {
         train_on_samples(
             &m,
             &train,
-            SampleTraining { lr_end, relative_floor, ..SampleTraining::constant(steps, batch, 3e-3) },
+            SampleTraining { lr_end, relative_floor, ..SampleTraining::constant(steps, batch, lr) },
         )?;
         let secs = t0.elapsed().as_secs_f32();
         let (a, b) = (fit::measure(&m, &train)?, fit::measure(&m, &held)?);
