@@ -27,12 +27,11 @@
 //! `cargo run --release -p weft-host --example coarse_space -- SCENE.toml [FRAME …]`
 use weft_core::math::{Mat3, Vec3};
 use weft_core::model::Model;
-use weft_core::physics::aggregate::{self, Aggregates};
 use weft_core::physics::hierarchy::Hierarchy;
-use weft_core::physics::multigrid::{FineLevel, Layout, Multigrid};
+use weft_core::physics::multigrid::FineLevel;
 use weft_core::physics::solver::System;
-use weft_core::physics::stencil::{self, Bending, BendingStencil, Scratch};
 use weft_core::prelude::State;
+use weft_host::learn::network::with_step_system;
 use weft_host::sim::{self, corrector::Plain, scenario::Scenario};
 
 /// The constraints' projection: pinned nodes zero, held nodes in their
@@ -342,77 +341,36 @@ fn iterations(system: &System, b: &[Vec3], flags: &[u8], normal: &[Vec3], pre: &
 
 /// The six solves of the step's system at `state`.
 fn measure(model: &Model, state: &State) -> [usize; 6] {
-    let (mesh, x, v) = (&model.mesh, state.positions(), state.velocities());
+    let (x, v) = (state.positions(), state.velocities());
     let n = x.len();
-    let grid = mesh.counts().grid;
-    let mut stencil_pool = vec![0.0f32; stencil::floats(grid)];
-    let stencil = BendingStencil::new(mesh, model.material.plate(), &mut stencil_pool);
-    let mut mg_pool = vec![0.0f32; Layout::of(grid).floats() + aggregate::floats(mesh.counts())];
-    let (bending, mut mg) = match &stencil {
-        Some(s) => {
-            (Bending::Stencil(s), Multigrid::new(mesh, s, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Grid))
+    with_step_system(model, state, 0.03, |s| {
+        let (system, force) = (s.system, s.force);
+        let (flags, normal) = (system.flags, system.normal);
+        let (h, alpha) = (model.params.dt, model.material.damping_mass);
+        // K v from A v = M(1 + hα) v + c K v.
+        let mut av = vec![Vec3::ZERO; n];
+        system.apply(v, &mut av);
+        let b: Vec<Vec3> = (0..n)
+            .map(|i| {
+                let m = model.mass(i);
+                let kv = (av[i] - v[i] * (m * system.m_scale)) * (1.0 / system.c);
+                force[i] * h + model.scene.gravity * (h * m) - v[i] * (h * alpha * m) - kv * (h * h)
+            })
+            .collect();
+        let jacobi = iterations(system, &b, flags, normal, &mut Pre::Jacobi);
+        let own = iterations(system, &b, flags, normal, &mut Pre::Solver(&mut *s.hierarchy));
+        if std::env::var_os("WEFT_PLUS").is_some() {
+            let level = TwoLevel::new(system, x, (flags, normal), (true, false), model);
+            let plus = iterations(system, &b, flags, normal, &mut Pre::Plus(&mut *s.hierarchy, &level));
+            println!("the solver's own and a coarse solve over {} columns added: {plus} iterations", level.p.len());
         }
-        None => (
-            Bending::MatrixFree(model.material.plate(), Scratch::NONE),
-            Aggregates::new(mesh, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Graph),
-        ),
-    };
-    let mut force = vec![Vec3::ZERO; n];
-    let (mut diag, mut off) = (vec![Mat3::ZERO; n], vec![Mat3::ZERO; mesh.edges().len()]);
-    weft_core::physics::assemble(model, bending, x, &mut force, &mut diag, &mut off);
-    let (h, alpha, beta) = (model.params.dt, model.material.damping_mass, model.material.damping_stiffness);
-    let (m_scale, c) = (1.0 + h * alpha, h * (h + beta));
-    let mut precond: Vec<Mat3> =
-        diag.iter().enumerate().map(|(i, d)| *d * c + Mat3::scale(model.mass(i) * m_scale)).collect();
-    bending.add_diagonal(mesh, c, &mut precond);
-    precond.iter_mut().for_each(|p| *p = p.inverse().unwrap_or(Mat3::ZERO));
-    let around = weft_core::gnn::graph::GraphRef::of(model, state).surroundings(0.03);
-    let mut flags: Vec<u8> =
-        state.pinned().iter().map(|&p| if p != 0 { weft_core::flags::PINNED } else { 0 }).collect();
-    let mut normal = vec![Vec3::ZERO; n];
-    for i in 0..n {
-        let (nw, w) = around.nearest(x[i]);
-        if w >= 0.95 && flags[i] == 0 {
-            (flags[i], normal[i]) = (weft_core::flags::held_by(0), nw * (1.0 / w));
+        let mut two = [0; 4];
+        for (k, modes) in [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate() {
+            let level = TwoLevel::new(system, x, (flags, normal), modes, model);
+            two[k] = iterations(system, &b, flags, normal, &mut Pre::Two(&level));
         }
-    }
-    let system = System {
-        mesh,
-        diag: &diag,
-        off: &off,
-        bending,
-        density: model.material.density,
-        m_scale,
-        c,
-        precond: &precond,
-        flags: &flags,
-        normal: &normal,
-        gather: None,
-    };
-    // K v from A v = M(1 + hα) v + c K v.
-    let mut av = vec![Vec3::ZERO; n];
-    system.apply(v, &mut av);
-    let b: Vec<Vec3> = (0..n)
-        .map(|i| {
-            let m = model.mass(i);
-            let kv = (av[i] - v[i] * (m * m_scale)) * (1.0 / c);
-            force[i] * h + model.scene.gravity * (h * m) - v[i] * (h * alpha * m) - kv * (h * h)
-        })
-        .collect();
-    system.prepare(&mut mg);
-    let jacobi = iterations(&system, &b, &flags, &normal, &mut Pre::Jacobi);
-    let own = iterations(&system, &b, &flags, &normal, &mut Pre::Solver(&mut mg));
-    if std::env::var_os("WEFT_PLUS").is_some() {
-        let level = TwoLevel::new(&system, x, (&flags, &normal), (true, false), model);
-        let plus = iterations(&system, &b, &flags, &normal, &mut Pre::Plus(&mut mg, &level));
-        println!("the solver's own and a coarse solve over {} columns added: {plus} iterations", level.p.len());
-    }
-    let mut two = [0; 4];
-    for (k, modes) in [(false, false), (true, false), (false, true), (true, true)].into_iter().enumerate() {
-        let level = TwoLevel::new(&system, x, (&flags, &normal), modes, model);
-        two[k] = iterations(&system, &b, &flags, &normal, &mut Pre::Two(&level));
-    }
-    [jacobi, own, two[0], two[1], two[2], two[3]]
+        [jacobi, own, two[0], two[1], two[2], two[3]]
+    })
 }
 
 fn main() -> anyhow::Result<()> {

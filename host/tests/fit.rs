@@ -208,11 +208,13 @@ fn the_steps_residual_is_zero_in_free_fall_and_shrinks_with_the_step() {
     assert!(refused.is_some_and(|e| e.contains("residual")));
 }
 
-/// Records, at every step, the step's residual before and after adding
-/// the Newton correction `newton_velocity` gives (positions by `h δu`).
-struct NewtonCheck(Vec<(f32, f32)>);
+/// A corrector that records a pair of numbers at every step, from the
+/// model and the state (which it may correct).
+struct Record<F>(Vec<(f32, f32)>, F);
 
-impl weft_host::sim::corrector::Corrector for NewtonCheck {
+type Step<'a, 'm, 's> = (&'a weft_core::model::Model<'m>, &'a mut weft_core::prelude::State<'s>);
+
+impl<F: FnMut(Step) -> anyhow::Result<(f32, f32)>> weft_host::sim::corrector::Corrector for Record<F> {
     fn pairs(&self, _: usize) -> usize {
         0
     }
@@ -221,14 +223,21 @@ impl weft_host::sim::corrector::Corrector for NewtonCheck {
         model: &weft_core::model::Model,
         state: &mut weft_core::prelude::State,
     ) -> anyhow::Result<usize> {
-        let rms = |r: &[weft_core::math::Vec3]| (r.iter().map(|v| v.norm2()).sum::<f32>() / r.len() as f32).sqrt();
-        let before = rms(&network::residual_velocity(model, state));
-        let du = network::newton_velocity(model, state, 1000, 0.03);
-        let dx: Vec<_> = du.iter().map(|d| *d * model.params.dt).collect();
-        state.apply_correction(&dx, &du)?;
-        self.0.push((before, rms(&network::residual_velocity(model, state))));
+        let pair = (self.1)((model, state))?;
+        self.0.push(pair);
         Ok(0)
     }
+}
+
+/// The step's residual before and after adding the Newton correction
+/// `newton_velocity` gives (positions by `h δu`), root mean square.
+fn newton_check((model, state): Step) -> anyhow::Result<(f32, f32)> {
+    let rms = |r: &[weft_core::math::Vec3]| (r.iter().map(|v| v.norm2()).sum::<f32>() / r.len() as f32).sqrt();
+    let before = rms(&network::residual_velocity(model, state));
+    let du = network::newton_velocity(model, state, 1000, 0.03);
+    let dx: Vec<_> = du.iter().map(|d| *d * model.params.dt).collect();
+    state.apply_correction(&dx, &du)?;
+    Ok((before, rms(&network::residual_velocity(model, state))))
 }
 
 /// The Newton correction (`GnnConfig::newton_inputs`) is one: added to a
@@ -244,7 +253,7 @@ fn the_newton_input_is_a_newton_step_of_backward_euler() {
     (scn.cloth.velocity, scn.cloth.spin) = ([0.0; 3], [0.0, 2.0, 1.0]);
     scn.colliders.clear();
     scn.solver.strain_limit = 0.0;
-    let mut check = NewtonCheck(Vec::new());
+    let mut check = Record(Vec::new(), newton_check);
     weft_host::sim::run(&scn, false, &mut check, |_, _, _| Ok(())).unwrap();
     assert_eq!(check.0.len(), 6);
     for (k, (before, after)) in check.0.iter().enumerate() {
@@ -266,23 +275,11 @@ fn the_newton_input_holds_nodes_on_a_collider() {
          [[collider]]\nkind = \"plane\"\nnormal = [0.0, 1.0, 0.0]\noffset = 0.0\nthickness = 0.005\n",
     )
     .unwrap();
-    struct Input(Vec<(f32, f32)>);
-    impl weft_host::sim::corrector::Corrector for Input {
-        fn pairs(&self, _: usize) -> usize {
-            0
-        }
-        fn correct(
-            &mut self,
-            model: &weft_core::model::Model,
-            state: &mut weft_core::prelude::State,
-        ) -> anyhow::Result<usize> {
-            let largest = |r: &[weft_core::math::Vec3]| r.iter().map(|v| v.norm()).fold(0.0f32, f32::max);
-            let rho = largest(&network::residual_velocity(model, state));
-            self.0.push((rho, largest(&network::newton_velocity(model, state, 1000, 0.03))));
-            Ok(0)
-        }
-    }
-    let mut input = Input(Vec::new());
+    let largest = |r: &[weft_core::math::Vec3]| r.iter().map(|v| v.norm()).fold(0.0f32, f32::max);
+    let mut input = Record(Vec::new(), |(model, state): Step| {
+        let rho = largest(&network::residual_velocity(model, state));
+        Ok((rho, largest(&network::newton_velocity(model, state, 1000, 0.03))))
+    });
     weft_host::sim::run(&scn, false, &mut input, |_, _, _| Ok(())).unwrap();
     let gh = 9.81 * spec.dt;
     for (k, (rho, du)) in input.0.iter().enumerate() {

@@ -200,29 +200,34 @@ pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
 }
 
 /// A node within this nearness `w` of a collider (its gap at most 5 % of
-/// the network's radius) is held by it in [`newton_velocity`].
-const HELD: f32 = 0.95;
+/// the network's radius) is held by it in [`with_step_system`].
+pub const HELD: f32 = 0.95;
 
-/// The Newton correction the residual implies (`--newton-inputs K`):
-/// `δu ≈ (M(1 + hα) + h(h + β) K₁)⁻¹ M ρ` with `K₁` the membrane's and
-/// bending's stiffness at the step's end and `ρ` [`residual_velocity`],
-/// pinned nodes held and nodes on a collider ([`HELD`]) held along its
-/// normal (their residual's normal part left out): `iterations` CG iterations preconditioned as the
-/// step's own solve is (the grid's multigrid, or the aggregates of other
-/// meshes), stopping early at a relative residual of 1e-5. Backward
-/// Euler's second Newton iterate less its first, a solve over the whole
-/// cloth.
-pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f32) -> Vec<Vec3> {
+/// Backward Euler's step system at a state, as the step's own solve
+/// builds it ([`with_step_system`]).
+pub struct StepSystem<'s, 'm> {
+    /// `A = M(1 + hα) + h(h + β) K` at the state's positions, with its
+    /// constraints: pins held, nodes on a collider ([`HELD`]) held along
+    /// its normal.
+    pub system: &'s weft_core::physics::solver::System<'s, 'm>,
+    /// The preconditioner's hierarchy, set up for `system`.
+    pub hierarchy: &'s mut weft_core::physics::hierarchy::Hierarchy<'s>,
+    /// The membrane and bending forces at the positions.
+    pub force: &'s [Vec3],
+}
+
+/// Builds backward Euler's step system at `state` (the grid's stencil and
+/// multigrid, or the aggregates of other meshes; nodes within [`HELD`]
+/// of a collider of the network's `radius` held along its normal) and
+/// hands it to `f`.
+pub fn with_step_system<R>(model: &Model, state: &State, radius: f32, f: impl FnOnce(StepSystem) -> R) -> R {
     use weft_core::physics::aggregate::{self, Aggregates};
     use weft_core::physics::hierarchy::Hierarchy;
     use weft_core::physics::multigrid::{Layout, Multigrid};
-    use weft_core::physics::solver::{Stop, System};
+    use weft_core::physics::solver::System;
     use weft_core::physics::stencil::{self, Bending, BendingStencil};
-    let mut rho = residual_velocity(model, state);
     let (mesh, x) = (&model.mesh, state.positions());
     let n = x.len();
-    // Nodes on a collider are held along its normal, as the step holds
-    // them: the support the constraint gives is no part of the residual.
     let around = GraphRef::of(model, state).surroundings(radius);
     let mut flags: Vec<u8> =
         state.pinned().iter().map(|&p| if p != 0 { weft_core::flags::PINNED } else { 0 }).collect();
@@ -230,9 +235,7 @@ pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f3
     for i in 0..n {
         let (nw, w) = around.nearest(x[i]);
         if w >= HELD && flags[i] == 0 {
-            let nrm = nw * (1.0 / w);
-            (flags[i], normal[i]) = (weft_core::flags::held_by(0), nrm);
-            rho[i] = rho[i] - nrm * rho[i].dot(nrm);
+            (flags[i], normal[i]) = (weft_core::flags::held_by(0), nw * (1.0 / w));
         }
     }
     let grid = mesh.counts().grid;
@@ -245,7 +248,7 @@ pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f3
         }
         None => (matrix_free(model), Aggregates::new(mesh, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Graph)),
     };
-    let (_, diag, off) = forces_at(model, x);
+    let (force, diag, off) = forces_at(model, x);
     let (h, alpha, beta) = (model.params.dt, model.material.damping_mass, model.material.damping_stiffness);
     let (m_scale, c) = (1.0 + h * alpha, h * (h + beta));
     let mut precond: Vec<Mat3> =
@@ -266,12 +269,36 @@ pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f3
         gather: None,
     };
     system.prepare(&mut mg);
-    let mut r: Vec<Vec3> = rho.iter().enumerate().map(|(i, p)| *p * model.mass(i)).collect();
-    let mut du = vec![Vec3::ZERO; n];
-    let (mut p, mut q, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
-    let stop = Stop { max_iterations: iterations, tolerance: 1e-5, reference: 0.0 };
-    system.pcg(&mut du, &mut r, [&mut p, &mut q, &mut t], &mut mg, stop);
-    du
+    f(StepSystem { system: &system, hierarchy: &mut mg, force: &force })
+}
+
+/// The Newton correction the residual implies (`--newton-inputs K`):
+/// `δu ≈ (M(1 + hα) + h(h + β) K₁)⁻¹ M ρ` with `K₁` the membrane's and
+/// bending's stiffness at the step's end and `ρ` [`residual_velocity`],
+/// on [`with_step_system`]'s system (a held node's residual along its
+/// normal left out: the constraint gives that support): `iterations` CG
+/// iterations preconditioned as the step's own solve is, stopping early
+/// at a relative residual of 1e-5. Backward Euler's second Newton
+/// iterate less its first, a solve over the whole cloth.
+pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f32) -> Vec<Vec3> {
+    use weft_core::physics::solver::Stop;
+    let rho = residual_velocity(model, state);
+    let n = rho.len();
+    with_step_system(model, state, radius, |s| {
+        let (flags, normal) = (s.system.flags, s.system.normal);
+        let mut r: Vec<Vec3> = (0..n)
+            .map(|i| {
+                let held =
+                    if weft_core::flags::on_plane(flags[i]) { normal[i] * rho[i].dot(normal[i]) } else { Vec3::ZERO };
+                (rho[i] - held) * model.mass(i)
+            })
+            .collect();
+        let mut du = vec![Vec3::ZERO; n];
+        let (mut p, mut q, mut t) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        let stop = Stop { max_iterations: iterations, tolerance: 1e-5, reference: 0.0 };
+        s.system.pcg(&mut du, &mut r, [&mut p, &mut q, &mut t], s.hierarchy, stop);
+        du
+    })
 }
 
 /// Tensors of a batch of graphs (node indices offset per graph).
