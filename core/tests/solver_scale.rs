@@ -357,9 +357,9 @@ fn the_aggregation_preconditioner_is_symmetric_and_positive() {
 }
 
 /// A mesh of several pieces (a garment's panels before they are sewn)
-/// coarsens every piece down to one aggregate and
-/// stops there: it keeps its hierarchy, symmetric and positive, where a
-/// piece without edges at a level used to leave the whole mesh without one.
+/// coarsens every piece down to one aggregate and stops there: it keeps its
+/// hierarchy, symmetric and positive, where a piece without edges at a
+/// level used to leave the whole mesh without one.
 #[test]
 fn a_mesh_of_several_pieces_keeps_its_aggregation_hierarchy() {
     let mut rng = Rng(8);
