@@ -40,13 +40,6 @@ impl ObjMesh {
     /// pieces).
     pub fn pieces(&self) -> usize {
         let mut parent: Vec<usize> = (0..self.positions.len()).collect();
-        fn root(parent: &mut [usize], mut i: usize) -> usize {
-            while parent[i] != i {
-                parent[i] = parent[parent[i]];
-                i = parent[i];
-            }
-            i
-        }
         for t in &self.triangles {
             let [a, b, c] = t.map(usize::from);
             for (x, y) in [(a, b), (b, c)] {
@@ -151,6 +144,16 @@ pub fn parse_with(text: &str, opts: ObjOptions) -> Result<ObjMesh, ObjError> {
     Ok(mesh)
 }
 
+/// The root of `i`'s set in the union–find forest `parent` (paths halved
+/// on the way).
+fn root(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
 /// Merges the vertices of `mesh` that lie within `tol` of each other, give
 /// or take the rounding of the file's coordinates to `f32` (chains of such
 /// pairs merge whole) into the first of them; drops the
@@ -169,13 +172,6 @@ pub fn weld(mesh: &mut ObjMesh, tol: f32) {
         [p.x, p.y, p.z].map(|v| if tol > 0.0 { (v / cell).floor() as i64 } else { (v + 0.0).to_bits() as i64 })
     };
     let mut parent: Vec<usize> = (0..n).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
     let mut cells: HashMap<[i64; 3], Vec<usize>> = HashMap::new();
     for i in 0..n {
         let p = mesh.positions[i];

@@ -186,8 +186,12 @@ fn matrix_free<'m>(model: &Model<'m>) -> weft_core::physics::stencil::Bending<'s
 /// was split or a node was held by a contact, what that changed). The
 /// stiffness damping is left out. Zero at pinned nodes.
 pub fn residual_velocity(model: &Model, state: &State) -> Vec<Vec3> {
+    residual_with(model, state, &forces_at(model, state.positions()).0)
+}
+
+/// [`residual_velocity`] with the forces at the state's positions given.
+fn residual_with(model: &Model, state: &State, force: &[Vec3]) -> Vec<Vec3> {
     let (x, u, v0) = (state.positions(), state.velocities(), state.start_velocities());
-    let (force, _, _) = forces_at(model, x);
     let (h, g, alpha) = (model.params.dt, model.scene.gravity, model.material.damping_mass);
     (0..x.len())
         .map(|i| {
@@ -282,9 +286,9 @@ pub fn with_step_system<R>(model: &Model, state: &State, radius: f32, f: impl Fn
 /// iterate less its first, a solve over the whole cloth.
 pub fn newton_velocity(model: &Model, state: &State, iterations: u32, radius: f32) -> Vec<Vec3> {
     use weft_core::physics::solver::Stop;
-    let rho = residual_velocity(model, state);
-    let n = rho.len();
+    let n = state.node_count();
     with_step_system(model, state, radius, |s| {
+        let rho = residual_with(model, state, s.force);
         let (flags, normal) = (s.system.flags, s.system.normal);
         let mut r: Vec<Vec3> = (0..n)
             .map(|i| {
