@@ -115,7 +115,8 @@ fn state_sizes(model: &Model, pairs: usize) -> (StateSizes, usize) {
     if model.mesh.counts().grid.is_none() {
         // Any pool this long builds the same hierarchy.
         let mut pool = vec![0.0; s.solver];
-        s.solver = Aggregates::new(&model.mesh, &mut pool).map_or(0, |a| a.floats_used())
+        s.solver = Aggregates::new(&model.mesh, model.params.rigid_coarse(&model.mesh), &mut pool)
+            .map_or(0, |a| a.floats_used())
             + weft_core::physics::bending::diagonal_floats(model.mesh.node_count());
     }
     (s, history)

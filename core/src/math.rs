@@ -227,6 +227,11 @@ impl Mat3 {
     pub fn scale(s: f32) -> Mat3 {
         Mat3::IDENTITY * s
     }
+    /// The cross-product matrix: `Mat3::skew(a).mul_vec(v) == a.cross(v)`.
+    #[inline]
+    pub fn skew(a: Vec3) -> Mat3 {
+        Mat3 { c: [Vec3::new(0.0, a.z, -a.y), Vec3::new(-a.z, 0.0, a.x), Vec3::new(a.y, -a.x, 0.0)] }
+    }
     #[inline]
     pub fn transpose(&self) -> Mat3 {
         let [a, b, c] = self.c;
@@ -322,6 +327,13 @@ impl Sub for Mat3 {
     #[inline]
     fn sub(self, o: Mat3) -> Mat3 {
         Mat3 { c: [self.c[0] - o.c[0], self.c[1] - o.c[1], self.c[2] - o.c[2]] }
+    }
+}
+impl Mul<Mat3> for Mat3 {
+    type Output = Mat3;
+    #[inline]
+    fn mul(self, o: Mat3) -> Mat3 {
+        Mat3 { c: [self.mul_vec(o.c[0]), self.mul_vec(o.c[1]), self.mul_vec(o.c[2])] }
     }
 }
 impl Mul<f32> for Mat3 {

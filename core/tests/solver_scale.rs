@@ -352,7 +352,7 @@ fn the_fine_smoother_is_damped_below_its_stability_limit() {
 fn the_aggregation_preconditioner_is_symmetric_and_positive() {
     let mut rng = Rng(5);
     let (rest, tris) = jittered_pieces(1, &mut rng);
-    let levels = check_aggregation(&rest, &tris, &mut rng);
+    let levels = check_aggregation(&rest, &tris, false, &mut rng);
     assert!(levels >= 2, "{levels} levels");
 }
 
@@ -364,8 +364,41 @@ fn the_aggregation_preconditioner_is_symmetric_and_positive() {
 fn a_mesh_of_several_pieces_keeps_its_aggregation_hierarchy() {
     let mut rng = Rng(8);
     let (rest, tris) = jittered_pieces(12, &mut rng);
-    let levels = check_aggregation(&rest, &tris, &mut rng);
+    let levels = check_aggregation(&rest, &tris, false, &mut rng);
     assert!(levels >= 2, "{levels} levels");
+}
+
+/// A tube's rigid aggregation hierarchy (each aggregate's translation and
+/// rotation, `Aggregates::rigid`) is a symmetric, positive V-cycle too,
+/// with pins and contact planes; so is a mesh of several pieces'.
+#[test]
+fn a_rigid_aggregation_hierarchy_is_symmetric_and_positive() {
+    let mut rng = Rng(9);
+    let (rest, tris) = tube(24, 18, 0.05, 0.3);
+    assert!(check_aggregation(&rest, &tris, true, &mut rng) >= 2);
+    let (rest, tris) = jittered_pieces(5, &mut rng);
+    assert!(check_aggregation(&rest, &tris, true, &mut rng) >= 2);
+}
+
+/// A closed tube of `around` nodes a ring and `rings` rings, `radius` and
+/// `length` (m), along z.
+fn tube(around: usize, rings: usize, radius: f32, length: f32) -> (Vec<Vec3>, Vec<[u16; 3]>) {
+    let mut rest = Vec::new();
+    for r in 0..rings {
+        for k in 0..around {
+            let a = core::f32::consts::TAU * k as f32 / around as f32;
+            rest.push(Vec3::new(radius * a.cos(), radius * a.sin(), length * r as f32 / (rings - 1) as f32));
+        }
+    }
+    let at = |r: usize, k: usize| (r * around + k % around) as u16;
+    let mut tris = Vec::new();
+    for r in 0..rings - 1 {
+        for k in 0..around {
+            tris.push([at(r, k), at(r, k + 1), at(r + 1, k + 1)]);
+            tris.push([at(r, k), at(r + 1, k + 1), at(r + 1, k)]);
+        }
+    }
+    (rest, tris)
 }
 
 /// `pieces` copies of a 13 × 10 grid's triangles as a plain triangle list,
@@ -385,9 +418,10 @@ fn jittered_pieces(pieces: usize, rng: &mut Rng) -> (Vec<Vec3>, Vec<[u16; 3]>) {
 }
 
 /// Builds the aggregation hierarchy of the mesh `rest`, `tris` (pinned,
-/// contact and free nodes, stretched 5 %), checks its V-cycle is symmetric
-/// and positive, and returns its coarse levels.
-fn check_aggregation(rest: &[Vec3], tris: &[[u16; 3]], rng: &mut Rng) -> usize {
+/// contact and free nodes, stretched 5 %; `rigid` or of translations),
+/// checks its V-cycle is symmetric and positive, and returns its coarse
+/// levels.
+fn check_aggregation(rest: &[Vec3], tris: &[[u16; 3]], rigid: bool, rng: &mut Rng) -> usize {
     use weft_core::physics::aggregate::{self, Aggregates};
     let mut ms = VecMeshStorage::for_triangles(rest.len(), tris.len());
     let mesh = Mesh::from_triangles(rest, tris, ms.storage()).unwrap();
@@ -395,8 +429,9 @@ fn check_aggregation(rest: &[Vec3], tris: &[[u16; 3]], rng: &mut Rng) -> usize {
     let model = Model::new(mesh, Material::COTTON, Scene::default(), StepParams::default()).unwrap();
     let n = mesh.node_count();
     let x: Vec<Vec3> = mesh.rest().iter().map(|p| *p * 1.05 + rng.vec3(0.01)).collect();
-    let mut pool = vec![0.0; aggregate::floats(mesh.counts())];
-    let mut agg = Aggregates::new(&mesh, &mut pool).expect("a hierarchy");
+    let mut pool = vec![0.0; aggregate::rigid_floats(mesh.counts())];
+    let mut agg = Aggregates::new(&mesh, rigid, &mut pool).expect("a hierarchy");
+    assert_eq!(agg.rigid(), rigid);
     let (mut flags, mut normal) = (vec![0u8; n], vec![Vec3::ZERO; n]);
     flags[0] = weft_core::flags::PINNED;
     for i in [20, 21, 40] {

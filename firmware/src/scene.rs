@@ -8,15 +8,16 @@ use weft_core::math::Vec3;
 use weft_core::mesh::{BendTriangle, Edge, Hinge, MeshCounts, MeshParts, Triangle};
 // What the baked scenes' values are written in (`build.rs` writes them
 // as the core's types print them); a folder of scenes may use only some.
-use weft_core::model::{Collider, Material, Pin, Scene, StepParams, Wind};
 #[allow(unused_imports)]
 use weft_core::model::{
+    CoarseSpace::{Auto, Rigid, Translations},
     Integrator::{BackwardEuler, Bdf2},
     PinMotion::{Fixed, Linear, Oscillate},
     SelfContact,
     Shape::{Capsule, Plane, Sphere},
     Taut,
 };
+use weft_core::model::{Collider, Material, Pin, Scene, StepParams, Wind};
 use weft_core::physics::state::StateSizes;
 use weft_core::storage::StateBuffers;
 

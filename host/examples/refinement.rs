@@ -5,7 +5,8 @@
 //! nodes round. Prints the nodes, the mean CG iterations a step, the
 //! unconverged (stagnated) steps, the growth from the rung before and the
 //! wall time (`cargo run --release -p weft-host --example refinement`;
-//! `-- grid`, `-- disc` or `-- tube` for one family).
+//! `-- grid`, `-- disc` or `-- tube` for one family; `WEFT_COARSE=rigid`
+//! or `translations` sets the meshes' `solver.coarse`).
 use weft_host::sim::{self, corrector::Plain, scenario::Scenario};
 use weft_scene::obj;
 use weft_scene::shapes::Shape;
@@ -23,7 +24,8 @@ fn rung(family: &str, n: usize) -> Option<(String, Option<String>)> {
     let shape = if family == "disc" { Shape::Disc } else { Shape::Tube };
     let (x, t) = shape.mesh_at(n)?;
     let cloth = "[cloth]\nmesh = \"m.obj\"\ncenter = [0.0, 0.3, 0.0]\n".to_string();
-    Some((cloth + DROP, Some(obj::write(&x, &t))))
+    let coarse = std::env::var("WEFT_COARSE").map_or(String::new(), |c| format!("\n[solver]\ncoarse = \"{c}\"\n"));
+    Some((cloth + DROP + &coarse, Some(obj::write(&x, &t))))
 }
 
 fn main() -> anyhow::Result<()> {

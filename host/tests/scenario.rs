@@ -143,6 +143,7 @@ fn bad_values_are_named() {
         ("[material]\ntaut = { strain = 0.0, stiffening = 2.0 }\n", "material.taut.strain"),
         ("[solver]\nstrain_limit = -1.0\n", "solver.strain_limit: is out of range: -1 (allowed: 0.0001 to 10)"),
         ("[solver]\ncg_tolerance = 0.0\n", "solver.cg_tolerance"),
+        ("[solver]\ncoarse = \"spin\"\n", "solver.coarse: unknown variant `spin`"),
         ("[[pin]]\nnodes = [99]\n", "node 99"),
         ("[[pin]]\nregion = \"row:9\"\n", "row 9"),
         ("[[pin]]\nregion = \"middle\"\n", "middle"),

@@ -300,6 +300,7 @@ impl Scenario {
             strain_limit: (self.solver.strain_limit != 0.0).then_some(self.solver.strain_limit),
             integrator: self.solver.integrator.into(),
             warm_start: self.solver.warm_start,
+            coarse: self.solver.coarse.into(),
             self_contact: sc
                 .enabled
                 .then_some(SelfContact { radius: if sc.radius > 0.0 { sc.radius } else { 0.5 * min_edge } }),

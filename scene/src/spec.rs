@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use weft_core::mesh::Grid;
-use weft_core::model::{Collider, Integrator, Material, PinMotion, Shape, StepParams, Wind};
+use weft_core::model::{CoarseSpace, Collider, Integrator, Material, PinMotion, Shape, StepParams, Wind};
 use weft_core::prelude::Vec3;
 
 use crate::obj::ObjMesh;
@@ -340,6 +340,30 @@ pub struct SolverSpec {
     /// Start each solve from the last one's on the nodes a collider holds
     /// (`weft_core::model::StepParams::warm_start`; for tight tolerances).
     pub warm_start: bool,
+    /// The aggregation hierarchy's coarse space on a mesh that is not a
+    /// grid: `auto` (rigid on a curved rest mesh), `translations` or
+    /// `rigid` (`weft_core::model::CoarseSpace`).
+    pub coarse: CoarseSpec,
+}
+
+/// The coarse space of a scenario's solve (`solver.coarse`).
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoarseSpec {
+    #[default]
+    Auto,
+    Translations,
+    Rigid,
+}
+
+impl From<CoarseSpec> for CoarseSpace {
+    fn from(c: CoarseSpec) -> CoarseSpace {
+        match c {
+            CoarseSpec::Auto => CoarseSpace::Auto,
+            CoarseSpec::Translations => CoarseSpace::Translations,
+            CoarseSpec::Rigid => CoarseSpace::Rigid,
+        }
+    }
 }
 
 /// The time integrator of a scenario (`solver.integrator`).
@@ -371,6 +395,7 @@ impl Default for SolverSpec {
             strain_limit: p.strain_limit.unwrap_or(0.0),
             integrator: IntegratorSpec::BackwardEuler,
             warm_start: p.warm_start,
+            coarse: CoarseSpec::Auto,
         }
     }
 }

@@ -47,7 +47,8 @@ impl VecMeshStorage {
 }
 
 /// A state's sizes for `model` with room for `pairs` proximity pairs, as
-/// the board lays them out: history when the model's integrator needs it
+/// the board lays them out: the rigid aggregation hierarchy's room for a
+/// curved mesh, history when the model's integrator needs it
 /// (BDF2), warm-start storage when its step asks for it, and no gather
 /// table (the desktop adds one: [`VecStateStorage::new`]; in WebAssembly
 /// the page runs faster without it, 200 against 156 corrected steps a
@@ -55,6 +56,9 @@ impl VecMeshStorage {
 pub fn board_sizes(model: &Model, pairs: usize) -> StateSizes {
     let counts = model.mesh.counts();
     let mut sizes = StateSizes::new(counts, pairs);
+    if model.params.rigid_coarse(&model.mesh) {
+        sizes = sizes.with_rigid(counts);
+    }
     if model.params.warm_start {
         sizes = sizes.with_warm_start(counts);
     }

@@ -71,6 +71,16 @@ impl StateSizes {
         StateSizes { solver: self.solver + gather::floats(counts.grid), ..self }
     }
 
+    /// The same sizes with room for the rigid aggregation hierarchy a
+    /// curved mesh builds where its pool holds it
+    /// ([`Aggregates::rigid`]; without the room, translations alone).
+    pub const fn with_rigid(self, counts: MeshCounts) -> StateSizes {
+        StateSizes {
+            solver: self.solver + aggregate::rigid_floats(counts).saturating_sub(aggregate::floats(counts)),
+            ..self
+        }
+    }
+
     /// Storage for a mesh of `counts` with room for `pairs` proximity pairs
     /// and a spatial hash of twice as many buckets as nodes.
     pub const fn new(counts: MeshCounts, pairs: usize) -> StateSizes {
@@ -252,9 +262,10 @@ fn solver_parts<'a>(model: &Model, solver: &'a mut [f32], needed: usize) -> Resu
     }
     if stencil.is_none() {
         // What the hierarchy fills (any pool this long builds the same).
-        let used = Aggregates::new(&model.mesh, &mut *mg_pool).map_or(0, |a| a.floats_used());
+        let rigid = model.params.rigid_coarse(&model.mesh);
+        let used = Aggregates::new(&model.mesh, rigid, &mut *mg_pool).map_or(0, |a| a.floats_used());
         let (mg_pool, rest) = mg_pool.split_at_mut(used.min(mg_pool.len()));
-        let mg = Aggregates::new(&model.mesh, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph);
+        let mg = Aggregates::new(&model.mesh, rigid, mg_pool).map_or(Hierarchy::None, Hierarchy::Graph);
         let room = bending::diagonal_floats(model.mesh.node_count());
         let (diagonal, rest) = if rest.len() >= room { rest.split_at_mut(room) } else { (&mut [][..], rest) };
         let diagonal = Cell::from_mut(diagonal).as_slice_of_cells();

@@ -245,12 +245,16 @@ pub fn with_step_system<R>(model: &Model, state: &State, radius: f32, f: impl Fn
     let grid = mesh.counts().grid;
     let mut stencil_pool = vec![0.0f32; stencil::floats(grid)];
     let stencil = BendingStencil::new(mesh, model.material.plate(), &mut stencil_pool);
-    let mut mg_pool = vec![0.0f32; Layout::of(grid).floats() + aggregate::floats(mesh.counts())];
+    let mut mg_pool = vec![0.0f32; Layout::of(grid).floats() + aggregate::rigid_floats(mesh.counts())];
     let (bending, mut mg) = match &stencil {
         Some(s) => {
             (Bending::Stencil(s), Multigrid::new(mesh, s, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Grid))
         }
-        None => (matrix_free(model), Aggregates::new(mesh, &mut mg_pool).map_or(Hierarchy::None, Hierarchy::Graph)),
+        None => (
+            matrix_free(model),
+            Aggregates::new(mesh, model.params.rigid_coarse(mesh), &mut mg_pool)
+                .map_or(Hierarchy::None, Hierarchy::Graph),
+        ),
     };
     let (force, diag, off) = forces_at(model, x);
     let (h, alpha, beta) = (model.params.dt, model.material.damping_mass, model.material.damping_stiffness);
