@@ -498,7 +498,7 @@ pub enum CoarseSpace {
     /// Each aggregate's translation (piecewise constant, as the grid's).
     Translations,
     /// Each aggregate's translation and rotation: fewer iterations on
-    /// curved meshes (a tube 51 → 37 a step) and on most flat ones, for
+    /// curved meshes (a tube 51 → 31 a step) and on most flat ones, for
     /// about twice the hierarchy's storage
     /// ([`crate::physics::aggregate::rigid_floats`]).
     Rigid,

@@ -22,10 +22,11 @@
 //!   its radius), a translation node and a rotation node on every coarse
 //!   level, the nodes of each level below joining their aggregate's pair
 //!   with their lever arms. A curved membrane's slow modes turn with the
-//!   surface; translations alone correct them slowly (a tube 51 → 37 CG
-//!   iterations a step, a T-shirt 82 → 62, at the same whole-process
-//!   time). The same 3 × 3 blocks, about twice the storage
-//!   ([`rigid_floats`]).
+//!   surface; translations alone correct them slowly (a tube 51 → 31 CG
+//!   iterations a step, a T-shirt 82 → 60). Above the first level a
+//!   rotation node's unknown is its aggregate's radius times the rate, so
+//!   that the aggregates of an aggregate turn together as one body. The
+//!   same 3 × 3 blocks, about twice the storage ([`rigid_floats`]).
 //! - **Coarse operators.** Galerkin products `Pᵀ A P` of the fine blocks
 //!   (diagonal, edge and mass, filtered by the pins and contact planes; a
 //!   node held on a plane keeps its normal stiffness on the diagonal, as
@@ -128,10 +129,12 @@ struct Level<'a> {
     r: &'a mut [Vec3],
     /// A rigid level's ([`Aggregates::rigid`]): of each node of the level
     /// below, its lever arm about its aggregate's centre over the
-    /// aggregate's radius (zero for a rotation node), and each aggregate's
-    /// centre (at rest). Empty on a level of translations alone.
+    /// aggregate's radius (for a rotation node, `x` the ratio of its own
+    /// aggregate's radius to that one's), and each aggregate's centre and
+    /// radius (at rest). Empty on a level of translations alone.
     arm: &'a mut [Vec3],
     centre: &'a mut [Vec3],
+    radius: &'a mut [f32],
 }
 
 /// The `f32`s of a level of `n` nodes and `entries` couplings over a
@@ -139,7 +142,7 @@ struct Level<'a> {
 const fn region(below: usize, n: usize, entries: usize, rigid: bool) -> usize {
     // parents of the level below, row starts, columns, diagonal and
     // coupling blocks, x and r; lever arms and centres.
-    below + (n + 1) + entries + 9 * n + 9 * entries + 6 * n + if rigid { 3 * below + 3 * (n / 2) } else { 0 }
+    below + (n + 1) + entries + 9 * n + 9 * entries + 6 * n + if rigid { 3 * below + 4 * (n / 2) } else { 0 }
 }
 
 /// The worst case of the pool before coarse level `l` (the bounds on each
@@ -165,7 +168,8 @@ fn carve(pool: &mut [f32], below: usize, n: usize, entries: usize, rigid: bool) 
     let (x, rest) = rest.split_at_mut(3 * n);
     let (r, rest) = rest.split_at_mut(3 * n);
     let (arm, rest) = rest.split_at_mut(if rigid { 3 * below } else { 0 });
-    let centre = &mut rest[..if rigid { 3 * (n / 2) } else { 0 }];
+    let (centre, rest) = rest.split_at_mut(if rigid { 3 * (n / 2) } else { 0 });
+    let radius = &mut rest[..if rigid { n / 2 } else { 0 }];
     Level {
         parent: bytemuck::cast_slice_mut(parent),
         start: bytemuck::cast_slice_mut(start),
@@ -176,6 +180,7 @@ fn carve(pool: &mut [f32], below: usize, n: usize, entries: usize, rigid: bool) 
         r: bytemuck::cast_slice_mut(r),
         arm: bytemuck::cast_slice_mut(arm),
         centre: bytemuck::cast_slice_mut(centre),
+        radius,
     }
 }
 
@@ -323,7 +328,7 @@ impl<'a> Aggregates<'a> {
     /// distance from the centre).
     fn place(&mut self, mesh: &Mesh, l: usize) {
         let (below, lv, _) = self.parts(l);
-        let Level { parent, centre, arm, x: tally, .. } = lv;
+        let Level { parent, centre, radius, arm, x: tally, .. } = lv;
         let at = |i: usize| match &below {
             None => mesh.rest().get(i).copied(),
             Some(b) => b.centre.get(i / 2).copied().filter(|_| i.is_multiple_of(2)),
@@ -344,10 +349,16 @@ impl<'a> Aggregates<'a> {
                 t.y += (x - *c).norm2();
             }
         }
+        for (r, t) in radius.iter_mut().zip(tally.iter()) {
+            *r = crate::math::sqrt(t.y / t.x.max(1.0));
+        }
         for (i, (&a, m)) in parent.iter().zip(arm.iter_mut()).enumerate() {
-            let (c, t) = (centre.get(a as usize).copied(), tally.get(a as usize).copied());
-            *m = match (at(i), c, t) {
-                (Some(x), Some(c), Some(t)) if t.y > 0.0 => (x - c) * (1.0 / crate::math::sqrt(t.y / t.x)),
+            let (c, r) = (centre.get(a as usize).copied(), radius.get(a as usize).copied().unwrap_or(0.0));
+            *m = match (at(i), c, &below) {
+                (Some(x), Some(c), _) if r > 0.0 => (x - c) * (1.0 / r),
+                // A rotation node turns its aggregate as the one above
+                // turns: its unknown is its own radius times the rate.
+                (None, _, Some(b)) if r > 0.0 => Vec3::new(b.radius.get(i / 2).map_or(0.0, |rb| rb / r), 0.0, 0.0),
                 _ => Vec3::ZERO,
             };
         }
@@ -520,7 +531,8 @@ enum Basis {
     Plain,
     /// The lever arm.
     Moves(Vec3),
-    Turns,
+    /// The ratio of the node's aggregate's radius to its parent's.
+    Turns(f32),
 }
 
 impl Basis {
@@ -529,7 +541,7 @@ impl Basis {
     fn of(rigid: bool, turn: bool, arm: Option<Vec3>) -> Basis {
         match (rigid, turn) {
             (false, _) => Basis::Plain,
-            (true, true) => Basis::Turns,
+            (true, true) => Basis::Turns(arm.map_or(0.0, |a| a.x)),
             (true, false) => Basis::Moves(arm.unwrap_or(Vec3::ZERO)),
         }
     }
@@ -538,7 +550,8 @@ impl Basis {
     fn turn(self) -> Mat3 {
         match self {
             Basis::Moves(arm) => Mat3::ZERO - Mat3::skew(arm),
-            _ => Mat3::IDENTITY,
+            Basis::Turns(s) => Mat3::scale(s),
+            Basis::Plain => Mat3::IDENTITY,
         }
     }
 
@@ -550,7 +563,7 @@ impl Basis {
                 up[2 * a] += res;
                 up[2 * a + 1] += arm.cross(res);
             }
-            Basis::Turns => up[2 * a + 1] += res,
+            Basis::Turns(s) => up[2 * a + 1] += res * s,
         }
     }
 
@@ -559,7 +572,7 @@ impl Basis {
         match self {
             Basis::Plain => x[a],
             Basis::Moves(arm) => x[2 * a] + x[2 * a + 1].cross(arm),
-            Basis::Turns => x[2 * a + 1],
+            Basis::Turns(s) => x[2 * a + 1] * s,
         }
     }
 }
@@ -794,7 +807,7 @@ impl Sink<'_> {
                 self.pair(2 * a, 2 * a + 1, d * b);
                 self.diag(2 * a + 1, b.transpose() * d * b);
             }
-            Basis::Turns => self.diag(2 * a + 1, d),
+            Basis::Turns(s) => self.diag(2 * a + 1, d * (s * s)),
         }
     }
 
