@@ -53,7 +53,7 @@ pub const MAX_LEVELS: usize = 16;
 const NONE: u32 = u32::MAX;
 
 /// Nodes of coarse level `l` at most (level 0: the mesh): on a rigid
-/// hierarchy two a aggregate ([`Aggregates::rigid`]).
+/// hierarchy two an aggregate ([`Aggregates::rigid`]).
 const fn bound(nodes: usize, l: usize, rigid: bool) -> usize {
     if rigid && l > 0 {
         2 * (nodes >> l)
