@@ -440,16 +440,24 @@ impl<'a> Aggregates<'a> {
             let (_, first, _) = self.parts(1);
             first.r[..n1].fill(Vec3::ZERO);
             for (i, (ri, ti)) in r.iter().zip(t.iter()).enumerate() {
-                let b = Basis::of(rigid, false, first.arm.get(i).copied());
-                b.restrict(first.r, first.parent[i] as usize, *ri - *ti);
+                let a = first.parent[i] as usize;
+                if rigid {
+                    Basis::of(true, false, first.arm.get(i).copied()).restrict(first.r, a, *ri - *ti);
+                } else {
+                    first.r[a] += *ri - *ti;
+                }
             }
         }
         self.coarse(1);
         {
             let (_, first, _) = self.parts(1);
             for (i, zi) in z.iter_mut().enumerate() {
-                let b = Basis::of(rigid, false, first.arm.get(i).copied());
-                *zi += b.prolong(first.x, first.parent[i] as usize);
+                let a = first.parent[i] as usize;
+                *zi += if rigid {
+                    Basis::of(true, false, first.arm.get(i).copied()).prolong(first.x, a)
+                } else {
+                    first.x[a]
+                };
             }
         }
         fine_op.filter(z);
@@ -494,16 +502,23 @@ impl<'a> Aggregates<'a> {
                         block_sub(&off[k], &x[cols[k] as usize], &mut res);
                     }
                 }
-                let b = Basis::of(rigid, p % 2 == 1, next.arm.get(p).copied());
-                b.restrict(next.r, next.parent[p] as usize, res);
+                let a = next.parent[p] as usize;
+                if rigid {
+                    Basis::of(true, p % 2 == 1, next.arm.get(p).copied()).restrict(next.r, a, res);
+                } else {
+                    next.r[a] += res;
+                }
             }
         }
         self.coarse(l + 1);
         let (lv, next) = self.pair_of_levels(l);
         let Level { start, cols, diag, off, x, r, .. } = lv;
         for (p, (xp, &q)) in x[..n].iter_mut().zip(next.parent.iter()).enumerate() {
-            let b = Basis::of(rigid, p % 2 == 1, next.arm.get(p).copied());
-            *xp += b.prolong(next.x, q as usize);
+            *xp += if rigid {
+                Basis::of(true, p % 2 == 1, next.arm.get(p).copied()).prolong(next.x, q as usize)
+            } else {
+                next.x[q as usize]
+            };
         }
         // Backward sweep.
         for p in (0..n).rev() {
@@ -798,6 +813,7 @@ impl Sink<'_> {
     }
 
     /// Adds the diagonal block `d` of a node of aggregate `a` below.
+    #[inline]
     fn add_diag(&mut self, a: usize, basis: Basis, d: Mat3) {
         match basis {
             Basis::Plain => self.diag(a, d),
@@ -813,13 +829,14 @@ impl Sink<'_> {
 
     /// Adds the coupling `b` of two nodes below (and `bᵀ` of its mirror),
     /// of aggregates `a` and `c`: `P_aᵀ b P_c`.
+    #[inline]
     fn add_pair(&mut self, (a, ba): (usize, Basis), (c, bc): (usize, Basis), b: Mat3) {
-        let (ra, rc) = (ba.turn(), bc.turn());
         match (ba, bc) {
             (Basis::Plain, _) | (_, Basis::Plain) => return self.pair(a, c, b),
             (Basis::Moves(_), Basis::Moves(_)) => self.pair(2 * a, 2 * c, b),
             _ => {}
         }
+        let (ra, rc) = (ba.turn(), bc.turn());
         if let Basis::Moves(_) = ba {
             self.pair(2 * a, 2 * c + 1, b * rc);
         }
