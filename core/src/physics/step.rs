@@ -116,30 +116,6 @@ pub fn set_velocities_before(model: &Model, state: &mut State, v_before: &[Vec3]
     Ok(())
 }
 
-/// BDF2's history at a run's start (the clock at zero, no history yet):
-/// the motion before the start taken as the start's velocities under
-/// gravity alone, `x(−h) = x − h v + ½h²g`, `v(−h) = v − h g` (a pinned
-/// node: its start velocity, without gravity). BDF2 is exact on a
-/// quadratic path, so a cloth released from rest falls exactly from its
-/// first step, where a backward-Euler first step leaves it `½h²g` low
-/// for the rest of its fall (1.36 mm at 1/60 s). Other forces at the
-/// start (elastic, wind, contact) are left out of that past: a cloth
-/// starts in its rest shape, where they are zero or the step's own.
-fn start_history(model: &Model, state: &mut State, h: f32) {
-    let ws = &mut state.ws;
-    if ws.history || ws.x_prev.len() != state.x.len() || ws.v_prev.len() != state.v.len() {
-        return;
-    }
-    let g = model.scene.gravity;
-    let it = ws.x_prev.iter_mut().zip(ws.v_prev.iter_mut()).zip(state.x.iter().zip(state.v.iter()));
-    for (((xp, vp), (&x, &v)), &f) in it.zip(ws.flags.iter()) {
-        let a = if f & crate::flags::PINNED != 0 { Vec3::ZERO } else { g };
-        *xp = x - v * h + a * (0.5 * h * h);
-        *vp = v - a * h;
-    }
-    ws.history = true;
-}
-
 /// Advances the state by one time step `model.params.dt`.
 ///
 /// The step is one linearised solve, backward Euler or BDF2
@@ -167,9 +143,6 @@ pub fn step_probed(model: &Model, state: &mut State, probe: &mut impl Probe) -> 
     model.scene.mark_pinned(state.ws.flags);
     state.ws.memo.forget();
     let h = model.params.dt;
-    if model.params.integrator == crate::model::Integrator::Bdf2 && state.ticks() == 0 {
-        start_history(model, state, h);
-    }
     state.ws.v_start_prev.copy_from_slice(state.ws.v_start);
     state.ws.v_start.copy_from_slice(state.v);
     wind_push(model, state.time(), state.x, state.v, h, state.ws.f_ext, state.ws.v_start);
