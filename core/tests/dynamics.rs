@@ -35,6 +35,54 @@ fn unpinned_cloth_falls_with_g() {
 }
 
 #[test]
+fn bdf2_falls_exactly_from_its_first_step() {
+    // BDF2 is exact on a quadratic path once its history is the motion's:
+    // from rest, every step's drop is ½ g t², the first included (a
+    // backward-Euler first step drops h² g, twice that, and the cloth
+    // stays ½ h² g low for the rest of its fall).
+    let grid = Grid::horizontal(6, 5, 1.0, 0.8, 2.0);
+    let mat = Material { damping_mass: 0.0, ..Material::COTTON };
+    let g = -9.81f32;
+    let params = StepParams { integrator: Integrator::Bdf2, ..tight() };
+    with_cloth(&grid, mat, Scene::default(), params, 0, |model, state| {
+        let h = model.params.dt;
+        let y0: Vec<f32> = state.positions().iter().map(|p| p.y).collect();
+        for n in 1..=30 {
+            step(model, state).unwrap();
+            let t = n as f32 * h;
+            let exact = 0.5 * g * t * t;
+            for (i, (p, v)) in state.positions().iter().zip(state.velocities()).enumerate() {
+                let drop = p.y - y0[i];
+                assert!((drop - exact).abs() < 2e-3 * exact.abs() + 1e-6, "step {n}, node {i}: drop {drop} vs {exact}");
+                assert!((v.y - g * t).abs() < 1e-3 * (g * t).abs(), "step {n}, node {i}: v {} vs g t {}", v.y, g * t);
+            }
+        }
+    });
+}
+
+#[test]
+fn in_wind_bdf2s_first_step_is_backward_eulers() {
+    // A wind's drag on a cloth at rest is an impulsive start: BDF2 takes
+    // its first step as backward Euler there, and only then its own.
+    let run = |integrator: Integrator, steps: usize| {
+        let grid = Grid::horizontal(6, 6, 0.5, 0.5, 1.0);
+        let mut ms = VecMeshStorage::for_counts(grid.counts());
+        let mesh = Mesh::grid(&grid, ms.storage()).expect("grid");
+        let scene = Scene { wind: Some(Wind::new(Vec3::new(3.0, 0.0, 1.0))), ..Scene::default() };
+        let params = StepParams { integrator, ..tight() };
+        let model = Model::new(mesh, Material::COTTON, scene, params).expect("model");
+        let mut ss = VecStateStorage::new(&model, 0);
+        let mut state = State::new(&model, ss.storage()).expect("state");
+        for _ in 0..steps {
+            step(&model, &mut state).unwrap();
+        }
+        state.positions().to_vec()
+    };
+    assert_eq!(run(Integrator::Bdf2, 1), run(Integrator::BackwardEuler, 1));
+    assert_ne!(run(Integrator::Bdf2, 2), run(Integrator::BackwardEuler, 2));
+}
+
+#[test]
 fn momentum_is_conserved_without_external_forces() {
     let grid = Grid::horizontal(7, 7, 1.0, 1.0, 0.0);
     let mat = Material { damping_mass: 0.0, ..Material::COTTON };
