@@ -66,17 +66,14 @@ fn in_wind_bdf2s_first_step_is_backward_eulers() {
     // its first step as backward Euler there, and only then its own.
     let run = |integrator: Integrator, steps: usize| {
         let grid = Grid::horizontal(6, 6, 0.5, 0.5, 1.0);
-        let mut ms = VecMeshStorage::for_counts(grid.counts());
-        let mesh = Mesh::grid(&grid, ms.storage()).expect("grid");
         let scene = Scene { wind: Some(Wind::new(Vec3::new(3.0, 0.0, 1.0))), ..Scene::default() };
         let params = StepParams { integrator, ..tight() };
-        let model = Model::new(mesh, Material::COTTON, scene, params).expect("model");
-        let mut ss = VecStateStorage::new(&model, 0);
-        let mut state = State::new(&model, ss.storage()).expect("state");
-        for _ in 0..steps {
-            step(&model, &mut state).unwrap();
-        }
-        state.positions().to_vec()
+        with_cloth(&grid, Material::COTTON, scene, params, 0, |model, state| {
+            for _ in 0..steps {
+                step(model, state).unwrap();
+            }
+            state.positions().to_vec()
+        })
     };
     assert_eq!(run(Integrator::Bdf2, 1), run(Integrator::BackwardEuler, 1));
     assert_ne!(run(Integrator::Bdf2, 2), run(Integrator::BackwardEuler, 2));

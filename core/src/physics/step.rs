@@ -138,7 +138,7 @@ fn start_history(model: &Model, state: &mut State, h: f32) {
     let g = model.scene.gravity;
     let it = ws.x_prev.iter_mut().zip(ws.v_prev.iter_mut()).zip(state.x.iter().zip(state.v.iter()));
     for (((xp, vp), (&x, &v)), &f) in it.zip(ws.flags.iter()) {
-        let a = if f & crate::flags::PINNED != 0 { Vec3::ZERO } else { g };
+        let a = if crate::flags::pinned(f) { Vec3::ZERO } else { g };
         *xp = x - v * h + a * (0.5 * h * h);
         *vp = v - a * h;
     }
